@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The knowledge base: rule files (rules/README.md specifies the format), their validation, and the
+ * choice of the most specific rule for a failure. Shared by the guard, the CLI and the tests.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "p2pguard/facts.h"
+
+struct p2pg_rule;
+struct p2pg_ruleset;
+
+/* Called once per problem found while loading: "FILE:LINE: message". */
+typedef void (*p2pg_rules_report_fn)(void *userdata, const char *file, int line,
+				     const char *message);
+
+struct p2pg_ruleset *p2pg_ruleset_new(void);
+void p2pg_ruleset_free(struct p2pg_ruleset *rs); /* accepts NULL */
+
+/*
+ * Parses one rule from text. Returns 0 and adds the rule, or a negative errno (-EINVAL for a
+ * malformed rule, reported through report with its line; -EEXIST for a duplicate id).
+ */
+int p2pg_ruleset_add_text(struct p2pg_ruleset *rs, const char *file, const char *text, size_t len,
+			  p2pg_rules_report_fn report, void *userdata);
+
+/*
+ * Loads every *.json file below dir (recursively). A broken file is reported and skipped; the
+ * others load. Returns the number of problems found (0 when all files loaded) or a negative errno
+ * when dir cannot be read.
+ */
+int p2pg_ruleset_load_dir(struct p2pg_ruleset *rs, const char *dir, p2pg_rules_report_fn report,
+			  void *userdata);
+
+/* Loads the rules compiled into the binary from the shipped rules/ folder. Returns the problem
+ * count. */
+int p2pg_ruleset_load_builtin(struct p2pg_ruleset *rs, p2pg_rules_report_fn report, void *userdata);
+
+size_t p2pg_ruleset_count(const struct p2pg_ruleset *rs);
+const struct p2pg_rule *p2pg_ruleset_at(const struct p2pg_ruleset *rs, size_t index);
+const struct p2pg_rule *p2pg_ruleset_find(const struct p2pg_ruleset *rs, const char *id);
+
+/*
+ * The most specific rule whose match conditions all hold for this failure (api name, CUDA status,
+ * evidence). Ties go to the higher confidence, then to the smaller id. NULL when none matches.
+ */
+const struct p2pg_rule *p2pg_ruleset_match(const struct p2pg_ruleset *rs, const char *api,
+					   int status, const struct p2pg_facts *facts);
+
+/*
+ * Rules that explain a line pasted from a log (any framework's message, an error name such as
+ * cudaErrorPeerAccessUnsupported, CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, or a bare number such as
+ * 217), best first. Returns how many were found; at most max are stored in out.
+ */
+size_t p2pg_ruleset_explain(const struct p2pg_ruleset *rs, const char *text,
+			    const struct p2pg_rule **out, size_t max);
+
+/* Accessors. Strings are owned by the rule set; NULL when the entry has no such field. */
+const char *p2pg_rule_id(const struct p2pg_rule *rule);
+const char *p2pg_rule_title(const struct p2pg_rule *rule); /* the "signature" */
+const char *p2pg_rule_root_cause(const struct p2pg_rule *rule);
+const char *
+p2pg_rule_advice(const struct p2pg_rule *rule); /* workarounds, best first, one a line */
+const char *p2pg_rule_doc_url(const struct p2pg_rule *rule);
+const char *p2pg_rule_source_file(const struct p2pg_rule *rule);
+const char *p2pg_rule_json(const struct p2pg_rule *rule); /* the whole entry as loaded */
+double p2pg_rule_confidence(const struct p2pg_rule *rule);

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+#include "driver.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
+
+struct p2pg_driver p2pg_drv;
+
+typedef void *(*dlsym_fn)(void *, const char *);
+
+void *p2pg_real_dlsym(void *handle, const char *symbol)
+{
+	/* RTLD_NEXT from inside this library skips the guard's own exported dlsym. glibc 2.34 moved
+	 * dlsym into libc under a new version; older glibc only has the original one. */
+	static dlsym_fn real;
+	dlsym_fn fn = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+	if (!fn) {
+		fn = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+		if (!fn)
+			fn = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+		if (!fn)
+			return NULL;
+		__atomic_store_n(&real, fn, __ATOMIC_RELEASE);
+	}
+	return fn(handle, symbol);
+}
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static int load_result = -ENOENT;
+
+static void load_driver(void)
+{
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	if (!lib)
+		lib = dlopen("libcuda.so.1", RTLD_NOW);
+	if (!lib) {
+		load_result = -ENOENT;
+		return;
+	}
+	typedef CUresult(CUDAAPI * proc_fn)(const char *, void **, int, cuuint64_t,
+					    CUdriverProcAddressQueryResult *);
+	proc_fn get_proc = (proc_fn)p2pg_real_dlsym(lib, "cuGetProcAddress_v2");
+	if (!get_proc) {
+		load_result = -ENOSYS;
+		return;
+	}
+	struct p2pg_driver table = {0};
+#define P2PG_DRIVER_RESOLVE(name, version, params)                                        \
+	do {                                                                              \
+		void *fn = NULL;                                                          \
+		CUdriverProcAddressQueryResult found;                                     \
+		if (get_proc(#name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_LEGACY_STREAM, \
+			     &found) != CUDA_SUCCESS)                                     \
+			fn = NULL;                                                        \
+		table.name = (CUresult(CUDAAPI *) params)fn;                              \
+	} while (0);
+	P2PG_DRIVER_FUNCTIONS(P2PG_DRIVER_RESOLVE)
+#undef P2PG_DRIVER_RESOLVE
+	p2pg_drv = table;
+	/* A driver older than the headers may lack a few entries: callers check what they use. */
+	load_result = 0;
+}
+
+int p2pg_driver_load(void)
+{
+	pthread_once(&load_once, load_driver);
+	return load_result;
+}
+
+struct error_names {
+	int code;
+	const char *cu_name;
+	const char *cuda_name;
+	const char *message;
+};
+
+/* The statuses a peer call can end with (driver and runtime share these values), plus the common
+ * ones a copy can return. */
+static const struct error_names error_table[] = {
+    {0, "CUDA_SUCCESS", "cudaSuccess", "no error"},
+    {1, "CUDA_ERROR_INVALID_VALUE", "cudaErrorInvalidValue", "invalid argument"},
+    {2, "CUDA_ERROR_OUT_OF_MEMORY", "cudaErrorMemoryAllocation", "out of memory"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED", "cudaErrorInitializationError", "initialization error"},
+    {4, "CUDA_ERROR_DEINITIALIZED", "cudaErrorCudartUnloading", "driver shutting down"},
+    {35, "CUDA_ERROR_INSUFFICIENT_DRIVER", "cudaErrorInsufficientDriver",
+     "CUDA driver version is insufficient for CUDA runtime version"},
+    {46, "CUDA_ERROR_DEVICES_UNAVAILABLE", "cudaErrorDevicesUnavailable",
+     "CUDA-capable device(s) is/are busy or unavailable"},
+    {100, "CUDA_ERROR_NO_DEVICE", "cudaErrorNoDevice", "no CUDA-capable device is detected"},
+    {101, "CUDA_ERROR_INVALID_DEVICE", "cudaErrorInvalidDevice", "invalid device ordinal"},
+    {201, "CUDA_ERROR_INVALID_CONTEXT", "cudaErrorDeviceUninitialized", "invalid device context"},
+    {205, "CUDA_ERROR_MAP_FAILED", "cudaErrorMapBufferObjectFailed",
+     "mapping of buffer object failed"},
+    {217, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", "cudaErrorPeerAccessUnsupported",
+     "peer access is not supported between these two devices"},
+    {220, "CUDA_ERROR_NVLINK_UNCORRECTABLE", "cudaErrorNvlinkUncorrectable",
+     "uncorrectable NVLink error detected during the execution"},
+    {226, "CUDA_ERROR_CONTAINED", "cudaErrorContained",
+     "an error occurred that was contained to the affected device"},
+    {400, "CUDA_ERROR_INVALID_HANDLE", "cudaErrorInvalidResourceHandle", "invalid resource handle"},
+    {600, "CUDA_ERROR_NOT_READY", "cudaErrorNotReady", "device not ready"},
+    {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "cudaErrorIllegalAddress",
+     "an illegal memory access was encountered"},
+    {704, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED", "cudaErrorPeerAccessAlreadyEnabled",
+     "peer access is already enabled"},
+    {705, "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED", "cudaErrorPeerAccessNotEnabled",
+     "peer access has not been enabled"},
+    {709, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "cudaErrorContextIsDestroyed", "context is destroyed"},
+    {711, "CUDA_ERROR_TOO_MANY_PEERS", "cudaErrorTooManyPeers", "peer mapping resources exhausted"},
+    {801, "CUDA_ERROR_NOT_SUPPORTED", "cudaErrorNotSupported", "operation not supported"},
+    {802, "CUDA_ERROR_SYSTEM_NOT_READY", "cudaErrorSystemNotReady", "system not yet initialized"},
+    {900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "cudaErrorStreamCaptureUnsupported",
+     "operation not permitted when stream is capturing"},
+    {999, "CUDA_ERROR_UNKNOWN", "cudaErrorUnknown", "unknown error"},
+};
+
+static const struct error_names *error_lookup(int status)
+{
+	for (size_t k = 0; k < sizeof(error_table) / sizeof(error_table[0]); k++)
+		if (error_table[k].code == status)
+			return &error_table[k];
+	return NULL;
+}
+
+const char *p2pg_cu_error_name(int status)
+{
+	const struct error_names *e = error_lookup(status);
+	return e ? e->cu_name : "CUDA_ERROR_UNRECOGNIZED";
+}
+
+const char *p2pg_cuda_error_name(int status)
+{
+	const struct error_names *e = error_lookup(status);
+	return e ? e->cuda_name : "cudaErrorUnrecognized";
+}
+
+const char *p2pg_cuda_error_string(int status)
+{
+	const struct error_names *e = error_lookup(status);
+	return e ? e->message : "unrecognized error code";
+}

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The real CUDA driver, as the core uses it for its own work (classifying pointers, staged copies,
+ * timing, evidence, topology). Every entry is resolved once through the real cuGetProcAddress, the
+ * way a CUDA runtime does it, so these pointers never lead back into the guard's wrappers.
+ */
+#pragma once
+
+#include <cuda.h>
+#include <stdbool.h>
+
+/* X(name, cudaVersion, return/parameter list) */
+#define P2PG_DRIVER_FUNCTIONS(X)                                                                 \
+	X(cuInit, 2000, (unsigned int flags))                                                    \
+	X(cuDriverGetVersion, 2020, (int *version))                                              \
+	X(cuGetErrorName, 6000, (CUresult error, const char **str))                              \
+	X(cuGetErrorString, 6000, (CUresult error, const char **str))                            \
+	X(cuDeviceGetCount, 2000, (int *count))                                                  \
+	X(cuDeviceGet, 2000, (CUdevice * device, int ordinal))                                   \
+	X(cuDeviceGetName, 2000, (char *name, int len, CUdevice dev))                            \
+	X(cuDeviceGetPCIBusId, 4010, (char *busid, int len, CUdevice dev))                       \
+	X(cuDeviceGetAttribute, 2000, (int *value, CUdevice_attribute attrib, CUdevice dev))     \
+	X(cuDeviceCanAccessPeer, 4000, (int *can, CUdevice dev, CUdevice peer))                  \
+	X(cuDeviceGetP2PAttribute, 8000,                                                         \
+	  (int *value, CUdevice_P2PAttribute attrib, CUdevice src, CUdevice dst))                \
+	X(cuDevicePrimaryCtxRetain, 7000, (CUcontext * ctx, CUdevice dev))                       \
+	X(cuDevicePrimaryCtxRelease, 11000, (CUdevice dev))                                      \
+	X(cuCtxGetCurrent, 4000, (CUcontext * ctx))                                              \
+	X(cuCtxSetCurrent, 4000, (CUcontext ctx))                                                \
+	X(cuCtxPushCurrent, 4000, (CUcontext ctx))                                               \
+	X(cuCtxPopCurrent, 4000, (CUcontext * ctx))                                              \
+	X(cuCtxGetDevice, 2000, (CUdevice * dev))                                                \
+	X(cuCtxSynchronize, 2000, (void))                                                        \
+	X(cuCtxEnablePeerAccess, 4000, (CUcontext peer, unsigned int flags))                     \
+	X(cuCtxDisablePeerAccess, 4000, (CUcontext peer))                                        \
+	X(cuPointerGetAttribute, 4000, (void *data, CUpointer_attribute attr, CUdeviceptr ptr))  \
+	X(cuStreamCreate, 2000, (CUstream * stream, unsigned int flags))                         \
+	X(cuStreamDestroy, 4000, (CUstream stream))                                              \
+	X(cuStreamSynchronize, 2000, (CUstream stream))                                          \
+	X(cuStreamQuery, 2000, (CUstream stream))                                                \
+	X(cuStreamWaitEvent, 3020, (CUstream stream, CUevent event, unsigned int flags))         \
+	X(cuStreamIsCapturing, 10000, (CUstream stream, CUstreamCaptureStatus * status))         \
+	X(cuStreamGetCtx, 9020, (CUstream stream, CUcontext * ctx))                              \
+	X(cuEventCreate, 2000, (CUevent * event, unsigned int flags))                            \
+	X(cuEventDestroy, 4000, (CUevent event))                                                 \
+	X(cuEventRecord, 2000, (CUevent event, CUstream stream))                                 \
+	X(cuEventQuery, 2000, (CUevent event))                                                   \
+	X(cuEventSynchronize, 2000, (CUevent event))                                             \
+	X(cuEventElapsedTime, 2000, (float *ms, CUevent start, CUevent end))                     \
+	X(cuMemAlloc, 3020, (CUdeviceptr * ptr, size_t bytes))                                   \
+	X(cuMemFree, 3020, (CUdeviceptr ptr))                                                    \
+	X(cuMemAllocHost, 3020, (void **ptr, size_t bytes))                                      \
+	X(cuMemFreeHost, 2000, (void *ptr))                                                      \
+	X(cuMemcpyHtoD, 3020, (CUdeviceptr dst, const void *src, size_t bytes))                  \
+	X(cuMemcpyDtoH, 3020, (void *dst, CUdeviceptr src, size_t bytes))                        \
+	X(cuMemcpyHtoDAsync, 3020, (CUdeviceptr dst, const void *src, size_t bytes, CUstream s)) \
+	X(cuMemcpyDtoHAsync, 3020, (void *dst, CUdeviceptr src, size_t bytes, CUstream s))       \
+	X(cuMemcpyPeer, 4000,                                                                    \
+	  (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t bytes))      \
+	X(cuMemcpyPeerAsync, 4000,                                                               \
+	  (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t bytes,       \
+	   CUstream s))                                                                          \
+	X(cuMemsetD8, 3020, (CUdeviceptr dst, unsigned char value, size_t count))
+
+struct p2pg_driver {
+#define P2PG_DRIVER_MEMBER(name, version, params) CUresult(CUDAAPI *name) params;
+	P2PG_DRIVER_FUNCTIONS(P2PG_DRIVER_MEMBER)
+#undef P2PG_DRIVER_MEMBER
+};
+
+/* Valid after p2pg_driver_load() returned 0; never modified afterwards. */
+extern struct p2pg_driver p2pg_drv;
+
+/*
+ * Resolves the table above from the libcuda.so.1 the process uses (loading it if needed). Makes no
+ * CUDA call besides cuGetProcAddress. Idempotent and thread-safe. Returns 0, or -ENOENT when no
+ * driver library can be found, or -ENOSYS when it lacks cuGetProcAddress_v2.
+ */
+int p2pg_driver_load(void);
+
+/* The real dlsym, never the guard's own: the core resolves symbols of other libraries with it. */
+void *p2pg_real_dlsym(void *handle, const char *symbol);
+
+/* "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED" for a driver status; a static string, never NULL. */
+const char *p2pg_cu_error_name(int status);
+/* "cudaErrorPeerAccessUnsupported" for a runtime status; a static string, never NULL. */
+const char *p2pg_cuda_error_name(int status);
+/* The runtime's message for a status ("peer access is not supported between these two devices"). */
+const char *p2pg_cuda_error_string(int status);

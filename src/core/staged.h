@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The staged copy engine: moves bytes between two devices through pinned host memory, with the
+ * device-to-host half on the source device and the host-to-device half on the destination device
+ * pipelined chunk by chunk. Driver API only, so static and shared runtimes both reach it.
+ */
+#pragma once
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct p2pg_staged_copy {
+	CUdeviceptr dst;
+	CUdeviceptr src;
+	int dst_device;
+	int src_device;
+	size_t bytes;
+	/*
+	 * The caller's stream. For an asynchronous copy the staged work is ordered after everything
+	 * enqueued on it before the call and before everything enqueued after. NULL (0) is the
+	 * legacy default stream, or CU_STREAM_PER_THREAD when per_thread_stream is set.
+	 */
+	CUstream stream;
+	bool per_thread_stream;
+	/* Synchronous copies return once the bytes are in place. */
+	bool async;
+};
+
+/*
+ * Performs the copy. Returns CUDA_SUCCESS or the first driver error met (the copy is then
+ * incomplete and the caller gets that status, as it would from the driver). Thread-safe.
+ * Asynchronous copies never block the calling thread on the GPU.
+ */
+CUresult p2pg_staged_copy(const struct p2pg_staged_copy *copy);
+
+/* Bytes of pinned staging memory the engine may hold in total (P2PGUARD_STAGING_MB). */
+void p2pg_staged_set_budget(size_t bytes);
