@@ -7,6 +7,7 @@
  */
 #include "evidence.h"
 #include "driver.h"
+#include "evidence-private.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -198,30 +199,14 @@ static bool dir_has_entries(const char *path)
 	return found;
 }
 
-/* The IOMMU-related kernel parameters, space separated; "unknown" when /proc/cmdline cannot be
- * read. Only whole tokens are kept when they do not all fit. */
-static void read_iommu_cmdline(char *out, size_t len)
+void p2pg_evidence_iommu_params(char *cmdline, char *out, size_t len)
 {
 	static const char *const prefixes[] = {
 	    "intel_iommu=", "amd_iommu=", "iommu=", "iommu.passthrough=", "pcie_acs_override=",
 	};
-	char cmdline[4096];
-	size_t have = 0;
-	int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		ssize_t got;
-		while (have < sizeof(cmdline) - 1 &&
-		       (got = read(fd, cmdline + have, sizeof(cmdline) - 1 - have)) > 0)
-			have += (size_t)got;
-		close(fd);
-	}
-	if (fd < 0) {
-		snprintf(out, len, "unknown");
-		return;
-	}
-	cmdline[have] = '\0';
-
 	size_t pos = 0;
+	if (len == 0)
+		return;
 	out[0] = '\0';
 	char *save = NULL;
 	for (char *tok = strtok_r(cmdline, " \t\n", &save); tok;
@@ -237,6 +222,25 @@ static void read_iommu_cmdline(char *out, size_t len)
 		memcpy(out + pos, tok, n + 1);
 		pos += n;
 	}
+}
+
+/* The IOMMU-related kernel parameters; "unknown" when /proc/cmdline cannot be read. */
+static void read_iommu_cmdline(char *out, size_t len)
+{
+	char cmdline[4096];
+	size_t have = 0;
+	int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(out, len, "unknown");
+		return;
+	}
+	ssize_t got;
+	while (have < sizeof(cmdline) - 1 &&
+	       (got = read(fd, cmdline + have, sizeof(cmdline) - 1 - have)) > 0)
+		have += (size_t)got;
+	close(fd);
+	cmdline[have] = '\0';
+	p2pg_evidence_iommu_params(cmdline, out, len);
 }
 
 static void process_compute(struct process_evidence *p)
