@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The spool: each guarded process's records, in a file mapping that outlives the process.
+ *
+ * A thread writes fixed-size records into its own ring (no lock, no allocation, no system call) and
+ * publishes each with a release store of its head counter. The process's drainer copies them into
+ * SQLite and advances the ring's tail only after the transaction committed, storing the same
+ * watermark in the database inside that transaction. If the process dies at any moment — SIGKILL
+ * included — the file holds every record whose call returned, and whoever imports it (the next
+ * guard, or `p2pguard recover`) starts from the database's watermark: nothing is lost, nothing
+ * doubled.
+ */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define P2PG_SPOOL_MAGIC     "P2PGSPL2"
+#define P2PG_SPOOL_THREADS   128  /* thread rings per process */
+#define P2PG_SPOOL_RING	     4096 /* records per thread ring; a power of two */
+#define P2PG_SPOOL_BLOBS     128  /* variable-size records: failures, crashes */
+#define P2PG_SPOOL_BLOB_SIZE (24 << 10)
+
+enum p2pg_record_kind {
+	P2PG_REC_TRANSFER = 1,
+	P2PG_REC_PEER = 2,
+};
+
+enum p2pg_path {
+	P2PG_PATH_P2P = 1,	/* peer access enabled between the pair at the time of the call */
+	P2PG_PATH_DRIVER = 2,	/* the driver moved it through the host */
+	P2PG_PATH_STAGED = 3,	/* the guard's engine moved it */
+	P2PG_PATH_CAPTURED = 4, /* enqueued into a stream capture: no data moved yet */
+};
+
+/* One intercepted call. 64 bytes: one cache line per record. */
+struct p2pg_record {
+	uint64_t started_ns; /* CLOCK_REALTIME at the call's start */
+	uint64_t host_ns;    /* time spent in the call */
+	uint64_t bytes;
+	uint64_t stream;
+	uint32_t tid;
+	uint16_t api;
+	uint8_t kind;
+	uint8_t path;
+	int32_t status;	    /* what the caller got */
+	int16_t src_device; /* peer calls: the device */
+	int16_t dst_device; /* peer calls: the peer device */
+	uint32_t flags;	    /* peer calls: the flags argument; transfers: P2PG_REC_F_* */
+	int32_t value;	    /* can-access: the answer the caller got */
+	uint64_t gpu_ns;    /* 0 = unknown */
+};
+_Static_assert(sizeof(struct p2pg_record) == 64, "records are one cache line");
+
+#define P2PG_REC_F_TIMED 0x1u /* a timing event pair was recorded around the copy */
+
+struct p2pg_spool_thread {
+	_Atomic uint64_t head;	  /* records published by the thread */
+	_Atomic uint64_t tail;	  /* records persisted by the drainer */
+	_Atomic uint32_t state;	  /* enum p2pg_slot_state */
+	uint32_t serial;	  /* the process's thread number; part of every record's key */
+	_Atomic uint64_t dropped; /* records lost to a full ring */
+	uint32_t tid;
+	uint8_t pad[28];
+	struct p2pg_record rec[P2PG_SPOOL_RING];
+};
+
+enum p2pg_slot_state {
+	P2PG_SLOT_FREE = 0,
+	P2PG_SLOT_ACTIVE = 1,
+	P2PG_SLOT_RETIRED = 2, /* the thread ended; free again once drained */
+};
+
+enum p2pg_blob_kind {
+	P2PG_BLOB_FAILURE = 1,
+	P2PG_BLOB_CRASH = 2,
+};
+
+enum p2pg_blob_state {
+	P2PG_BLOB_EMPTY = 0,
+	P2PG_BLOB_WRITING = 1,
+	P2PG_BLOB_READY = 2,
+	P2PG_BLOB_PERSISTED = 3,
+};
+
+/*
+ * A variable-size record. text holds NUL-separated fields (see spool.c for the order per kind).
+ * Keyed by (thread serial, seq) for failures — the seq of the failing call's record — and by
+ * (tid, started_ns) for crashes.
+ */
+struct p2pg_spool_blob {
+	_Atomic uint32_t state;
+	uint32_t kind;
+	uint32_t serial;
+	uint32_t tid;
+	uint64_t seq;
+	uint64_t started_ns;
+	int32_t status;
+	int32_t signal;
+	int32_t device;
+	int32_t peer_device;
+	uint32_t api;
+	uint32_t length; /* of text */
+	uint8_t pad[8];
+	char text[P2PG_SPOOL_BLOB_SIZE - 64];
+};
+_Static_assert(sizeof(struct p2pg_spool_blob) == P2PG_SPOOL_BLOB_SIZE, "blob size");
+
+struct p2pg_spool_header {
+	char magic[8];
+	uint32_t header_size;
+	uint32_t threads;
+	uint32_t ring;
+	uint32_t blobs;
+	uint32_t blob_size;
+	int32_t pid;
+	uint64_t started_ns;
+	char boot_id[40];
+	char hostname[64];
+	int32_t rank;
+	int32_t local_rank;
+	char mode[16];
+	char guard_version[16];
+	_Atomic int32_t driver_version;
+	_Atomic uint32_t next_serial;
+	_Atomic uint64_t dropped_no_slot; /* records lost because every thread ring was taken */
+	_Atomic uint32_t clean_exit;
+	uint8_t pad0[4];
+	char cmdline[2048];
+	uint8_t pad[4096 - 2256];
+};
+_Static_assert(sizeof(struct p2pg_spool_header) == 4096, "header is one page");
+
+struct p2pg_spool_layout {
+	struct p2pg_spool_header header;
+	struct p2pg_spool_thread threads[P2PG_SPOOL_THREADS];
+	struct p2pg_spool_blob blobs[P2PG_SPOOL_BLOBS];
+};
+
+#define P2PG_SPOOL_FILE_SIZE sizeof(struct p2pg_spool_layout)
+
+/* The spool folder for a database: "<db>.spool". */
+int p2pg_spool_dir_for(const char *db_path, char *buf, size_t len);

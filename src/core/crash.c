@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fatal signals: the faulting thread's raw backtrace goes into the spool from the handler (nothing
+ * but memory writes and read-only /proc access there); it is symbolised later by whoever imports
+ * the spool. Then the previous handler runs, so Python's faulthandler and the frameworks' own
+ * handlers still work, and the process ends with the same signal.
+ */
+#include <libunwind.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "backtrace.h"
+#include "crash.h"
+#include "recorder.h"
+#include "spool.h"
+
+static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
+#define NFATAL (sizeof(fatal_signals) / sizeof(fatal_signals[0]))
+
+static struct sigaction previous[NFATAL];
+static _Atomic int in_handler;
+
+static int signal_index(int sig)
+{
+	for (unsigned k = 0; k < NFATAL; k++)
+		if (fatal_signals[k] == sig)
+			return (int)k;
+	return -1;
+}
+
+static void write_crash(int sig, void *uctx)
+{
+	struct p2pg_spool_layout *spool = p2pg_recorder_spool_signal_safe();
+	if (!spool)
+		return;
+	struct p2pg_spool_blob *blob = p2pg_spool_blob_claim(spool);
+	if (!blob)
+		return;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uintptr_t ips[P2PG_BACKTRACE_MAX];
+	int n = unw_backtrace((void **)ips, P2PG_BACKTRACE_MAX);
+	/* Start at the interrupted instruction: the frames before it are this handler's. */
+	uintptr_t fault_ip = (uintptr_t)((ucontext_t *)uctx)->uc_mcontext.gregs[REG_RIP];
+	int skip = 0;
+	for (int k = 0; k < n; k++)
+		if (ips[k] == fault_ip || ips[k] == fault_ip + 1) {
+			skip = k;
+			break;
+		}
+	blob->kind = P2PG_BLOB_CRASH;
+	blob->tid = p2pg_tid_signal_safe();
+	blob->signal = sig;
+	blob->started_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	blob->length = (uint32_t)p2pg_backtrace_raw_signal_safe(ips + skip, n - skip, blob->text,
+								sizeof(blob->text) - 1) +
+		       1;
+	blob->text[blob->length - 1] = '\0';
+	p2pg_spool_blob_publish(blob);
+}
+
+static void on_fatal_signal(int sig, siginfo_t *info, void *uctx)
+{
+	int k = signal_index(sig);
+	if (k < 0)
+		return;
+	/* A second fault inside the handler must not loop: straight to the previous handler. */
+	if (atomic_exchange(&in_handler, 1) == 0)
+		write_crash(sig, uctx);
+
+	struct sigaction *prev = &previous[k];
+	if (prev->sa_flags & SA_SIGINFO) {
+		if (prev->sa_sigaction) {
+			prev->sa_sigaction(sig, info, uctx);
+			return;
+		}
+	} else if (prev->sa_handler != SIG_DFL && prev->sa_handler != SIG_IGN) {
+		prev->sa_handler(sig);
+		return;
+	}
+	/* Default action: restore it and let the signal end the process as it would have. A fault
+	 * re-executes and takes the default; a signal sent with kill() or raise() needs raising
+	 * again. */
+	sigaction(sig, prev, NULL);
+	if (info->si_code <= 0 || sig == SIGABRT)
+		raise(sig);
+}
+
+void p2pg_crash_install(void)
+{
+	for (unsigned k = 0; k < NFATAL; k++) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_sigaction = on_fatal_signal;
+		sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+		sigemptyset(&sa.sa_mask);
+		if (sigaction(fatal_signals[k], &sa, &previous[k]) < 0)
+			memset(&previous[k], 0, sizeof(previous[k]));
+		/* A program that ignores a fatal signal keeps doing so. */
+		if (!(previous[k].sa_flags & SA_SIGINFO) && previous[k].sa_handler == SIG_IGN)
+			sigaction(fatal_signals[k], &previous[k], NULL);
+	}
+}

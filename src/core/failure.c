@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+#include "failure.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "backtrace.h"
+#include "driver.h"
+#include "evidence.h"
+#include "notice.h"
+#include "p2pguard/rules.h"
+#include "recorder.h"
+#include "spool.h"
+
+static char user_rules[4096];
+static struct p2pg_ruleset *ruleset;
+static pthread_once_t rules_once = PTHREAD_ONCE_INIT;
+
+const char *p2pg_action_name(unsigned action)
+{
+	switch (action) {
+	case P2PG_ACTION_ABSORBED:
+		return "absorbed";
+	case P2PG_ACTION_STAGED:
+		return "staged";
+	case P2PG_ACTION_REPORTED:
+		return "reported";
+	default:
+		return "passed";
+	}
+}
+
+void p2pg_failure_configure(const char *user_rules_dir)
+{
+	snprintf(user_rules, sizeof(user_rules), "%s", user_rules_dir ? user_rules_dir : "");
+}
+
+static void report_rule_problem(void *userdata, const char *file, int line, const char *message)
+{
+	(void)userdata;
+	p2pg_notice("rule %s:%d: %s (this rule is skipped, the others load)", file, line, message);
+}
+
+static void load_rules(void)
+{
+	ruleset = p2pg_ruleset_new();
+	if (!ruleset)
+		return;
+	p2pg_ruleset_load_builtin(ruleset, report_rule_problem, NULL);
+	if (user_rules[0] &&
+	    p2pg_ruleset_load_dir(ruleset, user_rules, report_rule_problem, NULL) < 0)
+		p2pg_notice("P2PGUARD_RULES=%s cannot be read; using the built-in rules",
+			    user_rules);
+}
+
+void p2pg_failure_record(const struct p2pg_failure *f)
+{
+	struct p2pg_spool_blob *blob = p2pg_recorder_blob();
+	if (!blob)
+		return;
+	pthread_once(&rules_once, load_rules);
+
+	struct p2pg_facts *facts = calloc(1, sizeof(*facts));
+	char *text = malloc(16 << 10);
+	if (!facts || !text) {
+		free(facts);
+		free(text);
+		p2pg_spool_blob_publish(blob); /* an empty blob is still the record of the call */
+		return;
+	}
+
+	struct p2pg_failure_context ctx = {
+	    .api = p2pg_api_name(f->api),
+	    .status = f->status,
+	    .device = f->device,
+	    .peer_device = f->peer_device,
+	    .flags = f->flags,
+	    .peers_enabled = f->peers_enabled,
+	    .peer_access_enabled = f->peer_access_enabled,
+	};
+	p2pg_evidence_gather(&ctx, facts);
+	if (f->probe)
+		p2pg_facts_set_str(facts, "p2p_probe", f->probe);
+
+	const struct p2pg_rule *rule =
+	    ruleset ? p2pg_ruleset_match(ruleset, ctx.api, f->status, facts) : NULL;
+
+	blob->kind = P2PG_BLOB_FAILURE;
+	blob->serial = f->serial;
+	blob->tid = p2pg_tid();
+	blob->seq = f->seq;
+	blob->started_ns = f->started_ns;
+	blob->status = f->status;
+	blob->device = f->device;
+	blob->peer_device = f->peer_device;
+	blob->api = f->api;
+
+	/* The field order is the one store.c reads (enum failure_field). */
+	p2pg_spool_blob_add(blob, f->args ? f->args : "");
+	p2pg_spool_blob_add(blob, p2pg_cuda_error_name(f->status));
+	p2pg_spool_blob_add(blob, p2pg_cuda_error_string(f->status));
+	p2pg_spool_blob_add(blob, rule ? p2pg_rule_id(rule) : "");
+	p2pg_spool_blob_add(blob,
+			    rule && p2pg_rule_root_cause(rule) ? p2pg_rule_root_cause(rule) : "");
+	p2pg_spool_blob_add(blob, rule && p2pg_rule_advice(rule) ? p2pg_rule_advice(rule) : "");
+
+	uintptr_t ips[P2PG_BACKTRACE_MAX];
+	int n = p2pg_backtrace_capture(ips, P2PG_BACKTRACE_MAX);
+	p2pg_backtrace_format(ips, n, text, 8 << 10);
+	p2pg_spool_blob_add(blob, text);
+
+	text[0] = '\0';
+	p2pg_python_stack(text, 6 << 10);
+	p2pg_spool_blob_add(blob, text);
+
+	if (p2pg_facts_to_json(facts, text, 8 << 10) < 0)
+		text[0] = '\0';
+	p2pg_spool_blob_add(blob, text);
+	p2pg_spool_blob_add(blob, p2pg_action_name(f->action));
+
+	p2pg_spool_blob_publish(blob);
+	free(facts);
+	free(text);
+}

@@ -1,0 +1,528 @@
+/* SPDX-License-Identifier: MIT */
+#include "guard.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "driver.h"
+#include "evidence.h"
+#include "failure.h"
+#include "notice.h"
+#include "recorder.h"
+#include "settings.h"
+#include "staged.h"
+#include "timing.h"
+
+__thread int p2pg_depth __attribute__((tls_model("initial-exec")));
+int p2pg_active;
+
+static struct p2pg_settings settings;
+static bool early_done;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static uint64_t realtime_offset_ns; /* CLOCK_REALTIME - CLOCK_MONOTONIC at start */
+
+/* What the guard knows of each ordered device pair (device -> peer). */
+enum pair_bits {
+	PAIR_ENABLED = 1 << 0,	/* real peer access enabled by the program */
+	PAIR_VIRTUAL = 1 << 1,	/* staged mode: the program believes it enabled access */
+	PAIR_ABSORBED = 1 << 2, /* fallback: an unsupported enable was absorbed */
+	PAIR_NO_P2P = 1 << 3,	/* the driver says this pair cannot do P2P */
+	PAIR_CHECKED = 1 << 4,	/* NO_P2P is known either way */
+	PAIR_BROKEN = 1 << 5,	/* the health probe found P2P lying or slow */
+};
+
+static _Atomic uint8_t pairs[P2PG_MAX_DEVICES][P2PG_MAX_DEVICES];
+
+static bool valid_device(int d)
+{
+	return d >= 0 && d < P2PG_MAX_DEVICES;
+}
+
+static uint8_t pair_get(int a, int b)
+{
+	return valid_device(a) && valid_device(b)
+		   ? atomic_load_explicit(&pairs[a][b], memory_order_relaxed)
+		   : 0;
+}
+
+static void pair_set(int a, int b, uint8_t bits)
+{
+	if (valid_device(a) && valid_device(b))
+		atomic_fetch_or(&pairs[a][b], bits);
+}
+
+static void pair_clear(int a, int b, uint8_t bits)
+{
+	if (valid_device(a) && valid_device(b))
+		atomic_fetch_and(&pairs[a][b], (uint8_t)~bits);
+}
+
+static int peers_enabled(int device)
+{
+	int n = 0;
+	if (!valid_device(device))
+		return 0;
+	for (int k = 0; k < P2PG_MAX_DEVICES; k++)
+		n += (pair_get(device, k) & PAIR_ENABLED) != 0;
+	return n;
+}
+
+uint64_t p2pg_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t to_realtime(uint64_t mono)
+{
+	return mono + realtime_offset_ns;
+}
+
+/* ---- initialisation ---- */
+
+static void settings_warn(const char *line)
+{
+	p2pg_notice("%s", line);
+}
+
+static char *env_get(const char *name)
+{
+	return getenv(name);
+}
+
+void p2pg_init_early(void)
+{
+	if (early_done)
+		return;
+	early_done = true;
+	p2pg_settings_parse(&settings, env_get, settings_warn);
+	/* Staged pairs must not be used by NCCL's own P2P transport either; NCCL reads this at its
+	 * initialisation, long after the constructor that calls us. */
+	if (settings.enabled && settings.mode == P2PG_MODE_STAGED)
+		setenv("NCCL_P2P_DISABLE", "1", 0);
+}
+
+static void atfork_child(void)
+{
+	p2pg_recorder_atfork_child();
+	p2pg_evidence_reset();
+}
+
+static void init(void)
+{
+	p2pg_init_early();
+	if (!settings.enabled)
+		return;
+	struct timespec rt, mono;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	realtime_offset_ns = ((uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec) -
+			     ((uint64_t)mono.tv_sec * 1000000000ull + (uint64_t)mono.tv_nsec);
+	p2pg_recorder_configure(&settings, p2pg_mode_name(settings.mode));
+	p2pg_failure_configure(settings.rules_dir);
+	p2pg_staged_set_budget(settings.staging_bytes);
+	if (p2pg_driver_load() < 0) {
+		p2pg_notice(
+		    "cannot find the CUDA driver (libcuda.so.1); the guard passes every call "
+		    "through unrecorded");
+		return;
+	}
+	pthread_atfork(NULL, NULL, atfork_child);
+	__atomic_store_n(&p2pg_active, 1, __ATOMIC_RELEASE);
+}
+
+bool p2pg_init_slow(void)
+{
+	pthread_once(&init_once, init);
+	return __atomic_load_n(&p2pg_active, __ATOMIC_ACQUIRE);
+}
+
+const struct p2pg_settings *p2pg_settings_get(void)
+{
+	return &settings;
+}
+
+/* ---- devices of pointers and contexts ---- */
+
+#define CONTEXT_CACHE 32
+static struct {
+	_Atomic(CUcontext) ctx;
+	int device;
+} context_cache[CONTEXT_CACHE];
+
+int p2pg_context_device(CUcontext ctx)
+{
+	if (!ctx)
+		return p2pg_current_device();
+	for (int k = 0; k < CONTEXT_CACHE; k++) {
+		CUcontext c = atomic_load_explicit(&context_cache[k].ctx, memory_order_acquire);
+		if (c == ctx)
+			return context_cache[k].device;
+		if (!c)
+			break;
+	}
+	CUdevice dev = -1;
+	if (p2pg_drv.cuCtxPushCurrent(ctx) != CUDA_SUCCESS)
+		return -1;
+	if (p2pg_drv.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+		dev = -1;
+	CUcontext popped;
+	p2pg_drv.cuCtxPopCurrent(&popped);
+	if (dev < 0)
+		return -1;
+	for (int k = 0; k < CONTEXT_CACHE; k++) {
+		CUcontext expected = NULL;
+		context_cache[k].device = dev;
+		if (atomic_compare_exchange_strong(&context_cache[k].ctx, &expected, ctx))
+			break;
+		if (expected == ctx)
+			break;
+	}
+	return dev;
+}
+
+int p2pg_current_device(void)
+{
+	CUdevice dev;
+	return p2pg_drv.cuCtxGetDevice(&dev) == CUDA_SUCCESS ? dev : -1;
+}
+
+static int pointer_device(CUdeviceptr p)
+{
+	int ordinal = -1;
+	if (p2pg_drv.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) !=
+	    CUDA_SUCCESS)
+		return -1;
+	return ordinal;
+}
+
+static bool is_device_memory(CUdeviceptr p)
+{
+	unsigned int type = 0;
+	return p2pg_drv.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) ==
+		   CUDA_SUCCESS &&
+	       type == CU_MEMORYTYPE_DEVICE;
+}
+
+/* A generic copy crosses devices when both pointers are device memory of different devices. The
+ * ordinal query is the cheap test every generic copy pays; memory types are checked only when the
+ * ordinals differ (pinned host memory has an ordinal too). */
+static bool classify(struct p2pg_copy *c)
+{
+	int s = pointer_device(c->src);
+	if (s < 0)
+		return false;
+	int d = pointer_device(c->dst);
+	if (d < 0 || d == s)
+		return false;
+	if (!c->device_pointers && (!is_device_memory(c->src) || !is_device_memory(c->dst)))
+		return false;
+	c->src_device = s;
+	c->dst_device = d;
+	return true;
+}
+
+/* ---- copies ---- */
+
+static bool pair_is_staged(int src, int dst)
+{
+	if (src == dst || !valid_device(src) || !valid_device(dst))
+		return false;
+	if (settings.mode == P2PG_MODE_STAGED)
+		return p2pg_settings_pair_selected(&settings, src, dst);
+	if (settings.mode != P2PG_MODE_FALLBACK)
+		return false;
+	uint8_t bits = pair_get(src, dst) | pair_get(dst, src);
+	if (bits & (PAIR_BROKEN | PAIR_ABSORBED | PAIR_NO_P2P))
+		return true;
+	if (!(pair_get(src, dst) & PAIR_CHECKED)) {
+		int can = 1;
+		if (p2pg_drv.cuDeviceCanAccessPeer(&can, src, dst) == CUDA_SUCCESS && !can) {
+			pair_set(src, dst, PAIR_NO_P2P);
+			pair_set(dst, src, PAIR_NO_P2P);
+		}
+		pair_set(src, dst, PAIR_CHECKED);
+		return !can;
+	}
+	return false;
+}
+
+static CUstream effective_stream(const struct p2pg_copy *c)
+{
+	return (c->stream == NULL && c->per_thread) ? CU_STREAM_PER_THREAD : c->stream;
+}
+
+enum p2pg_route p2pg_copy_begin(struct p2pg_copy *c)
+{
+	c->timing = -1;
+	if ((c->src_device < 0 || c->dst_device < 0) && !classify(c))
+		return P2PG_ROUTE_IGNORE;
+	c->t0 = p2pg_now_ns();
+	CUstream stream = effective_stream(c);
+	if (c->async && p2pg_drv.cuStreamIsCapturing) {
+		CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+		if (p2pg_drv.cuStreamIsCapturing(stream, &cap) == CUDA_SUCCESS &&
+		    cap != CU_STREAM_CAPTURE_STATUS_NONE) {
+			/* A graph will replay it later; no data moves now, and the staged engine's
+			 * buffer reuse is not graph-safe: the driver keeps it. */
+			c->path = P2PG_PATH_CAPTURED;
+			return P2PG_ROUTE_REAL;
+		}
+	}
+	if (!c->not_stageable && pair_is_staged(c->src_device, c->dst_device)) {
+		c->path = P2PG_PATH_STAGED;
+		return P2PG_ROUTE_STAGED;
+	}
+	uint8_t bits =
+	    pair_get(c->src_device, c->dst_device) | pair_get(c->dst_device, c->src_device);
+	c->path = (bits & PAIR_ENABLED) ? P2PG_PATH_P2P : P2PG_PATH_DRIVER;
+	if (c->async)
+		c->timing = p2pg_timing_begin(stream, c->bytes, &c->ev_end);
+	return P2PG_ROUTE_REAL;
+}
+
+int p2pg_copy_staged(struct p2pg_copy *c)
+{
+	struct p2pg_staged_copy sc = {
+	    .dst = c->dst,
+	    .src = c->src,
+	    .dst_device = c->dst_device,
+	    .src_device = c->src_device,
+	    .bytes = c->bytes,
+	    .stream = c->stream,
+	    .per_thread_stream = c->per_thread,
+	    .async = c->async,
+	};
+	return (int)p2pg_staged_copy(&sc);
+}
+
+int p2pg_copy_end(struct p2pg_copy *c, int status)
+{
+	uint64_t end = p2pg_now_ns();
+	struct p2pg_record r = {
+	    .started_ns = to_realtime(c->t0),
+	    .host_ns = end - c->t0,
+	    .bytes = c->bytes,
+	    .stream = (uint64_t)(uintptr_t)c->stream,
+	    .api = (uint16_t)c->api,
+	    .kind = P2PG_REC_TRANSFER,
+	    .path = c->path,
+	    .status = status,
+	    .src_device = (int16_t)c->src_device,
+	    .dst_device = (int16_t)c->dst_device,
+	};
+	if (c->timing >= 0) {
+		if (status == 0 && p2pg_timing_finish(c->timing, c->ev_end, effective_stream(c))) {
+			r.flags |= P2PG_REC_F_TIMED;
+			r.value = c->timing;
+		} else if (status != 0) {
+			p2pg_timing_cancel(c->timing);
+		}
+	}
+	if (!c->async && c->path != P2PG_PATH_CAPTURED && status == 0)
+		r.gpu_ns = r.host_ns; /* a synchronous copy's GPU time is the call's duration */
+	uint32_t serial = 0;
+	uint64_t seq = p2pg_record(&r, &serial);
+	if (status != 0) {
+		char args[160];
+		snprintf(args, sizeof(args), "dst=0x%llx src=0x%llx bytes=%zu stream=%p",
+			 (unsigned long long)c->dst, (unsigned long long)c->src, c->bytes,
+			 (void *)c->stream);
+		struct p2pg_failure f = {
+		    .api = c->api,
+		    .status = status,
+		    .device = c->src_device,
+		    .peer_device = c->dst_device,
+		    .args = args,
+		    .action = P2PG_ACTION_PASSED,
+		    .serial = serial,
+		    .seq = seq,
+		    .started_ns = r.started_ns,
+		    .peers_enabled = peers_enabled(c->src_device),
+		    .peer_access_enabled =
+			(pair_get(c->src_device, c->dst_device) & PAIR_ENABLED) != 0,
+		};
+		p2pg_failure_record(&f);
+	}
+	return status;
+}
+
+void p2pg_copy_note_batch_element(unsigned api, CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+				  CUstream stream, int status, uint64_t t0, uint64_t host_ns)
+{
+	struct p2pg_copy c = {.api = api,
+			      .dst = dst,
+			      .src = src,
+			      .bytes = bytes,
+			      .stream = stream,
+			      .src_device = -1,
+			      .dst_device = -1};
+	if (!classify(&c))
+		return;
+	uint8_t bits = pair_get(c.src_device, c.dst_device) | pair_get(c.dst_device, c.src_device);
+	struct p2pg_record r = {
+	    .started_ns = to_realtime(t0),
+	    .host_ns = host_ns,
+	    .bytes = bytes,
+	    .stream = (uint64_t)(uintptr_t)stream,
+	    .api = (uint16_t)api,
+	    .kind = P2PG_REC_TRANSFER,
+	    .path = (bits & PAIR_ENABLED) ? P2PG_PATH_P2P : P2PG_PATH_DRIVER,
+	    .status = status,
+	    .src_device = (int16_t)c.src_device,
+	    .dst_device = (int16_t)c.dst_device,
+	};
+	p2pg_record(&r, NULL);
+}
+
+/* ---- peer access ---- */
+
+static bool staged_pair(const struct p2pg_peer *p)
+{
+	return settings.mode == P2PG_MODE_STAGED && p->device != p->peer &&
+	       valid_device(p->device) && valid_device(p->peer) &&
+	       p2pg_settings_pair_selected(&settings, p->device, p->peer);
+}
+
+enum p2pg_peer_route p2pg_peer_begin(struct p2pg_peer *p)
+{
+	p->t0 = p2pg_now_ns();
+	p->action = P2PG_ACTION_PASSED;
+	p->clear_runtime_error = false;
+	if (!staged_pair(p))
+		return P2PG_PEER_REAL;
+	/* Flags other than 0 are a programming error the driver must still report. */
+	if ((p->kind == P2PG_PEER_ENABLE && p->flags == 0) || p->kind == P2PG_PEER_DISABLE)
+		return P2PG_PEER_SKIP;
+	return P2PG_PEER_REAL;
+}
+
+static bool is_masked_attribute(int attribute)
+{
+	return attribute == CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED ||
+	       attribute == CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED ||
+	       attribute == CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED;
+}
+
+int p2pg_peer_end(struct p2pg_peer *p, int status)
+{
+	int real_status = status;
+	bool skipped = staged_pair(p) && ((p->kind == P2PG_PEER_ENABLE && p->flags == 0) ||
+					  p->kind == P2PG_PEER_DISABLE);
+	int distinct = p->device != p->peer && valid_device(p->device) && valid_device(p->peer);
+
+	switch (p->kind) {
+	case P2PG_PEER_CAN_ACCESS:
+		if (status == 0 && p->value) {
+			if (staged_pair(p)) {
+				*p->value = 0;
+				p->action = P2PG_ACTION_REPORTED;
+			} else if (distinct && *p->value == 0) {
+				pair_set(p->device, p->peer, PAIR_NO_P2P | PAIR_CHECKED);
+				pair_set(p->peer, p->device, PAIR_NO_P2P | PAIR_CHECKED);
+			}
+		}
+		break;
+	case P2PG_PEER_ATTRIBUTE:
+		if (status == 0 && p->value && staged_pair(p) &&
+		    is_masked_attribute(p->attribute)) {
+			*p->value = 0;
+			p->action = P2PG_ACTION_REPORTED;
+		}
+		break;
+	case P2PG_PEER_ENABLE:
+		if (skipped) {
+			bool was = pair_get(p->device, p->peer) & PAIR_VIRTUAL;
+			status = real_status =
+			    was ? CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED : CUDA_SUCCESS;
+			pair_set(p->device, p->peer, PAIR_VIRTUAL);
+			p->action = P2PG_ACTION_STAGED;
+		} else if (status == CUDA_SUCCESS) {
+			pair_set(p->device, p->peer, PAIR_ENABLED);
+		} else if (status == CUDA_ERROR_PEER_ACCESS_UNSUPPORTED && distinct &&
+			   settings.mode == P2PG_MODE_FALLBACK) {
+			if (pair_get(p->device, p->peer) & PAIR_ABSORBED)
+				status = CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+			else
+				status = CUDA_SUCCESS;
+			pair_set(p->device, p->peer, PAIR_ABSORBED | PAIR_NO_P2P | PAIR_CHECKED);
+			pair_set(p->peer, p->device, PAIR_NO_P2P | PAIR_CHECKED);
+			p->action = P2PG_ACTION_ABSORBED;
+			p->clear_runtime_error = p->runtime;
+		}
+		break;
+	case P2PG_PEER_DISABLE:
+		if (skipped) {
+			bool was = pair_get(p->device, p->peer) & PAIR_VIRTUAL;
+			status = real_status =
+			    was ? CUDA_SUCCESS : CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+			pair_clear(p->device, p->peer, PAIR_VIRTUAL);
+			p->action = P2PG_ACTION_STAGED;
+		} else if (status == CUDA_SUCCESS) {
+			pair_clear(p->device, p->peer, PAIR_ENABLED);
+		} else if (status == CUDA_ERROR_PEER_ACCESS_NOT_ENABLED &&
+			   (pair_get(p->device, p->peer) & PAIR_ABSORBED)) {
+			/* The program disables what the guard let it believe it enabled. */
+			status = CUDA_SUCCESS;
+			pair_clear(p->device, p->peer, PAIR_ABSORBED);
+			p->action = P2PG_ACTION_ABSORBED;
+			p->clear_runtime_error = p->runtime;
+		}
+		break;
+	}
+
+	struct p2pg_record r = {
+	    .started_ns = to_realtime(p->t0),
+	    .host_ns = p2pg_now_ns() - p->t0,
+	    .api = (uint16_t)p->api,
+	    .kind = P2PG_REC_PEER,
+	    .path = p->action,
+	    .status = status,
+	    .src_device = (int16_t)p->device,
+	    .dst_device = (int16_t)p->peer,
+	    .flags = (uint32_t)p->flags,
+	    .value = p->value ? *p->value : 0,
+	};
+	uint32_t serial = 0;
+	uint64_t seq = p2pg_record(&r, &serial);
+
+	if (real_status != CUDA_SUCCESS || p->action == P2PG_ACTION_ABSORBED) {
+		char args[128];
+		if (p->kind == P2PG_PEER_ATTRIBUTE)
+			snprintf(args, sizeof(args), "attribute=%d src=%d dst=%d", p->attribute,
+				 p->device, p->peer);
+		else
+			snprintf(args, sizeof(args), "device=%d peer=%d flags=%llu", p->device,
+				 p->peer, p->flags);
+		struct p2pg_failure f = {
+		    .api = p->api,
+		    .status = real_status,
+		    .device = p->device,
+		    .peer_device = p->peer,
+		    .flags = p->flags,
+		    .args = args,
+		    .action = p->action,
+		    .serial = serial,
+		    .seq = seq,
+		    .started_ns = r.started_ns,
+		    .peers_enabled = peers_enabled(p->device),
+		    .peer_access_enabled =
+			valid_device(p->device) && valid_device(p->peer)
+			    ? ((pair_get(p->device, p->peer) & (PAIR_ENABLED | PAIR_VIRTUAL)) != 0)
+			    : -1,
+		};
+		p2pg_failure_record(&f);
+	}
+	return status;
+}
+
+void p2pg_guard_shutdown(void)
+{
+	if (__atomic_load_n(&p2pg_active, __ATOMIC_ACQUIRE))
+		p2pg_recorder_shutdown();
+}

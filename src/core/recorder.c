@@ -1,0 +1,392 @@
+/* SPDX-License-Identifier: MIT */
+#include "recorder.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "guard.h"
+#include "notice.h"
+#include "p2pguard/rules.h"
+#include "spool.h"
+#include "store.h"
+#include "timing.h"
+
+struct pending {
+	int64_t row;
+	unsigned slot;
+};
+
+static struct {
+	struct p2pg_settings settings;
+	char mode_name[16];
+	char spool_dir[PATH_MAX];
+	char spool_path[PATH_MAX];
+
+	pthread_mutex_t start_lock;
+	_Atomic(struct p2pg_spool_layout *) spool;
+	int spool_fd;
+	bool spool_failed;
+
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	pthread_t drainer;
+	bool drainer_running;
+	bool stop;
+	bool drained_all; /* the last pass before shutdown imported everything */
+
+	/* drainer-private */
+	struct pending *pending;
+	size_t npending, cap_pending;
+} rec = {
+    .start_lock = PTHREAD_MUTEX_INITIALIZER,
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .wake = PTHREAD_COND_INITIALIZER,
+    .spool_fd = -1,
+};
+
+static __thread struct p2pg_spool_thread *tls_ring __attribute__((tls_model("initial-exec")));
+static __thread uint32_t tls_tid __attribute__((tls_model("initial-exec")));
+static __thread bool tls_no_ring __attribute__((tls_model("initial-exec")));
+static pthread_key_t ring_key;
+static pthread_once_t ring_key_once = PTHREAD_ONCE_INIT;
+
+uint32_t p2pg_tid(void)
+{
+	if (!tls_tid)
+		tls_tid = (uint32_t)syscall(SYS_gettid);
+	return tls_tid;
+}
+
+uint32_t p2pg_tid_signal_safe(void)
+{
+	return tls_tid ? tls_tid : (uint32_t)syscall(SYS_gettid);
+}
+
+static void ring_retire(void *ring)
+{
+	struct p2pg_spool_thread *t = ring;
+	if (t)
+		atomic_store_explicit(&t->state, P2PG_SLOT_RETIRED, memory_order_release);
+}
+
+static void make_ring_key(void)
+{
+	pthread_key_create(&ring_key, ring_retire);
+}
+
+void p2pg_recorder_configure(const struct p2pg_settings *s, const char *mode_name)
+{
+	rec.settings = *s;
+	snprintf(rec.mode_name, sizeof(rec.mode_name), "%s", mode_name);
+	if (p2pg_spool_dir_for(s->db_path, rec.spool_dir, sizeof(rec.spool_dir)) < 0)
+		rec.spool_dir[0] = '\0';
+	p2pg_timing_configure(s->gpu_timing, s->gpu_timing_every, s->gpu_timing_min_bytes);
+}
+
+static void process_info(struct p2pg_process_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	if (gethostname(info->hostname, sizeof(info->hostname) - 1) < 0)
+		snprintf(info->hostname, sizeof(info->hostname), "unknown");
+	const char *rank = getenv("RANK");
+	const char *local = getenv("LOCAL_RANK");
+	info->rank = rank && *rank ? atoi(rank) : -1;
+	info->local_rank = local && *local ? atoi(local) : -1;
+	info->mode = rec.mode_name;
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, info->cmdline, sizeof(info->cmdline) - 1);
+		close(fd);
+		for (ssize_t k = 0; k < n - 1; k++)
+			if (info->cmdline[k] == '\0')
+				info->cmdline[k] = ' ';
+		if (n > 0)
+			info->cmdline[n] = '\0';
+	}
+}
+
+static void *drainer_main(void *arg);
+
+/* The drainer's thread must not take the program's signals, nor be seen by it in any way. */
+static bool start_drainer(void)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 << 10);
+	int rc = pthread_create(&rec.drainer, &attr, drainer_main, NULL);
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0)
+		return false;
+	rec.drainer_running = true;
+	return true;
+}
+
+static struct p2pg_spool_layout *spool_get(void)
+{
+	struct p2pg_spool_layout *spool = atomic_load_explicit(&rec.spool, memory_order_acquire);
+	if (__builtin_expect(spool != NULL, 1))
+		return spool;
+	if (rec.spool_failed)
+		return NULL;
+	pthread_mutex_lock(&rec.start_lock);
+	spool = atomic_load(&rec.spool);
+	if (!spool && !rec.spool_failed) {
+		struct p2pg_process_info info;
+		process_info(&info);
+		spool = rec.spool_dir[0] ? p2pg_spool_create(rec.spool_dir, &info, &rec.spool_fd,
+							     rec.spool_path, sizeof(rec.spool_path))
+					 : NULL;
+		if (!spool) {
+			rec.spool_failed = true;
+			p2pg_notice(
+			    "cannot create the spool in %s (%s); this process's calls are not "
+			    "recorded, the program runs on",
+			    rec.spool_dir[0] ? rec.spool_dir : "(path too long)", strerror(errno));
+		} else {
+			atomic_store_explicit(&rec.spool, spool, memory_order_release);
+			if (!start_drainer())
+				p2pg_notice(
+				    "cannot start the drainer thread; records stay in %s until "
+				    "`p2pguard recover`",
+				    rec.spool_path);
+		}
+	}
+	pthread_mutex_unlock(&rec.start_lock);
+	return spool;
+}
+
+struct p2pg_spool_layout *p2pg_recorder_spool_signal_safe(void)
+{
+	return atomic_load_explicit(&rec.spool, memory_order_acquire);
+}
+
+static struct p2pg_spool_thread *ring_get(void)
+{
+	if (__builtin_expect(tls_ring != NULL, 1))
+		return tls_ring;
+	if (tls_no_ring)
+		return NULL;
+	struct p2pg_spool_layout *spool = spool_get();
+	if (!spool)
+		return NULL;
+	tls_ring = p2pg_spool_claim_thread(spool, p2pg_tid());
+	if (!tls_ring) {
+		tls_no_ring = true;
+		return NULL;
+	}
+	pthread_once(&ring_key_once, make_ring_key);
+	pthread_setspecific(ring_key, tls_ring);
+	return tls_ring;
+}
+
+uint64_t p2pg_record(struct p2pg_record *r, uint32_t *ret_serial)
+{
+	struct p2pg_spool_thread *t = ring_get();
+	if (!t) {
+		struct p2pg_spool_layout *spool = atomic_load(&rec.spool);
+		if (spool)
+			atomic_fetch_add_explicit(&spool->header.dropped_no_slot, 1,
+						  memory_order_relaxed);
+		return UINT64_MAX;
+	}
+	r->tid = tls_tid;
+	if (ret_serial)
+		*ret_serial = t->serial;
+	return p2pg_spool_put(t, r);
+}
+
+struct p2pg_spool_blob *p2pg_recorder_blob(void)
+{
+	struct p2pg_spool_layout *spool = spool_get();
+	return spool ? p2pg_spool_blob_claim(spool) : NULL;
+}
+
+void p2pg_recorder_set_driver_version(int version)
+{
+	struct p2pg_spool_layout *spool = spool_get();
+	if (spool)
+		atomic_store(&spool->header.driver_version, version);
+}
+
+/* ---- the drainer ---- */
+
+static void on_timed(void *userdata, int64_t row, const struct p2pg_record *r)
+{
+	(void)userdata;
+	if (rec.npending == rec.cap_pending) {
+		size_t cap = rec.cap_pending ? rec.cap_pending * 2 : 256;
+		struct pending *grown = realloc(rec.pending, cap * sizeof(*grown));
+		if (!grown)
+			return;
+		rec.pending = grown;
+		rec.cap_pending = cap;
+	}
+	rec.pending[rec.npending++] = (struct pending){row, (unsigned)r->value};
+}
+
+static void poll_timings(sqlite3 *db)
+{
+	size_t kept = 0;
+	bool began = false;
+	for (size_t k = 0; k < rec.npending; k++) {
+		uint64_t ns = 0;
+		enum p2pg_timing_poll st = p2pg_timing_poll(rec.pending[k].slot, &ns);
+		if (st == P2PG_TIMING_NOT_READY) {
+			rec.pending[kept++] = rec.pending[k];
+			continue;
+		}
+		if (st == P2PG_TIMING_DONE) {
+			if (!began)
+				began = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) ==
+					SQLITE_OK;
+			if (began)
+				p2pg_store_set_gpu_ns(db, rec.pending[k].row, ns);
+		}
+	}
+	if (began)
+		sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+	rec.npending = kept;
+}
+
+static void write_rules(sqlite3 *db)
+{
+	struct p2pg_ruleset *rs = p2pg_ruleset_new();
+	if (!rs)
+		return;
+	p2pg_ruleset_load_builtin(rs, NULL, NULL);
+	if (rec.settings.rules_dir[0])
+		p2pg_ruleset_load_dir(rs, rec.settings.rules_dir, NULL, NULL);
+	p2pg_rules_write_sqlite(db, rs);
+	p2pg_ruleset_free(rs);
+}
+
+static void *drainer_main(void *arg)
+{
+	(void)arg;
+	/* Whatever the drainer calls (SQLite, the driver for event queries) must never be taken for
+	 * the program's own calls. */
+	p2pg_depth = 1;
+	struct p2pg_spool_layout *spool = atomic_load(&rec.spool);
+	sqlite3 *db = NULL;
+	char err[256];
+	int rc = p2pg_store_open(rec.settings.db_path, &db, err, sizeof(err));
+	if (rc < 0) {
+		p2pg_notice(
+		    "cannot use the database %s (%s); records stay in %s for `p2pguard recover`, "
+		    "the program runs on",
+		    rec.settings.db_path, err, rec.spool_path);
+		return NULL;
+	}
+	int recovered =
+	    p2pg_store_recover_dir(db, rec.spool_dir, rec.spool_path, rec.settings.record);
+	if (recovered > 0 && !rec.settings.quiet)
+		p2pg_notice(
+		    "imported the records of %d earlier process%s that ended without a flush",
+		    recovered, recovered == 1 ? "" : "es");
+	write_rules(db);
+
+	struct p2pg_importer im;
+	p2pg_importer_init(&im, rec.settings.record);
+	im.on_timed = on_timed;
+	bool warned = false;
+
+	pthread_mutex_lock(&rec.lock);
+	for (;;) {
+		bool stopping = rec.stop;
+		pthread_mutex_unlock(&rec.lock);
+
+		rc = p2pg_store_import(db, spool, &im, false);
+		if (rc < 0 && rc != -EBUSY && !warned) {
+			warned = true;
+			p2pg_notice(
+			    "writing to %s failed (%s); records stay in %s for `p2pguard recover`",
+			    rec.settings.db_path, sqlite3_errmsg(db), rec.spool_path);
+		}
+		if (stopping) {
+			rec.drained_all = rc >= 0;
+			break;
+		}
+		if (rec.npending)
+			poll_timings(db);
+
+		pthread_mutex_lock(&rec.lock);
+		if (!rec.stop) {
+			/* 5 ms between passes: a row is queryable well within 100 ms, and an idle
+			 * process costs 200 wake-ups a second at most. */
+			struct timespec until;
+			clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_nsec += 5 * 1000 * 1000;
+			if (until.tv_nsec >= 1000000000) {
+				until.tv_sec++;
+				until.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&rec.wake, &rec.lock, &until);
+		}
+	}
+	p2pg_importer_release(&im);
+	sqlite3_close(db);
+	return NULL;
+}
+
+void p2pg_recorder_shutdown(void)
+{
+	struct p2pg_spool_layout *spool = atomic_load(&rec.spool);
+	if (!spool || !rec.drainer_running)
+		return;
+	pthread_mutex_lock(&rec.lock);
+	rec.stop = true;
+	pthread_cond_signal(&rec.wake);
+	pthread_mutex_unlock(&rec.lock);
+
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 1;
+	if (pthread_timedjoin_np(rec.drainer, NULL, &until) != 0) {
+		/* Past the one-second bound the program's exit wins; the spool keeps the rest. */
+		return;
+	}
+	rec.drainer_running = false;
+	if (rec.drained_all) {
+		atomic_store(&spool->header.clean_exit, 1);
+		unlink(rec.spool_path);
+	}
+}
+
+void p2pg_recorder_atfork_child(void)
+{
+	struct p2pg_spool_layout *spool = atomic_load(&rec.spool);
+	if (spool)
+		munmap(spool, P2PG_SPOOL_FILE_SIZE);
+	/* Closing, not unlocking: the flock belongs to the parent's open file description. */
+	if (rec.spool_fd >= 0)
+		close(rec.spool_fd);
+	atomic_store(&rec.spool, NULL);
+	rec.spool_fd = -1;
+	rec.spool_failed = false;
+	rec.drainer_running = false;
+	rec.stop = false;
+	rec.drained_all = false;
+	rec.pending = NULL; /* the parent's list; the child starts its own */
+	rec.npending = rec.cap_pending = 0;
+	pthread_mutex_init(&rec.lock, NULL);
+	pthread_mutex_init(&rec.start_lock, NULL);
+	pthread_cond_init(&rec.wake, NULL);
+	tls_ring = NULL;
+	tls_tid = 0;
+	tls_no_ring = false;
+	p2pg_timing_reset_after_fork();
+}

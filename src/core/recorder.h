@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The recorder: the only writer of records. Records go into the calling thread's spool ring; the
+ * drainer thread (the only writer of SQLite in the process) moves them into the database.
+ */
+#pragma once
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "p2pguard/spool.h"
+#include "settings.h"
+
+/* Prepares the recorder; the spool and the drainer start with the first record. Never fails. */
+void p2pg_recorder_configure(const struct p2pg_settings *s, const char *mode_name);
+
+/*
+ * Publishes r (tid filled in here). Returns its sequence number in the thread's ring and stores the
+ * ring's serial in *ret_serial, or returns UINT64_MAX when it could not be kept (counted as
+ * dropped, or no spool could be made — reported once on stderr).
+ */
+uint64_t p2pg_record(struct p2pg_record *r, uint32_t *ret_serial);
+
+/* A blob slot for a failure or a crash, or NULL (spool unavailable, or every slot waits). */
+struct p2pg_spool_blob *p2pg_recorder_blob(void);
+
+/* Async-signal-safe: the spool if one exists, else NULL. */
+struct p2pg_spool_layout *p2pg_recorder_spool_signal_safe(void);
+
+/* Stores the driver version in the process row once known. */
+void p2pg_recorder_set_driver_version(int version);
+
+/* fork: the child starts with no spool, no drainer, no connection; the parent's stay the parent's.
+ */
+void p2pg_recorder_atfork_child(void);
+
+/* Exit: a final drain, bounded to one second; no CUDA call. */
+void p2pg_recorder_shutdown(void);
+
+/* Thread id, cached per thread (one system call per thread). */
+uint32_t p2pg_tid(void);
+/* The same from a signal handler: the cached value, or a raw gettid. */
+uint32_t p2pg_tid_signal_safe(void);

@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: MIT */
+#include "settings.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <strings.h>
+#include <string.h>
+
+const char *p2pg_mode_name(enum p2pg_mode mode)
+{
+	switch (mode) {
+	case P2PG_MODE_OBSERVE:
+		return "observe";
+	case P2PG_MODE_FALLBACK:
+		return "fallback";
+	case P2PG_MODE_STAGED:
+		return "staged";
+	}
+	return "observe";
+}
+
+static void warnf(void (*warn)(const char *), const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void warnf(void (*warn)(const char *), const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	warn(line);
+}
+
+/* Returns the index of value in choices, or -1. */
+static int choice(const char *value, const char *const *choices, int n)
+{
+	for (int k = 0; k < n; k++)
+		if (strcasecmp(value, choices[k]) == 0)
+			return k;
+	return -1;
+}
+
+static bool parse_bool(const char *value, bool *out)
+{
+	static const char *const yes[] = {"1", "yes", "true", "on"};
+	static const char *const no[] = {"0", "no", "false", "off"};
+	if (choice(value, yes, 4) >= 0) {
+		*out = true;
+		return true;
+	}
+	if (choice(value, no, 4) >= 0) {
+		*out = false;
+		return true;
+	}
+	return false;
+}
+
+static bool parse_ulong(const char *value, unsigned long long min, unsigned long long max,
+			unsigned long long *out)
+{
+	char *end;
+	errno = 0;
+	if (!isdigit((unsigned char)value[0]))
+		return false;
+	unsigned long long v = strtoull(value, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* "0-1,2-3": pairs of device ordinals. */
+static bool parse_pairs(const char *value, unsigned char pairs[P2PG_MAX_DEVICES][P2PG_MAX_DEVICES])
+{
+	unsigned char parsed[P2PG_MAX_DEVICES][P2PG_MAX_DEVICES];
+	memset(parsed, 0, sizeof(parsed));
+	const char *p = value;
+	if (!*p)
+		return false;
+	while (*p) {
+		char *end;
+		if (!isdigit((unsigned char)*p))
+			return false;
+		long a = strtol(p, &end, 10);
+		if (*end != '-' || !isdigit((unsigned char)end[1]))
+			return false;
+		long b = strtol(end + 1, &end, 10);
+		if (a < 0 || b < 0 || a >= P2PG_MAX_DEVICES || b >= P2PG_MAX_DEVICES || a == b)
+			return false;
+		parsed[a][b] = parsed[b][a] = 1;
+		if (*end == ',')
+			end++;
+		else if (*end)
+			return false;
+		p = end;
+	}
+	memcpy(pairs, parsed, sizeof(parsed));
+	return true;
+}
+
+void p2pg_settings_parse(struct p2pg_settings *s, char *(*get)(const char *name),
+			 void (*warn)(const char *line))
+{
+	memset(s, 0, sizeof(*s));
+	s->enabled = true;
+	s->mode = P2PG_MODE_OBSERVE;
+	snprintf(s->db_path, sizeof(s->db_path), "p2pguard.db");
+	s->record = P2PG_RECORD_ALL;
+	s->gpu_timing = P2PG_GPU_TIMING_SAMPLED;
+	s->gpu_timing_every = 16;
+	s->gpu_timing_min_bytes = 1 << 20;
+	s->staging_bytes = 256u << 20;
+	s->pairs_all = true;
+	s->backtraces = true;
+	s->probe = true;
+
+	const char *v;
+	bool b;
+	unsigned long long n;
+
+	if ((v = get("P2PGUARD_DISABLE")) && *v) {
+		if (parse_bool(v, &b))
+			s->enabled = !b;
+		else
+			warnf(warn,
+			      "P2PGUARD_DISABLE=%s is not understood (accepted: 0, 1); the guard "
+			      "stays on",
+			      v);
+	}
+	if ((v = get("P2PGUARD_MODE")) && *v) {
+		static const char *const modes[] = {"observe", "fallback", "staged"};
+		int k = choice(v, modes, 3);
+		if (k >= 0)
+			s->mode = (enum p2pg_mode)k;
+		else
+			warnf(warn,
+			      "P2PGUARD_MODE=%s is not a mode (accepted: observe, fallback, "
+			      "staged); using observe",
+			      v);
+	}
+	if ((v = get("P2PGUARD_DB")) && *v) {
+		if (strlen(v) < sizeof(s->db_path))
+			snprintf(s->db_path, sizeof(s->db_path), "%s", v);
+		else
+			warnf(warn, "P2PGUARD_DB is longer than %zu bytes; using p2pguard.db",
+			      sizeof(s->db_path) - 1);
+	}
+	if ((v = get("P2PGUARD_RECORD")) && *v) {
+		static const char *const records[] = {"all", "summary"};
+		int k = choice(v, records, 2);
+		if (k >= 0)
+			s->record = (enum p2pg_record_mode)k;
+		else
+			warnf(warn,
+			      "P2PGUARD_RECORD=%s is not understood (accepted: all, summary); "
+			      "using all",
+			      v);
+	}
+	if ((v = get("P2PGUARD_GPU_TIMING")) && *v) {
+		static const char *const timings[] = {"off", "sampled", "all"};
+		int k = choice(v, timings, 3);
+		if (k >= 0)
+			s->gpu_timing = (enum p2pg_gpu_timing)k;
+		else
+			warnf(warn,
+			      "P2PGUARD_GPU_TIMING=%s is not understood (accepted: off, sampled, "
+			      "all); using sampled",
+			      v);
+	}
+	if ((v = get("P2PGUARD_GPU_TIMING_EVERY")) && *v) {
+		if (parse_ulong(v, 1, 1000000, &n))
+			s->gpu_timing_every = (unsigned)n;
+		else
+			warnf(warn,
+			      "P2PGUARD_GPU_TIMING_EVERY=%s is not a number from 1 to 1000000; "
+			      "using 16",
+			      v);
+	}
+	if ((v = get("P2PGUARD_STAGING_MB")) && *v) {
+		if (parse_ulong(v, 1, 1 << 20, &n))
+			s->staging_bytes = (size_t)n << 20;
+		else
+			warnf(warn,
+			      "P2PGUARD_STAGING_MB=%s is not a number of MiB from 1 to 1048576; "
+			      "using 256",
+			      v);
+	}
+	if ((v = get("P2PGUARD_PAIRS")) && *v) {
+		if (strcasecmp(v, "all") == 0)
+			s->pairs_all = true;
+		else if (parse_pairs(v, s->pairs))
+			s->pairs_all = false;
+		else
+			warnf(warn,
+			      "P2PGUARD_PAIRS=%s is not understood (accepted: all, or device pairs "
+			      "such as 0-1,2-3); using all",
+			      v);
+	}
+	if ((v = get("P2PGUARD_BACKTRACE")) && *v) {
+		if (parse_bool(v, &b))
+			s->backtraces = b;
+		else
+			warnf(warn,
+			      "P2PGUARD_BACKTRACE=%s is not understood (accepted: 0, 1); using 1",
+			      v);
+	}
+	if ((v = get("P2PGUARD_PROBE")) && *v) {
+		if (parse_bool(v, &b))
+			s->probe = b;
+		else
+			warnf(warn, "P2PGUARD_PROBE=%s is not understood (accepted: 0, 1); using 1",
+			      v);
+	}
+	if ((v = get("P2PGUARD_QUIET")) && *v) {
+		if (parse_bool(v, &b))
+			s->quiet = b;
+		else
+			warnf(warn, "P2PGUARD_QUIET=%s is not understood (accepted: 0, 1); using 0",
+			      v);
+	}
+	if ((v = get("P2PGUARD_RULES")) && *v)
+		snprintf(s->rules_dir, sizeof(s->rules_dir), "%s", v);
+}
+
+bool p2pg_settings_pair_selected(const struct p2pg_settings *s, int a, int b)
+{
+	if (a < 0 || b < 0 || a == b)
+		return false;
+	if (s->pairs_all)
+		return true;
+	if (a >= P2PG_MAX_DEVICES || b >= P2PG_MAX_DEVICES)
+		return false;
+	return s->pairs[a][b] != 0;
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * P2PGUARD_* settings: read once, validated, with one clear stderr line for a bad value (the
+ * default is used and the program runs on).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum p2pg_mode {
+	P2PG_MODE_OBSERVE,  /* pass-through, record only */
+	P2PG_MODE_FALLBACK, /* absorb unsupported enables, stage copies of pairs without P2P */
+	P2PG_MODE_STAGED,   /* the chosen pairs never use P2P: the guard stages their copies */
+};
+
+enum p2pg_record_mode {
+	P2PG_RECORD_ALL,     /* a row per call */
+	P2PG_RECORD_SUMMARY, /* per-bucket aggregates, plus failures and outliers */
+};
+
+enum p2pg_gpu_timing {
+	P2PG_GPU_TIMING_OFF,
+	P2PG_GPU_TIMING_SAMPLED, /* every Nth async copy per thread, and all large ones */
+	P2PG_GPU_TIMING_ALL,
+};
+
+#define P2PG_MAX_DEVICES 64
+
+struct p2pg_settings {
+	bool enabled; /* P2PGUARD_DISABLE=1 turns the guard into pure pass-through */
+	enum p2pg_mode mode;
+	char db_path[4096];
+	enum p2pg_record_mode record;
+	enum p2pg_gpu_timing gpu_timing;
+	unsigned gpu_timing_every;   /* P2PGUARD_GPU_TIMING_EVERY */
+	size_t gpu_timing_min_bytes; /* copies at least this large are always timed when sampling */
+	size_t staging_bytes;	     /* P2PGUARD_STAGING_MB */
+	bool pairs_all;		     /* P2PGUARD_PAIRS=all */
+	/* P2PGUARD_PAIRS as a symmetric matrix; only read when !pairs_all */
+	unsigned char pairs[P2PG_MAX_DEVICES][P2PG_MAX_DEVICES];
+	bool backtraces;      /* P2PGUARD_BACKTRACE */
+	bool probe;	      /* P2PGUARD_PROBE: health probe at first enable in fallback */
+	char rules_dir[4096]; /* P2PGUARD_RULES, "" when unset */
+	bool quiet;	      /* P2PGUARD_QUIET: no startup banner or summary lines */
+};
+
+/*
+ * Parses the environment into s. Each problem is reported through warn (one line, naming the
+ * variable and the accepted values) and the default is kept. Never fails.
+ */
+void p2pg_settings_parse(struct p2pg_settings *s, char *(*get)(const char *name),
+			 void (*warn)(const char *line));
+
+/* True when the pair (either order) is selected by P2PGUARD_PAIRS. */
+bool p2pg_settings_pair_selected(const struct p2pg_settings *s, int a, int b);
+
+const char *p2pg_mode_name(enum p2pg_mode mode);

@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+#include "spool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int p2pg_spool_dir_for(const char *db_path, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s.spool", db_path);
+	return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
+}
+
+void p2pg_boot_id(char *buf, size_t len)
+{
+	snprintf(buf, len, "unknown");
+	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	char id[64];
+	ssize_t n = read(fd, id, sizeof(id) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	id[n] = '\0';
+	id[strcspn(id, "\n")] = '\0';
+	snprintf(buf, len, "%s", id);
+}
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_process_info *info,
+					    int *ret_fd, char *ret_path, size_t path_len)
+{
+	if (mkdir(dir, 0775) < 0 && errno != EEXIST)
+		return NULL;
+
+	char boot[40];
+	p2pg_boot_id(boot, sizeof(boot));
+	uint64_t started = realtime_ns();
+	char path[PATH_MAX];
+	int n = snprintf(path, sizeof(path), "%s/%d-%llu.spool", dir, (int)getpid(),
+			 (unsigned long long)started);
+	if (n < 0 || (size_t)n >= sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0664);
+	if (fd < 0)
+		return NULL;
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0 || ftruncate(fd, (off_t)P2PG_SPOOL_FILE_SIZE) < 0) {
+		int e = errno;
+		close(fd);
+		unlink(path);
+		errno = e;
+		return NULL;
+	}
+	struct p2pg_spool_layout *spool =
+	    mmap(NULL, P2PG_SPOOL_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (spool == MAP_FAILED) {
+		int e = errno;
+		close(fd);
+		unlink(path);
+		errno = e;
+		return NULL;
+	}
+
+	struct p2pg_spool_header *h = &spool->header;
+	h->header_size = sizeof(*h);
+	h->threads = P2PG_SPOOL_THREADS;
+	h->ring = P2PG_SPOOL_RING;
+	h->blobs = P2PG_SPOOL_BLOBS;
+	h->blob_size = P2PG_SPOOL_BLOB_SIZE;
+	h->pid = (int32_t)getpid();
+	h->started_ns = started;
+	snprintf(h->boot_id, sizeof(h->boot_id), "%s", boot);
+	snprintf(h->hostname, sizeof(h->hostname), "%s", info->hostname);
+	h->rank = info->rank;
+	h->local_rank = info->local_rank;
+	snprintf(h->mode, sizeof(h->mode), "%s", info->mode);
+	snprintf(h->guard_version, sizeof(h->guard_version), "%s", P2PGUARD_VERSION);
+	snprintf(h->cmdline, sizeof(h->cmdline), "%s", info->cmdline);
+	/* The magic goes last: a reader ignores a file whose header is not complete. */
+	atomic_thread_fence(memory_order_release);
+	memcpy(h->magic, P2PG_SPOOL_MAGIC, sizeof(h->magic));
+
+	*ret_fd = fd;
+	if (ret_path)
+		snprintf(ret_path, path_len, "%s", path);
+	return spool;
+}
+
+struct p2pg_spool_thread *p2pg_spool_claim_thread(struct p2pg_spool_layout *spool, uint32_t tid)
+{
+	for (int k = 0; k < P2PG_SPOOL_THREADS; k++) {
+		struct p2pg_spool_thread *t = &spool->threads[k];
+		uint32_t expected = P2PG_SLOT_FREE;
+		if (!atomic_compare_exchange_strong(&t->state, &expected, P2PG_SLOT_ACTIVE))
+			continue;
+		/* A reused ring continues its counters: head == tail here, and the new serial keys
+		 * the new thread's records apart from the old one's. */
+		t->serial = atomic_fetch_add(&spool->header.next_serial, 1) + 1;
+		t->tid = tid;
+		return t;
+	}
+	return NULL;
+}
+
+struct p2pg_spool_blob *p2pg_spool_blob_claim(struct p2pg_spool_layout *spool)
+{
+	for (int k = 0; k < P2PG_SPOOL_BLOBS; k++) {
+		struct p2pg_spool_blob *b = &spool->blobs[k];
+		uint32_t st = atomic_load(&b->state);
+		if (st != P2PG_BLOB_EMPTY && st != P2PG_BLOB_PERSISTED)
+			continue;
+		if (!atomic_compare_exchange_strong(&b->state, &st, P2PG_BLOB_WRITING))
+			continue;
+		b->length = 0;
+		b->text[0] = '\0';
+		return b;
+	}
+	return NULL;
+}
+
+void p2pg_spool_blob_add(struct p2pg_spool_blob *blob, const char *field)
+{
+	size_t room = sizeof(blob->text) - blob->length;
+	if (room == 0)
+		return;
+	size_t n = strlen(field);
+	if (n + 1 > room)
+		n = room - 1;
+	memcpy(blob->text + blob->length, field, n);
+	blob->text[blob->length + n] = '\0';
+	blob->length += (uint32_t)n + 1;
+}
+
+void p2pg_spool_blob_publish(struct p2pg_spool_blob *blob)
+{
+	atomic_store_explicit(&blob->state, P2PG_BLOB_READY, memory_order_release);
+}

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/* The writing side of the spool (include/p2pguard/spool.h describes the file). */
+#pragma once
+
+#include "p2pguard/spool.h"
+
+struct p2pg_process_info {
+	char hostname[64];
+	int rank;
+	int local_rank;
+	const char *mode;
+	char cmdline[2048];
+};
+
+/*
+ * Creates this process's spool file under dir and maps it. Returns the mapping or NULL (errno set);
+ * on success *ret_fd holds an fd with an exclusive flock, which marks the file as owned by a living
+ * process (close-on-exec, so an exec'd image leaves it to recovery).
+ */
+struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_process_info *info,
+					    int *ret_fd, char *ret_path, size_t path_len);
+
+/*
+ * Claims a thread ring for the calling thread. Returns NULL when all are taken. Lock-free; called
+ * once per thread.
+ */
+struct p2pg_spool_thread *p2pg_spool_claim_thread(struct p2pg_spool_layout *spool, uint32_t tid);
+
+/* Publishes a record. Returns the record's sequence number, or UINT64_MAX when the ring was full
+ * (the record is counted as dropped). */
+static inline uint64_t p2pg_spool_put(struct p2pg_spool_thread *t, const struct p2pg_record *r)
+{
+	uint64_t head = atomic_load_explicit(&t->head, memory_order_relaxed);
+	uint64_t tail = atomic_load_explicit(&t->tail, memory_order_acquire);
+	if (head - tail >= P2PG_SPOOL_RING) {
+		atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+		return UINT64_MAX;
+	}
+	t->rec[head & (P2PG_SPOOL_RING - 1)] = *r;
+	atomic_store_explicit(&t->head, head + 1, memory_order_release);
+	return head;
+}
+
+/*
+ * Claims a blob slot (one that is empty or already persisted). Returns NULL when every slot waits
+ * for the drainer. The caller fills it and calls p2pg_spool_blob_publish.
+ */
+struct p2pg_spool_blob *p2pg_spool_blob_claim(struct p2pg_spool_layout *spool);
+void p2pg_spool_blob_publish(struct p2pg_spool_blob *blob);
+
+/* Appends a NUL-terminated field to blob->text; truncates to fit. */
+void p2pg_spool_blob_add(struct p2pg_spool_blob *blob, const char *field);
+
+/* The machine's boot id (/proc/sys/kernel/random/boot_id), or "unknown". */
+void p2pg_boot_id(char *buf, size_t len);

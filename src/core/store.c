@@ -1,0 +1,682 @@
+/* SPDX-License-Identifier: MIT */
+#include "store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "backtrace.h"
+#include "cleanup.h"
+#include "failure.h"
+
+int p2pg_store_open(const char *path, sqlite3 **ret_db, char *err, size_t err_len)
+{
+	sqlite3 *db = NULL;
+	int rc = sqlite3_open_v2(
+	    path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		snprintf(err, err_len, "%s", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+		sqlite3_close(db);
+		return -EIO;
+	}
+	sqlite3_busy_timeout(db, 10000);
+	char *msg = NULL;
+	/* WAL lets ranks write while a user reads; NORMAL sync is durable against process death,
+	 * which is what the guard promises (the spool covers the rest). */
+	rc = sqlite3_exec(
+	    db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF;",
+	    NULL, NULL, &msg);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, p2pg_schema_sql, NULL, NULL, &msg);
+	if (rc != SQLITE_OK) {
+		snprintf(err, err_len, "%s", msg ? msg : sqlite3_errstr(rc));
+		sqlite3_free(msg);
+		sqlite3_close(db);
+		return rc == SQLITE_BUSY ? -EBUSY : -EIO;
+	}
+	*ret_db = db;
+	return 0;
+}
+
+/* ---- summary mode ---- */
+
+#define HIST_BUCKETS 40 /* host_ns in powers of two up to ~18 minutes */
+
+struct p2pg_summary_bucket {
+	uint16_t api;
+	int16_t src, dst;
+	uint8_t path;
+	uint8_t size_bucket;
+	bool loaded;
+	bool dirty;
+	uint64_t count, bytes, failures, host_ns_total;
+	uint64_t hist[HIST_BUCKETS];
+};
+
+static int log2_floor(uint64_t v)
+{
+	return v ? 63 - __builtin_clzll(v) : 0;
+}
+
+static const char *path_name(uint8_t path)
+{
+	switch (path) {
+	case P2PG_PATH_P2P:
+		return "p2p";
+	case P2PG_PATH_DRIVER:
+		return "driver";
+	case P2PG_PATH_STAGED:
+		return "staged";
+	case P2PG_PATH_CAPTURED:
+		return "captured";
+	}
+	return "unknown";
+}
+
+void p2pg_importer_init(struct p2pg_importer *im, enum p2pg_record_mode record)
+{
+	memset(im, 0, sizeof(*im));
+	im->record = record;
+}
+
+void p2pg_importer_release(struct p2pg_importer *im)
+{
+	free(im->buckets);
+	im->buckets = NULL;
+	im->nbuckets = 0;
+}
+
+static struct p2pg_summary_bucket *bucket_for(struct p2pg_importer *im, const struct p2pg_record *r)
+{
+	uint8_t sb = (uint8_t)log2_floor(r->bytes);
+	for (size_t k = 0; k < im->nbuckets; k++) {
+		struct p2pg_summary_bucket *b = &im->buckets[k];
+		if (b->api == r->api && b->src == r->src_device && b->dst == r->dst_device &&
+		    b->path == r->path && b->size_bucket == sb)
+			return b;
+	}
+	if ((im->nbuckets & (im->nbuckets + 1)) == 0 || im->nbuckets == 0) {
+		size_t cap = im->nbuckets ? (im->nbuckets + 1) * 2 : 16;
+		struct p2pg_summary_bucket *grown = realloc(im->buckets, cap * sizeof(*grown));
+		if (!grown)
+			return NULL;
+		im->buckets = grown;
+	}
+	struct p2pg_summary_bucket *b = &im->buckets[im->nbuckets++];
+	memset(b, 0, sizeof(*b));
+	b->api = r->api;
+	b->src = r->src_device;
+	b->dst = r->dst_device;
+	b->path = r->path;
+	b->size_bucket = sb;
+	return b;
+}
+
+/* The histogram bucket holding the median, or -1 with too few samples to judge. */
+static int median_bucket(const struct p2pg_summary_bucket *b)
+{
+	if (b->count < 16)
+		return -1;
+	uint64_t seen = 0;
+	for (int k = 0; k < HIST_BUCKETS; k++) {
+		seen += b->hist[k];
+		if (seen * 2 >= b->count)
+			return k;
+	}
+	return HIST_BUCKETS - 1;
+}
+
+/* Summary mode keeps a row for a transfer that failed or took at least 8x its bucket's median. */
+static bool summarise(struct p2pg_importer *im, const struct p2pg_record *r)
+{
+	struct p2pg_summary_bucket *b = bucket_for(im, r);
+	if (!b)
+		return false;
+	int hb = log2_floor(r->host_ns);
+	if (hb >= HIST_BUCKETS)
+		hb = HIST_BUCKETS - 1;
+	int median = median_bucket(b);
+	b->count++;
+	b->bytes += r->bytes;
+	b->host_ns_total += r->host_ns;
+	b->hist[hb]++;
+	b->dirty = true;
+	if (r->status != 0) {
+		b->failures++;
+		return false;
+	}
+	return !(median >= 0 && hb >= median + 3);
+}
+
+static int flush_summary(sqlite3 *db, struct p2pg_importer *im)
+{
+	_cleanup_sqlite_stmt_ sqlite3_stmt *load = NULL, *save = NULL;
+	if (sqlite3_prepare_v2(
+		db,
+		"SELECT count, bytes, failures, host_ns_total, host_ns_hist FROM "
+		"transfer_summary WHERE process_id=?1 AND api=?2 AND src_device=?3 AND "
+		"dst_device=?4 AND path=?5 AND size_bucket=?6",
+		-1, &load, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(
+		db,
+		"INSERT OR REPLACE INTO transfer_summary (process_id, api, src_device, "
+		"dst_device, path, size_bucket, count, bytes, failures, host_ns_total, "
+		"host_ns_hist) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
+		-1, &save, NULL) != SQLITE_OK)
+		return -EIO;
+	for (size_t k = 0; k < im->nbuckets; k++) {
+		struct p2pg_summary_bucket *b = &im->buckets[k];
+		if (!b->dirty)
+			continue;
+		if (!b->loaded) {
+			/* Another import (an earlier run of recover) may have summarised part of
+			 * this process already: add to it. */
+			sqlite3_reset(load);
+			sqlite3_bind_int64(load, 1, im->process_id);
+			sqlite3_bind_text(load, 2, p2pg_api_name(b->api), -1, SQLITE_STATIC);
+			sqlite3_bind_int(load, 3, b->src);
+			sqlite3_bind_int(load, 4, b->dst);
+			sqlite3_bind_text(load, 5, path_name(b->path), -1, SQLITE_STATIC);
+			sqlite3_bind_int(load, 6, b->size_bucket);
+			if (sqlite3_step(load) == SQLITE_ROW) {
+				b->count += (uint64_t)sqlite3_column_int64(load, 0);
+				b->bytes += (uint64_t)sqlite3_column_int64(load, 1);
+				b->failures += (uint64_t)sqlite3_column_int64(load, 2);
+				b->host_ns_total += (uint64_t)sqlite3_column_int64(load, 3);
+				const char *h = (const char *)sqlite3_column_text(load, 4);
+				for (int i = 0; h && *h && i < HIST_BUCKETS; i++) {
+					while (*h == '[' || *h == ',' || *h == ' ')
+						h++;
+					b->hist[i] += strtoull(h, (char **)&h, 10);
+				}
+			}
+			b->loaded = true;
+		}
+		char hist[HIST_BUCKETS * 21 + 4];
+		size_t pos = 0;
+		hist[pos++] = '[';
+		for (int i = 0; i < HIST_BUCKETS; i++)
+			pos += (size_t)snprintf(hist + pos, sizeof(hist) - pos, "%s%llu",
+						i ? "," : "", (unsigned long long)b->hist[i]);
+		snprintf(hist + pos, sizeof(hist) - pos, "]");
+		sqlite3_reset(save);
+		sqlite3_bind_int64(save, 1, im->process_id);
+		sqlite3_bind_text(save, 2, p2pg_api_name(b->api), -1, SQLITE_STATIC);
+		sqlite3_bind_int(save, 3, b->src);
+		sqlite3_bind_int(save, 4, b->dst);
+		sqlite3_bind_text(save, 5, path_name(b->path), -1, SQLITE_STATIC);
+		sqlite3_bind_int(save, 6, b->size_bucket);
+		sqlite3_bind_int64(save, 7, (int64_t)b->count);
+		sqlite3_bind_int64(save, 8, (int64_t)b->bytes);
+		sqlite3_bind_int64(save, 9, (int64_t)b->failures);
+		sqlite3_bind_int64(save, 10, (int64_t)b->host_ns_total);
+		sqlite3_bind_text(save, 11, hist, -1, SQLITE_TRANSIENT);
+		if (sqlite3_step(save) != SQLITE_DONE)
+			return -EIO;
+		b->dirty = false;
+	}
+	return 0;
+}
+
+/* ---- import ---- */
+
+struct statements {
+	sqlite3_stmt *transfer, *peer, *failure, *crash, *progress_get, *progress_set;
+};
+
+static void statements_finalize(struct statements *s)
+{
+	sqlite3_finalize(s->transfer);
+	sqlite3_finalize(s->peer);
+	sqlite3_finalize(s->failure);
+	sqlite3_finalize(s->crash);
+	sqlite3_finalize(s->progress_get);
+	sqlite3_finalize(s->progress_set);
+}
+
+static int statements_prepare(sqlite3 *db, struct statements *s)
+{
+	memset(s, 0, sizeof(*s));
+	if (sqlite3_prepare_v3(
+		db,
+		"INSERT INTO transfers (process_id, thread_id, api, src_device, "
+		"dst_device, bytes, stream, path, status, started_ns, host_ns, gpu_ns, "
+		"thread_serial, seq) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)",
+		-1, SQLITE_PREPARE_PERSISTENT, &s->transfer, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v3(
+		db,
+		"INSERT INTO peer_access (process_id, thread_id, api, device, peer_device, "
+		"flags, status, started_ns, result, thread_serial, seq, action) VALUES "
+		"(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)",
+		-1, SQLITE_PREPARE_PERSISTENT, &s->peer, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v3(
+		db,
+		"INSERT OR IGNORE INTO failures (process_id, thread_id, api, args, status, "
+		"error_name, error_string, device, peer_device, rule_id, diagnosis, advice, "
+		"backtrace, python_stack, evidence, action, started_ns, thread_serial, seq) "
+		"VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19)",
+		-1, SQLITE_PREPARE_PERSISTENT, &s->failure, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v3(
+		db,
+		"INSERT OR IGNORE INTO crashes (process_id, thread_id, signal, backtrace, "
+		"started_ns) VALUES (?1,?2,?3,?4,?5)",
+		-1, SQLITE_PREPARE_PERSISTENT, &s->crash, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v3(db,
+			       "SELECT imported FROM spool_progress WHERE process_id=?1 AND "
+			       "thread_serial=?2",
+			       -1, SQLITE_PREPARE_PERSISTENT, &s->progress_get,
+			       NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v3(db,
+			       "INSERT OR REPLACE INTO spool_progress (process_id, thread_serial, "
+			       "imported) VALUES (?1,?2,?3)",
+			       -1, SQLITE_PREPARE_PERSISTENT, &s->progress_set,
+			       NULL) != SQLITE_OK) {
+		statements_finalize(s);
+		return -EIO;
+	}
+	return 0;
+}
+
+static int64_t process_row(sqlite3 *db, const struct p2pg_spool_header *h, bool dead)
+{
+	_cleanup_sqlite_stmt_ sqlite3_stmt *ins = NULL, *sel = NULL;
+	if (sqlite3_prepare_v2(
+		db,
+		"INSERT OR IGNORE INTO processes (pid, hostname, rank, local_rank, cmdline, "
+		"started_ns, mode, guard_version, driver_version, boot_id, recovered) "
+		"VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
+		-1, &ins, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(
+		db, "SELECT id FROM processes WHERE boot_id=?1 AND pid=?2 AND started_ns=?3", -1,
+		&sel, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_int(ins, 1, h->pid);
+	sqlite3_bind_text(ins, 2, h->hostname, -1, SQLITE_STATIC);
+	if (h->rank >= 0)
+		sqlite3_bind_int(ins, 3, h->rank);
+	if (h->local_rank >= 0)
+		sqlite3_bind_int(ins, 4, h->local_rank);
+	sqlite3_bind_text(ins, 5, h->cmdline, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(ins, 6, (int64_t)h->started_ns);
+	sqlite3_bind_text(ins, 7, h->mode, -1, SQLITE_STATIC);
+	sqlite3_bind_text(ins, 8, h->guard_version, -1, SQLITE_STATIC);
+	int driver = atomic_load(&((struct p2pg_spool_header *)h)->driver_version);
+	if (driver > 0)
+		sqlite3_bind_int(ins, 9, driver);
+	sqlite3_bind_text(ins, 10, h->boot_id, -1, SQLITE_STATIC);
+	sqlite3_bind_int(ins, 11, dead ? 1 : 0);
+	if (sqlite3_step(ins) != SQLITE_DONE)
+		return -EIO;
+	sqlite3_bind_text(sel, 1, h->boot_id, -1, SQLITE_STATIC);
+	sqlite3_bind_int(sel, 2, h->pid);
+	sqlite3_bind_int64(sel, 3, (int64_t)h->started_ns);
+	if (sqlite3_step(sel) != SQLITE_ROW)
+		return -EIO;
+	int64_t id = sqlite3_column_int64(sel, 0);
+	if (dead) {
+		char sql[96];
+		snprintf(sql, sizeof(sql), "UPDATE processes SET recovered=1 WHERE id=%lld",
+			 (long long)id);
+		sqlite3_exec(db, sql, NULL, NULL, NULL);
+	}
+	return id;
+}
+
+static int insert_record(sqlite3 *db, struct statements *s, struct p2pg_importer *im,
+			 const struct p2pg_spool_thread *t, uint64_t seq,
+			 const struct p2pg_record *r)
+{
+	sqlite3_stmt *st;
+	if (r->kind == P2PG_REC_TRANSFER) {
+		if (im->record == P2PG_RECORD_SUMMARY && summarise(im, r))
+			return 0;
+		st = s->transfer;
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, im->process_id);
+		sqlite3_bind_int64(st, 2, r->tid);
+		sqlite3_bind_text(st, 3, p2pg_api_name(r->api), -1, SQLITE_STATIC);
+		sqlite3_bind_int(st, 4, r->src_device);
+		sqlite3_bind_int(st, 5, r->dst_device);
+		sqlite3_bind_int64(st, 6, (int64_t)r->bytes);
+		sqlite3_bind_int64(st, 7, (int64_t)r->stream);
+		sqlite3_bind_text(st, 8, path_name(r->path), -1, SQLITE_STATIC);
+		sqlite3_bind_int(st, 9, r->status);
+		sqlite3_bind_int64(st, 10, (int64_t)r->started_ns);
+		sqlite3_bind_int64(st, 11, (int64_t)r->host_ns);
+		if (r->gpu_ns)
+			sqlite3_bind_int64(st, 12, (int64_t)r->gpu_ns);
+		else
+			sqlite3_bind_null(st, 12);
+		sqlite3_bind_int64(st, 13, t->serial);
+		sqlite3_bind_int64(st, 14, (int64_t)seq);
+	} else if (r->kind == P2PG_REC_PEER) {
+		st = s->peer;
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, im->process_id);
+		sqlite3_bind_int64(st, 2, r->tid);
+		sqlite3_bind_text(st, 3, p2pg_api_name(r->api), -1, SQLITE_STATIC);
+		sqlite3_bind_int(st, 4, r->src_device);
+		sqlite3_bind_int(st, 5, r->dst_device);
+		sqlite3_bind_int64(st, 6, r->flags);
+		sqlite3_bind_int(st, 7, r->status);
+		sqlite3_bind_int64(st, 8, (int64_t)r->started_ns);
+		if (r->api == P2PG_API_cudaDeviceCanAccessPeer ||
+		    r->api == P2PG_API_cuDeviceCanAccessPeer ||
+		    r->api == P2PG_API_cudaDeviceGetP2PAttribute ||
+		    r->api == P2PG_API_cuDeviceGetP2PAttribute)
+			sqlite3_bind_int(st, 9, r->value);
+		else
+			sqlite3_bind_null(st, 9);
+		sqlite3_bind_int64(st, 10, t->serial);
+		sqlite3_bind_int64(st, 11, (int64_t)seq);
+		sqlite3_bind_text(st, 12, p2pg_action_name(r->path), -1, SQLITE_STATIC);
+	} else {
+		return 0; /* a record of a kind this version does not know: skipped, not fatal */
+	}
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return -EIO;
+	if (r->kind == P2PG_REC_TRANSFER && (r->flags & P2PG_REC_F_TIMED) && !r->gpu_ns &&
+	    im->on_timed)
+		im->on_timed(im->userdata, sqlite3_last_insert_rowid(db), r);
+	return 1;
+}
+
+/* Splits blob text into its NUL-separated fields. */
+static int blob_fields(const struct p2pg_spool_blob *b, const char **fields, int max)
+{
+	int n = 0;
+	uint32_t pos = 0;
+	uint32_t len = b->length < sizeof(b->text) ? b->length : (uint32_t)sizeof(b->text);
+	while (pos < len && n < max) {
+		fields[n++] = b->text + pos;
+		pos += (uint32_t)strnlen(b->text + pos, len - pos) + 1;
+	}
+	for (int k = n; k < max; k++)
+		fields[k] = "";
+	return n;
+}
+
+static void bind_text_or_null(sqlite3_stmt *st, int index, const char *text)
+{
+	if (text && *text)
+		sqlite3_bind_text(st, index, text, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, index);
+}
+
+enum failure_field {
+	FF_ARGS,
+	FF_ERROR_NAME,
+	FF_ERROR_STRING,
+	FF_RULE_ID,
+	FF_DIAGNOSIS,
+	FF_ADVICE,
+	FF_BACKTRACE,
+	FF_PYTHON_STACK,
+	FF_EVIDENCE,
+	FF_ACTION,
+	FF_COUNT
+};
+
+static int insert_blob(sqlite3_stmt *failure, sqlite3_stmt *crash, int64_t process_id,
+		       const struct p2pg_spool_blob *b)
+{
+	if (b->kind == P2PG_BLOB_FAILURE) {
+		const char *f[FF_COUNT];
+		blob_fields(b, f, FF_COUNT);
+		sqlite3_stmt *st = failure;
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, process_id);
+		sqlite3_bind_int64(st, 2, b->tid);
+		sqlite3_bind_text(st, 3, p2pg_api_name(b->api), -1, SQLITE_STATIC);
+		bind_text_or_null(st, 4, f[FF_ARGS]);
+		sqlite3_bind_int(st, 5, b->status);
+		bind_text_or_null(st, 6, f[FF_ERROR_NAME]);
+		bind_text_or_null(st, 7, f[FF_ERROR_STRING]);
+		sqlite3_bind_int(st, 8, b->device);
+		sqlite3_bind_int(st, 9, b->peer_device);
+		bind_text_or_null(st, 10, f[FF_RULE_ID]);
+		bind_text_or_null(st, 11, f[FF_DIAGNOSIS]);
+		bind_text_or_null(st, 12, f[FF_ADVICE]);
+		bind_text_or_null(st, 13, f[FF_BACKTRACE]);
+		bind_text_or_null(st, 14, f[FF_PYTHON_STACK]);
+		bind_text_or_null(st, 15, f[FF_EVIDENCE]);
+		bind_text_or_null(st, 16, f[FF_ACTION]);
+		sqlite3_bind_int64(st, 17, (int64_t)b->started_ns);
+		sqlite3_bind_int64(st, 18, b->serial);
+		sqlite3_bind_int64(st, 19, (int64_t)b->seq);
+		return sqlite3_step(st) == SQLITE_DONE ? 0 : -EIO;
+	}
+	if (b->kind == P2PG_BLOB_CRASH) {
+		const char *f[1];
+		blob_fields(b, f, 1);
+		/* The handler stored raw addresses with their modules; symbols come from the files.
+		 */
+		size_t cap = 64 << 10;
+		char *text = malloc(cap);
+		if (!text)
+			return -ENOMEM;
+		p2pg_backtrace_symbolise_raw(f[0], text, cap);
+		sqlite3_stmt *st = crash;
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, process_id);
+		sqlite3_bind_int64(st, 2, b->tid);
+		sqlite3_bind_int(st, 3, b->signal);
+		bind_text_or_null(st, 4, text);
+		sqlite3_bind_int64(st, 5, (int64_t)b->started_ns);
+		int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -EIO;
+		free(text);
+		return rc;
+	}
+	return 0;
+}
+
+int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_importer *im,
+		      bool dead)
+{
+	struct p2pg_spool_header *h = &spool->header;
+	if (memcmp(h->magic, P2PG_SPOOL_MAGIC, sizeof(h->magic)) != 0)
+		return -EINVAL;
+
+	int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		return rc == SQLITE_BUSY ? -EBUSY : -EIO;
+
+	struct statements s;
+	int written = 0;
+	uint64_t new_tail[P2PG_SPOOL_THREADS];
+	bool blob_done[P2PG_SPOOL_BLOBS];
+	memset(blob_done, 0, sizeof(blob_done));
+	int err = statements_prepare(db, &s);
+	if (err < 0)
+		goto fail;
+
+	if (im->process_id == 0) {
+		int64_t id = process_row(db, h, dead);
+		if (id < 0) {
+			err = (int)id;
+			goto fail;
+		}
+		im->process_id = id;
+	}
+
+	uint64_t dropped = atomic_load(&h->dropped_no_slot);
+	for (int k = 0; k < P2PG_SPOOL_THREADS; k++) {
+		struct p2pg_spool_thread *t = &spool->threads[k];
+		uint64_t head = atomic_load_explicit(&t->head, memory_order_acquire);
+		uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
+		new_tail[k] = tail;
+		dropped += atomic_load(&t->dropped);
+		if (head == tail && im->serial[k] == t->serial)
+			continue;
+		if (im->serial[k] != t->serial || im->imported[k] == 0) {
+			/* First look at this ring (or a new thread in it): the database knows how
+			 * far a previous import of this file got. */
+			im->serial[k] = t->serial;
+			im->imported[k] = tail;
+			sqlite3_reset(s.progress_get);
+			sqlite3_bind_int64(s.progress_get, 1, im->process_id);
+			sqlite3_bind_int64(s.progress_get, 2, t->serial);
+			if (sqlite3_step(s.progress_get) == SQLITE_ROW) {
+				uint64_t done = (uint64_t)sqlite3_column_int64(s.progress_get, 0);
+				if (done > im->imported[k])
+					im->imported[k] = done;
+			}
+		}
+		uint64_t from = im->imported[k] > tail ? im->imported[k] : tail;
+		if (head - from > P2PG_SPOOL_RING) /* cannot happen unless the file is damaged */
+			from = head - P2PG_SPOOL_RING;
+		for (uint64_t seq = from; seq < head; seq++) {
+			struct p2pg_record r = t->rec[seq & (P2PG_SPOOL_RING - 1)];
+			int n = insert_record(db, &s, im, t, seq, &r);
+			if (n < 0) {
+				err = n;
+				goto fail;
+			}
+			written += n;
+		}
+		if (from != head) {
+			sqlite3_reset(s.progress_set);
+			sqlite3_bind_int64(s.progress_set, 1, im->process_id);
+			sqlite3_bind_int64(s.progress_set, 2, t->serial);
+			sqlite3_bind_int64(s.progress_set, 3, (int64_t)head);
+			if (sqlite3_step(s.progress_set) != SQLITE_DONE) {
+				err = -EIO;
+				goto fail;
+			}
+		}
+		im->imported[k] = head;
+		new_tail[k] = head;
+	}
+
+	for (int k = 0; k < P2PG_SPOOL_BLOBS; k++) {
+		struct p2pg_spool_blob *b = &spool->blobs[k];
+		uint32_t st = atomic_load_explicit(&b->state, memory_order_acquire);
+		/* A dead writer may have left a blob half written: it never reached READY, so it is
+		 * not the record of a call that returned. */
+		if (st != P2PG_BLOB_READY)
+			continue;
+		err = insert_blob(s.failure, s.crash, im->process_id, b);
+		if (err < 0)
+			goto fail;
+		blob_done[k] = true;
+		written++;
+	}
+
+	if (im->record == P2PG_RECORD_SUMMARY && (err = flush_summary(db, im)) < 0)
+		goto fail;
+
+	if (dropped != im->dropped_reported) {
+		_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+		if (sqlite3_prepare_v2(db,
+				       "UPDATE processes SET records_dropped=?1, driver_version="
+				       "COALESCE(driver_version, NULLIF(?3, 0)) WHERE id=?2",
+				       -1, &st, NULL) == SQLITE_OK) {
+			sqlite3_bind_int64(st, 1, (int64_t)dropped);
+			sqlite3_bind_int64(st, 2, im->process_id);
+			sqlite3_bind_int(st, 3, atomic_load(&h->driver_version));
+			sqlite3_step(st);
+		}
+	}
+
+	if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+		err = -EIO;
+		goto fail;
+	}
+	statements_finalize(&s);
+	im->dropped_reported = dropped;
+	/* Only now, with the rows durable, may the writers reuse their ring space. */
+	for (int k = 0; k < P2PG_SPOOL_THREADS; k++) {
+		struct p2pg_spool_thread *t = &spool->threads[k];
+		atomic_store_explicit(&t->tail, new_tail[k], memory_order_release);
+		uint32_t retired = P2PG_SLOT_RETIRED;
+		if (atomic_load(&t->head) == new_tail[k])
+			atomic_compare_exchange_strong(&t->state, &retired, P2PG_SLOT_FREE);
+	}
+	for (int k = 0; k < P2PG_SPOOL_BLOBS; k++)
+		if (blob_done[k])
+			atomic_store_explicit(&spool->blobs[k].state, P2PG_BLOB_PERSISTED,
+					      memory_order_release);
+	return written;
+
+fail:
+	statements_finalize(&s);
+	sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	/* The rollback undid the progress rows: forget what this pass believed it imported. */
+	memset(im->serial, 0, sizeof(im->serial));
+	memset(im->imported, 0, sizeof(im->imported));
+	if (im->record == P2PG_RECORD_SUMMARY) {
+		p2pg_importer_release(im);
+	}
+	return err;
+}
+
+int p2pg_store_set_gpu_ns(sqlite3 *db, int64_t row, uint64_t gpu_ns)
+{
+	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, "UPDATE transfers SET gpu_ns=?1 WHERE id=?2", -1, &st, NULL) !=
+	    SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, (int64_t)gpu_ns);
+	sqlite3_bind_int64(st, 2, row);
+	return sqlite3_step(st) == SQLITE_DONE ? 0 : -EIO;
+}
+
+int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
+			   enum p2pg_record_mode record)
+{
+	_cleanup_closedir_ DIR *d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	int imported = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		if (len < 7 || strcmp(de->d_name + len - 6, ".spool") != 0)
+			continue;
+		char path[PATH_MAX];
+		if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= (int)sizeof(path))
+			continue;
+		if (skip_path && strcmp(path, skip_path) == 0)
+			continue;
+		_cleanup_close_ int fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		/* A living owner holds the lock; so does another recoverer working on this file. */
+		if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+			continue;
+		struct stat stbuf;
+		if (fstat(fd, &stbuf) < 0 || (size_t)stbuf.st_size < P2PG_SPOOL_FILE_SIZE) {
+			/* The owner died before it sized the file: it holds no records. */
+			unlink(path);
+			continue;
+		}
+		struct p2pg_spool_layout *spool =
+		    mmap(NULL, P2PG_SPOOL_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (spool == MAP_FAILED)
+			continue;
+		struct p2pg_importer im;
+		p2pg_importer_init(&im, record);
+		int rc = -EINVAL;
+		if (memcmp(spool->header.magic, P2PG_SPOOL_MAGIC, 8) == 0)
+			rc = p2pg_store_import(db, spool, &im, true);
+		else
+			rc = 0; /* never initialised: nothing in it */
+		p2pg_importer_release(&im);
+		munmap(spool, P2PG_SPOOL_FILE_SIZE);
+		if (rc >= 0) {
+			unlink(path);
+			imported++;
+		}
+	}
+	return imported;
+}

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The database side of the recorder: the schema, and the import of spooled records into SQLite.
+ * Used by the drainer inside a guarded process and by `p2pguard recover`.
+ */
+#pragma once
+
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "p2pguard/spool.h"
+#include "settings.h"
+
+/*
+ * Opens (creating if needed) the database in WAL mode with a busy timeout and applies the schema.
+ * Returns 0, or a negative errno with a human-readable reason in err (e.g. "file is not a
+ * database"). *ret_db is set only on success.
+ */
+int p2pg_store_open(const char *path, sqlite3 **ret_db, char *err, size_t err_len);
+
+struct p2pg_summary_bucket;
+
+struct p2pg_pending_timing {
+	int64_t row;   /* transfers.id */
+	uint32_t slot; /* the event pair */
+};
+
+/* What an importer remembers about one spool between passes. */
+struct p2pg_importer {
+	enum p2pg_record_mode record;
+	int64_t process_id;		       /* 0 until the process row exists */
+	uint64_t imported[P2PG_SPOOL_THREADS]; /* per ring: absolute count imported */
+	uint32_t serial[P2PG_SPOOL_THREADS];   /* the serial imported[] refers to */
+	uint64_t dropped_reported;
+	struct p2pg_summary_bucket *buckets; /* summary mode */
+	size_t nbuckets;
+	/* Timed copies whose GPU time is not known yet (the owning process only). */
+	void (*on_timed)(void *userdata, int64_t row, const struct p2pg_record *r);
+	void *userdata;
+};
+
+void p2pg_importer_init(struct p2pg_importer *im, enum p2pg_record_mode record);
+void p2pg_importer_release(struct p2pg_importer *im);
+
+/*
+ * Imports what is new in spool in one transaction (BEGIN IMMEDIATE), then advances the rings'
+ * tails. dead: the owner is gone (the tails are then only advisory). Returns the number of rows
+ * written, or a negative errno (-EBUSY when the database stayed locked past the busy timeout:
+ * nothing was lost, the next pass retries).
+ */
+int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_importer *im,
+		      bool dead);
+
+/*
+ * Imports every spool file under dir whose owner is gone (its flock is free), then deletes it.
+ * skip_path: this process's own spool. Returns the number of files imported, or a negative errno.
+ */
+int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
+			   enum p2pg_record_mode record);
+
+/* Stores the GPU time of a transfer once known. */
+int p2pg_store_set_gpu_ns(sqlite3 *db, int64_t row, uint64_t gpu_ns);
+
+/* The schema as SQL text (src/core/schema.sql). */
+extern const char p2pg_schema_sql[];

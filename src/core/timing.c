@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * GPU time of asynchronous copies, from a pair of timing events around the copy in the copy's own
+ * stream. Events belong to a context, so the pool keeps a set of event pairs per context. Slots go
+ * FREE -> ARMED (hot path, after a CAS) -> PENDING (the record carries the slot to the drainer) ->
+ * FREE (drainer, once the end event completed and the elapsed time is read). Nothing here waits:
+ * the drainer only ever queries.
+ *
+ * Why events and why sampled: a timing event costs ~2.8 us to record on the H200 (FACTS.md), so
+ * two per copy would cost more than the 2.1 us P2P enqueue itself. Copies of at least
+ * gpu_timing_min_bytes (where the copy dwarfs the cost) are always timed; smaller ones every Nth
+ * per thread. docs/PERFORMANCE.md has the measurements behind the defaults.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "driver.h"
+#include "recorder.h"
+#include "timing.h"
+
+#define POOL_CONTEXTS 32
+#define POOL_SLOTS    256
+
+enum slot_state { SLOT_FREE, SLOT_ARMED, SLOT_PENDING };
+
+struct timing_slot {
+	_Atomic int state;
+	bool created;
+	CUevent start, end;
+};
+
+struct context_pool {
+	_Atomic(CUcontext) ctx;
+	_Atomic unsigned next;
+	struct timing_slot slots[POOL_SLOTS];
+};
+
+static struct context_pool pools[POOL_CONTEXTS];
+static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct p2pg_settings_timing {
+	enum p2pg_gpu_timing mode;
+	unsigned every;
+	size_t min_bytes;
+} timing_cfg = {P2PG_GPU_TIMING_SAMPLED, 16, 1 << 20};
+
+static __thread unsigned sample_counter __attribute__((tls_model("initial-exec")));
+
+void p2pg_timing_configure(enum p2pg_gpu_timing mode, unsigned every, size_t min_bytes)
+{
+	timing_cfg.mode = mode;
+	timing_cfg.every = every ? every : 1;
+	timing_cfg.min_bytes = min_bytes;
+}
+
+static struct context_pool *pool_for(CUcontext ctx)
+{
+	for (int k = 0; k < POOL_CONTEXTS; k++) {
+		CUcontext c = atomic_load_explicit(&pools[k].ctx, memory_order_acquire);
+		if (c == ctx)
+			return &pools[k];
+		if (!c)
+			break;
+	}
+	pthread_mutex_lock(&pools_lock);
+	struct context_pool *found = NULL;
+	for (int k = 0; k < POOL_CONTEXTS && !found; k++) {
+		CUcontext c = atomic_load(&pools[k].ctx);
+		if (c == ctx)
+			found = &pools[k];
+		else if (!c) {
+			atomic_store_explicit(&pools[k].ctx, ctx, memory_order_release);
+			found = &pools[k];
+		}
+	}
+	pthread_mutex_unlock(&pools_lock);
+	return found;
+}
+
+static unsigned slot_index(const struct context_pool *pool, const struct timing_slot *slot)
+{
+	return (unsigned)((pool - pools) * POOL_SLOTS + (slot - pool->slots));
+}
+
+static struct timing_slot *slot_at(unsigned index, struct context_pool **ret_pool)
+{
+	if (index >= POOL_CONTEXTS * POOL_SLOTS)
+		return NULL;
+	struct context_pool *pool = &pools[index / POOL_SLOTS];
+	if (ret_pool)
+		*ret_pool = pool;
+	return &pool->slots[index % POOL_SLOTS];
+}
+
+static bool sampled(size_t bytes)
+{
+	switch (timing_cfg.mode) {
+	case P2PG_GPU_TIMING_OFF:
+		return false;
+	case P2PG_GPU_TIMING_ALL:
+		return true;
+	case P2PG_GPU_TIMING_SAMPLED:
+		break;
+	}
+	if (bytes >= timing_cfg.min_bytes)
+		return true;
+	return ++sample_counter % timing_cfg.every == 0;
+}
+
+int p2pg_timing_begin(CUstream stream, size_t bytes, CUevent *ret_end)
+{
+	if (!sampled(bytes) || !p2pg_drv.cuEventRecord || !p2pg_drv.cuEventCreate)
+		return -1;
+	CUcontext ctx = NULL;
+	CUresult rc;
+	if (stream == NULL || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD)
+		rc = p2pg_drv.cuCtxGetCurrent(&ctx);
+	else
+		rc = p2pg_drv.cuStreamGetCtx ? p2pg_drv.cuStreamGetCtx(stream, &ctx)
+					     : CUDA_ERROR_NOT_SUPPORTED;
+	if (rc != CUDA_SUCCESS || !ctx)
+		return -1;
+	struct context_pool *pool = pool_for(ctx);
+	if (!pool)
+		return -1;
+	for (int tries = 0; tries < 4; tries++) {
+		unsigned k =
+		    atomic_fetch_add_explicit(&pool->next, 1, memory_order_relaxed) % POOL_SLOTS;
+		struct timing_slot *slot = &pool->slots[k];
+		int expected = SLOT_FREE;
+		if (!atomic_compare_exchange_strong(&slot->state, &expected, SLOT_ARMED))
+			continue;
+		if (!slot->created) {
+			/* Events must live in the stream's context: make that context current
+			 * briefly. */
+			CUcontext current = NULL;
+			p2pg_drv.cuCtxGetCurrent(&current);
+			bool switched =
+			    current != ctx && p2pg_drv.cuCtxSetCurrent(ctx) == CUDA_SUCCESS;
+			bool ok =
+			    p2pg_drv.cuEventCreate(&slot->start, CU_EVENT_DEFAULT) == CUDA_SUCCESS;
+			if (ok &&
+			    p2pg_drv.cuEventCreate(&slot->end, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+				p2pg_drv.cuEventDestroy(slot->start);
+				ok = false;
+			}
+			if (switched)
+				p2pg_drv.cuCtxSetCurrent(current);
+			if (!ok) {
+				atomic_store(&slot->state, SLOT_FREE);
+				return -1;
+			}
+			slot->created = true;
+		}
+		if (p2pg_drv.cuEventRecord(slot->start, stream) != CUDA_SUCCESS) {
+			atomic_store(&slot->state, SLOT_FREE);
+			return -1;
+		}
+		*ret_end = slot->end;
+		return (int)slot_index(pool, slot);
+	}
+	return -1;
+}
+
+bool p2pg_timing_finish(int index, CUevent end, CUstream stream)
+{
+	struct timing_slot *slot = slot_at((unsigned)index, NULL);
+	if (!slot)
+		return false;
+	if (p2pg_drv.cuEventRecord(end, stream) != CUDA_SUCCESS) {
+		atomic_store(&slot->state, SLOT_FREE);
+		return false;
+	}
+	atomic_store_explicit(&slot->state, SLOT_PENDING, memory_order_release);
+	return true;
+}
+
+void p2pg_timing_cancel(int index)
+{
+	struct timing_slot *slot = slot_at((unsigned)index, NULL);
+	if (slot)
+		atomic_store(&slot->state, SLOT_FREE);
+}
+
+enum p2pg_timing_poll p2pg_timing_poll(unsigned index, uint64_t *ret_ns)
+{
+	struct timing_slot *slot = slot_at(index, NULL);
+	if (!slot || atomic_load_explicit(&slot->state, memory_order_acquire) != SLOT_PENDING)
+		return P2PG_TIMING_GONE;
+	CUresult rc = p2pg_drv.cuEventQuery(slot->end);
+	if (rc == CUDA_ERROR_NOT_READY)
+		return P2PG_TIMING_NOT_READY;
+	float ms = 0;
+	enum p2pg_timing_poll result = P2PG_TIMING_GONE;
+	if (rc == CUDA_SUCCESS &&
+	    p2pg_drv.cuEventElapsedTime(&ms, slot->start, slot->end) == CUDA_SUCCESS && ms >= 0) {
+		*ret_ns = (uint64_t)((double)ms * 1e6 + 0.5);
+		if (*ret_ns == 0)
+			*ret_ns =
+			    1; /* 0 means unknown in the record; the event resolution is ~0.5 us */
+		result = P2PG_TIMING_DONE;
+	}
+	atomic_store_explicit(&slot->state, SLOT_FREE, memory_order_release);
+	return result;
+}
+
+void p2pg_timing_reset_after_fork(void)
+{
+	/* The child cannot use the parent's CUDA state: forget every event without touching it. */
+	memset(pools, 0, sizeof(pools));
+}
