@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: MIT */
+/* The guard-facing subcommands (run, report, recover, topo); same conventions as commands.h. */
+#pragma once
+
+/* p2pguard run [--db PATH] [--mode MODE] [--pairs PAIRS] [--record all|summary] [--] CMD [ARG...]
+ */
+int p2pg_cmd_run(int argc, char **argv);
+
+/* p2pguard report [DATABASE] */
+int p2pg_cmd_report(int argc, char **argv);
+
+/* p2pguard recover [DATABASE] */
+int p2pg_cmd_recover(int argc, char **argv);
+
+/* p2pguard topo [--db PATH] [--bytes N] */
+int p2pg_cmd_topo(int argc, char **argv);
+
+/* The database a command works on: its argument, else P2PGUARD_DB, else p2pguard.db. */
+const char *p2pg_cli_db_path(const char *arg);

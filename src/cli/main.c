@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/* p2pguard: run programs under the guard, read what it recorded, explain errors, measure pairs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+
+static void usage(FILE *out)
+{
+	fputs(
+	    "usage: p2pguard COMMAND [ARGS]\n"
+	    "\n"
+	    "  run [OPTIONS] [--] CMD [ARG...]   run CMD under the guard, then report\n"
+	    "      --db PATH --mode observe|fallback|staged --pairs all|0-1,... --record "
+	    "all|summary\n"
+	    "  report [DATABASE]                 what the guard recorded: transfers, peer calls, "
+	    "failures\n"
+	    "  recover [DATABASE]                import records left by processes that died\n"
+	    "  explain \"TEXT OR CODE\"            diagnose an error line pasted from any "
+	    "framework\n"
+	    "  rules validate [DIR...]           check knowledge-base entries (file:line: errors)\n"
+	    "  rules list | show ID              the knowledge base\n"
+	    "  topo [--db PATH]                  probe every GPU pair: P2P matrix, bandwidth, "
+	    "health\n"
+	    "  version\n"
+	    "\n"
+	    "DATABASE defaults to $P2PGUARD_DB, else p2pguard.db.\n",
+	    out);
+}
+
+const char *p2pg_cli_db_path(const char *arg)
+{
+	if (arg && *arg)
+		return arg;
+	const char *env = getenv("P2PGUARD_DB");
+	return env && *env ? env : "p2pguard.db";
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	const char *cmd = argv[1];
+	if (strcmp(cmd, "run") == 0)
+		return p2pg_cmd_run(argc - 1, argv + 1);
+	if (strcmp(cmd, "report") == 0)
+		return p2pg_cmd_report(argc - 1, argv + 1);
+	if (strcmp(cmd, "recover") == 0)
+		return p2pg_cmd_recover(argc - 1, argv + 1);
+	if (strcmp(cmd, "explain") == 0)
+		return p2pg_cmd_explain(argc - 1, argv + 1);
+	if (strcmp(cmd, "rules") == 0)
+		return p2pg_cmd_rules(argc - 1, argv + 1);
+	if (strcmp(cmd, "topo") == 0)
+		return p2pg_cmd_topo(argc - 1, argv + 1);
+	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+		printf("p2pguard %s\n", P2PGUARD_VERSION);
+		return 0;
+	}
+	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	fprintf(stderr, "p2pguard: unknown command '%s'\n", cmd);
+	usage(stderr);
+	return 2;
+}
