@@ -1,0 +1,235 @@
+/* Internal interfaces of the simulated CUDA driver (libcuda.so.1). Nothing here is exported. */
+#ifndef SIMCUDA_SIM_H
+#define SIMCUDA_SIM_H
+
+/* The driver's own build defines this: cuda.h then declares every ABI name (v1, _v2, _ptds,
+ * _ptsz), so the compiler checks each definition here against NVIDIA's prototype. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "errors.h"
+
+#define SIM_API		   __attribute__((visibility("default")))
+#define SIM_MAX_DEVICES	   16
+#define SIM_MAX_PEERS	   8
+#define SIM_DRIVER_VERSION 13000
+
+/* Where a pointer lives. Device ordinals are 0..15; the others are negative. */
+#define SIM_REGION_HOST	    (-1) /* pinned host memory the driver allocated */
+#define SIM_REGION_PAGEABLE (-2) /* anything else: ordinary host memory, unknown to the driver */
+
+struct sim_config {
+	int ndev;
+	unsigned char p2p[SIM_MAX_DEVICES][SIM_MAX_DEVICES];
+	unsigned char corrupt[SIM_MAX_DEVICES][SIM_MAX_DEVICES];
+	size_t dev_mem;
+	double ns_per_byte;
+};
+
+extern struct sim_config sim_cfg;
+extern int sim_init_state; /* 0: cuInit not called, 1: ready, 2: failed (no device) */
+
+/* One lock for all bookkeeping of contexts, streams, events and graphs: the simulation needs
+ * correctness, not scalability, and copies themselves run outside it. */
+extern pthread_mutex_t sim_mu;
+extern pthread_cond_t sim_progress; /* broadcast whenever any stream completes an operation */
+
+static inline CUresult sim_ready(void)
+{
+	int s = __atomic_load_n(&sim_init_state, __ATOMIC_ACQUIRE);
+	if (s == 1)
+		return CUDA_SUCCESS;
+	return s == 0 ? CUDA_ERROR_NOT_INITIALIZED : CUDA_ERROR_NO_DEVICE;
+}
+
+/* ---- memory ---- */
+struct sim_ctx;
+
+struct sim_alloc {
+	uintptr_t base;
+	size_t size;
+	size_t npages;
+	struct sim_ctx *ctx;
+	int region;
+	int dev; /* for pinned host memory: the device of the allocating context */
+	unsigned flags;
+	bool live;
+	unsigned long long id;
+	struct sim_alloc *next_all; /* every record ever made: keeps them reachable and reusable */
+};
+
+bool sim_mem_setup(void);
+struct sim_alloc *sim_mem_find(uintptr_t p);
+int sim_mem_region_of(uintptr_t p); /* SIM_REGION_* or device ordinal, from the address alone */
+CUresult sim_mem_alloc(struct sim_ctx *ctx, int region, size_t size, unsigned flags,
+		       uintptr_t *out);
+CUresult sim_mem_free(int want_region, uintptr_t p);
+void sim_mem_free_ctx(struct sim_ctx *ctx);
+size_t sim_mem_used(int region);
+
+/* Endpoint requirements for copies. */
+enum sim_ep_req {
+	SIM_EP_DEVICE, /* must be memory the driver knows (device or pinned host) */
+	SIM_EP_ANY,    /* unified addressing: unknown memory is pageable host memory */
+};
+CUresult sim_check_ep(uintptr_t p, size_t n, enum sim_ep_req req, int *region);
+
+/* ---- contexts ---- */
+struct sim_stream;
+
+struct sim_ctx {
+	uint32_t magic;
+	int dev;
+	bool primary;
+	bool alive;
+	int refs; /* primary: retain count */
+	unsigned flags;
+	unsigned long long id;
+	struct sim_ctx *peers[SIM_MAX_PEERS];
+	int npeers;
+	struct sim_stream *legacy;
+	struct sim_stream *streams; /* every live stream of the context, legacy included */
+	struct sim_ctx *next_created;
+};
+
+#define SIM_CTX_MAGIC 0x43545853u
+
+CUresult sim_ctx_current(struct sim_ctx **out); /* INVALID_CONTEXT when none */
+struct sim_ctx *sim_ctx_current_or_null(void);
+CUresult sim_ctx_check(CUcontext h, struct sim_ctx **out);
+bool sim_p2p_active(int a, int b); /* peer access enabled between devices a and b, any way */
+
+/* ---- streams, events, graphs ---- */
+enum sim_op_type {
+	SIM_OP_COPY,
+	SIM_OP_COPY3D,
+	SIM_OP_MEMSET,
+	SIM_OP_WAIT,
+	SIM_OP_EVENT,
+	SIM_OP_HOSTFN,
+	SIM_OP_CALLBACK,
+};
+
+struct sim_3d {
+	uintptr_t dst, src; /* first byte of the copy */
+	size_t dst_pitch, src_pitch;
+	size_t dst_slice, src_slice; /* bytes between z planes */
+	size_t width, height, depth;
+};
+
+struct sim_event;
+
+struct sim_op {
+	struct sim_op *next;
+	enum sim_op_type type;
+	uint64_t seq;
+	union {
+		struct {
+			void *dst;
+			const void *src;
+			size_t n;
+			int dst_region, src_region;
+			void *staging; /* owned copy of a pageable source */
+		} copy;
+		struct {
+			struct sim_3d p;
+			int dst_region, src_region;
+		} c3;
+		struct {
+			void *dst;
+			uint32_t value;
+			unsigned elem;
+			size_t count;
+		} set;
+		struct {
+			struct sim_stream *s;
+			uint64_t seq;
+		} wait;
+		struct {
+			struct sim_event *ev;
+			uint64_t gen;
+		} event;
+		struct {
+			CUhostFn fn;
+			void *data;
+		} host;
+		struct {
+			CUstreamCallback fn;
+			void *data;
+			CUstream handle;
+		} cb;
+	} u;
+	bool xor_data; /* resolved at submission: does this copy deliver corrupted bytes */
+};
+
+struct sim_graph;
+
+enum sim_stream_kind { SIM_STREAM_USER, SIM_STREAM_LEGACY, SIM_STREAM_PER_THREAD };
+
+struct sim_stream {
+	uint32_t magic;
+	struct sim_ctx *ctx;
+	enum sim_stream_kind kind;
+	unsigned flags;
+	int priority;
+	unsigned long long id;
+	int refs;
+	uint64_t submitted, completed;
+	struct sim_op *head, *tail;
+	pthread_cond_t wake;
+	pthread_t thread;
+	bool has_thread, closing, finished, joined, dead;
+	CUstreamCaptureStatus capture;
+	CUstreamCaptureMode capture_mode;
+	struct sim_graph *capture_graph;
+	unsigned long long capture_id;
+	struct sim_stream *ctx_next;
+	struct sim_stream *all_next;
+};
+
+#define SIM_STREAM_MAGIC 0x4d525453u
+
+struct sim_event {
+	uint32_t magic;
+	struct sim_ctx *ctx;
+	unsigned flags;
+	int refs;
+	bool recorded;
+	struct sim_stream *s; /* stream of the latest record (holds a reference) */
+	uint64_t seq;
+	uint64_t gen;
+	uint64_t ts_gen;
+	struct timespec ts;
+};
+
+#define SIM_EVENT_MAGIC 0x544e5645u
+
+struct sim_graph {
+	uint32_t magic;
+	struct sim_op *nodes;
+	size_t n, cap;
+};
+
+#define SIM_GRAPH_MAGIC 0x48505247u
+#define SIM_EXEC_MAGIC	0x43455847u
+
+/* Called with sim_mu held. */
+CUresult sim_stream_resolve(CUstream h, bool per_thread, struct sim_stream **out);
+struct sim_stream *sim_stream_default(struct sim_ctx *ctx, bool per_thread);
+CUresult sim_submit(struct sim_stream *s, struct sim_op *op);
+void sim_wait_seq(struct sim_stream *s, uint64_t seq);
+void sim_ctx_sync_locked(struct sim_ctx *ctx);
+void sim_ctx_drop_streams(struct sim_ctx *ctx);
+void sim_stream_ref(struct sim_stream *s);
+void sim_stream_put(struct sim_stream *s);
+bool sim_copy_corrupts(int dst_region, int src_region);
+bool sim_graph_append(struct sim_graph *g, const struct sim_op *op);
+void sim_op_free(struct sim_op *op);
+
+#endif
