@@ -9,7 +9,12 @@
 #include <cuda.h>
 #include <stdbool.h>
 
-/* X(name, cudaVersion, return/parameter list) */
+/*
+ * X(name, cudaVersion, parameter list). The version is the one whose ABI the parameter list
+ * describes: cuGetProcAddress returns the newest ABI at or below it, and newer CUDA releases change
+ * signatures under the same name (cuCtxGetDevice and cuCtxSynchronize gained a context argument in
+ * 13.0, cuStreamGetCtx a green-context one in 12.5).
+ */
 #define P2PG_DRIVER_FUNCTIONS(X)                                                                 \
 	X(cuInit, 2000, (unsigned int flags))                                                    \
 	X(cuDriverGetVersion, 2020, (int *version))                                              \
@@ -41,6 +46,7 @@
 	X(cuStreamWaitEvent, 3020, (CUstream stream, CUevent event, unsigned int flags))         \
 	X(cuStreamIsCapturing, 10000, (CUstream stream, CUstreamCaptureStatus * status))         \
 	X(cuStreamGetCtx, 9020, (CUstream stream, CUcontext * ctx))                              \
+	X(cuStreamGetId, 12000, (CUstream stream, unsigned long long *id))                       \
 	X(cuEventCreate, 2000, (CUevent * event, unsigned int flags))                            \
 	X(cuEventDestroy, 4000, (CUevent event))                                                 \
 	X(cuEventRecord, 2000, (CUevent event, CUstream stream))                                 \
@@ -60,7 +66,8 @@
 	X(cuMemcpyPeerAsync, 4000,                                                               \
 	  (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t bytes,       \
 	   CUstream s))                                                                          \
-	X(cuMemsetD8, 3020, (CUdeviceptr dst, unsigned char value, size_t count))
+	X(cuMemsetD8, 3020, (CUdeviceptr dst, unsigned char value, size_t count))                \
+	X(cuMemsetD8Async, 3020, (CUdeviceptr dst, unsigned char value, size_t count, CUstream s))
 
 struct p2pg_driver {
 #define P2PG_DRIVER_MEMBER(name, version, params) CUresult(CUDAAPI *name) params;

@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A driver-API program that links no CUDA library: it loads libcuda.so.1 with dlopen and finds
+ * every function either the way a static CUDA runtime does (dlsym for cuGetProcAddress_v2 only,
+ * then cuGetProcAddress for cuGetProcAddress itself and everything else) or with plain dlsym.
+ *
+ *   drv_peer procaddr|dlsym basic    peer access and copies, legacy and per-thread stream forms
+ *   drv_peer procaddr|dlsym errors   217 (own device), 704, 705, invalid flags at driver level
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef CUresult(CUDAAPI *proc_v2_fn)(const char *, void **, int, cuuint64_t,
+				      CUdriverProcAddressQueryResult *);
+
+static void *lib;
+static proc_v2_fn get_proc;
+static int use_dlsym;
+
+/* name: the base name for cuGetProcAddress; abi: the exported name dlsym needs. */
+static void *find(const char *name, const char *abi, int per_thread)
+{
+	void *fn = NULL;
+	if (use_dlsym) {
+		fn = dlsym(lib, abi);
+	} else {
+		CUdriverProcAddressQueryResult st;
+		/* 12000: the ABIs this file declares (13.0 changed cuCtxSynchronize's). */
+		get_proc(name, &fn, 12000,
+			 per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+				    : CU_GET_PROC_ADDRESS_LEGACY_STREAM,
+			 &st);
+	}
+	if (!fn) {
+		fprintf(stderr, "drv_peer: cannot find %s\n", abi);
+		exit(1);
+	}
+	return fn;
+}
+
+#define CHECK(call)                                                                               \
+	do {                                                                                      \
+		CUresult _e = (call);                                                             \
+		if (_e != CUDA_SUCCESS) {                                                         \
+			fprintf(stderr, "%s:%d: %s -> %d\n", __FILE__, __LINE__, #call, (int)_e); \
+			exit(1);                                                                  \
+		}                                                                                 \
+	} while (0)
+
+static struct {
+	CUresult(CUDAAPI *Init)(unsigned);
+	CUresult(CUDAAPI *DeviceGetCount)(int *);
+	CUresult(CUDAAPI *DeviceGet)(CUdevice *, int);
+	CUresult(CUDAAPI *PrimaryCtxRetain)(CUcontext *, CUdevice);
+	CUresult(CUDAAPI *CtxSetCurrent)(CUcontext);
+	CUresult(CUDAAPI *MemAlloc)(CUdeviceptr *, size_t);
+	CUresult(CUDAAPI *MemcpyHtoD)(CUdeviceptr, const void *, size_t);
+	CUresult(CUDAAPI *MemcpyDtoH)(void *, CUdeviceptr, size_t);
+	CUresult(CUDAAPI *StreamCreate)(CUstream *, unsigned);
+	CUresult(CUDAAPI *StreamSynchronize)(CUstream);
+	CUresult(CUDAAPI *CtxSynchronize)(void);
+	CUresult(CUDAAPI *CanAccessPeer)(int *, CUdevice, CUdevice);
+	CUresult(CUDAAPI *CtxEnablePeerAccess)(CUcontext, unsigned);
+	CUresult(CUDAAPI *CtxDisablePeerAccess)(CUcontext);
+	CUresult(CUDAAPI *MemcpyPeer)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t);
+	CUresult(CUDAAPI *MemcpyPeerAsync)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t,
+					   CUstream);
+	CUresult(CUDAAPI *MemcpyPeerAsyncPtsz)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext,
+					       size_t, CUstream);
+	CUresult(CUDAAPI *Memcpy)(CUdeviceptr, CUdeviceptr, size_t);
+	CUresult(CUDAAPI *MemcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+	CUresult(CUDAAPI *MemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
+	CUresult(CUDAAPI *MemcpyDtoDAsyncPtsz)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+} cu;
+
+static void load(void)
+{
+	lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!lib) {
+		fprintf(stderr, "drv_peer: %s\n", dlerror());
+		exit(1);
+	}
+	if (!use_dlsym) {
+		proc_v2_fn boot = (proc_v2_fn)dlsym(lib, "cuGetProcAddress_v2");
+		CUdriverProcAddressQueryResult st;
+		void *self = NULL;
+		if (!boot || boot("cuGetProcAddress", &self, 12000, 0, &st) != CUDA_SUCCESS ||
+		    !self) {
+			fprintf(stderr, "drv_peer: no cuGetProcAddress\n");
+			exit(1);
+		}
+		get_proc = (proc_v2_fn)self;
+	}
+#define F(member, name, abi, ptds) *(void **)&cu.member = find(name, abi, ptds)
+	F(Init, "cuInit", "cuInit", 0);
+	F(DeviceGetCount, "cuDeviceGetCount", "cuDeviceGetCount", 0);
+	F(DeviceGet, "cuDeviceGet", "cuDeviceGet", 0);
+	F(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", 0);
+	F(CtxSetCurrent, "cuCtxSetCurrent", "cuCtxSetCurrent", 0);
+	F(MemAlloc, "cuMemAlloc", "cuMemAlloc_v2", 0);
+	F(MemcpyHtoD, "cuMemcpyHtoD", "cuMemcpyHtoD_v2", 0);
+	F(MemcpyDtoH, "cuMemcpyDtoH", "cuMemcpyDtoH_v2", 0);
+	F(StreamCreate, "cuStreamCreate", "cuStreamCreate", 0);
+	F(StreamSynchronize, "cuStreamSynchronize", "cuStreamSynchronize", 0);
+	F(CtxSynchronize, "cuCtxSynchronize", "cuCtxSynchronize", 0);
+	F(CanAccessPeer, "cuDeviceCanAccessPeer", "cuDeviceCanAccessPeer", 0);
+	F(CtxEnablePeerAccess, "cuCtxEnablePeerAccess", "cuCtxEnablePeerAccess", 0);
+	F(CtxDisablePeerAccess, "cuCtxDisablePeerAccess", "cuCtxDisablePeerAccess", 0);
+	F(MemcpyPeer, "cuMemcpyPeer", "cuMemcpyPeer", 0);
+	F(MemcpyPeerAsync, "cuMemcpyPeerAsync", "cuMemcpyPeerAsync", 0);
+	F(MemcpyPeerAsyncPtsz, "cuMemcpyPeerAsync", "cuMemcpyPeerAsync_ptsz", 1);
+	F(Memcpy, "cuMemcpy", "cuMemcpy", 0);
+	F(MemcpyAsync, "cuMemcpyAsync", "cuMemcpyAsync", 0);
+	F(MemcpyDtoD, "cuMemcpyDtoD", "cuMemcpyDtoD_v2", 0);
+	F(MemcpyDtoDAsyncPtsz, "cuMemcpyDtoDAsync", "cuMemcpyDtoDAsync_v2_ptsz", 1);
+#undef F
+}
+
+static CUcontext ctx[2];
+static CUdeviceptr a0, b1;
+
+static void setup(void)
+{
+	CHECK(cu.Init(0));
+	int n = 0;
+	CHECK(cu.DeviceGetCount(&n));
+	if (n < 2) {
+		fprintf(stderr, "drv_peer: needs two devices\n");
+		exit(77);
+	}
+	for (int d = 0; d < 2; d++) {
+		CUdevice dev;
+		CHECK(cu.DeviceGet(&dev, d));
+		CHECK(cu.PrimaryCtxRetain(&ctx[d], dev));
+	}
+	CHECK(cu.CtxSetCurrent(ctx[1]));
+	CHECK(cu.MemAlloc(&b1, 1 << 20));
+	CHECK(cu.CtxSetCurrent(ctx[0]));
+	CHECK(cu.MemAlloc(&a0, 1 << 20));
+}
+
+static int mode_basic(void)
+{
+	setup();
+	unsigned char *h = malloc(1 << 20), *back = malloc(1 << 20);
+	for (int k = 0; k < 1 << 20; k++)
+		h[k] = (unsigned char)(k * 7 + 3);
+	CHECK(cu.MemcpyHtoD(a0, h, 1 << 20));
+	CUstream s;
+	CHECK(cu.StreamCreate(&s, 0));
+	long transfers = 0, bytes = 0, peer = 0;
+	int can = 0;
+	CHECK(cu.CanAccessPeer(&can, 0, 1));
+	peer++;
+	if (can) {
+		CHECK(cu.CtxEnablePeerAccess(ctx[1], 0));
+		peer++;
+	}
+	CHECK(cu.MemcpyPeer(b1, ctx[1], a0, ctx[0], 1 << 20));
+	transfers++, bytes += 1 << 20;
+	CHECK(cu.MemcpyPeerAsync(b1, ctx[1], a0, ctx[0], 8192, s));
+	transfers++, bytes += 8192;
+	CHECK(cu.MemcpyPeerAsyncPtsz(b1, ctx[1], a0, ctx[0], 4096, 0));
+	transfers++, bytes += 4096;
+	CHECK(cu.Memcpy(b1, a0, 2048));
+	transfers++, bytes += 2048;
+	CHECK(cu.MemcpyAsync(b1, a0, 1024, s));
+	transfers++, bytes += 1024;
+	CHECK(cu.MemcpyDtoD(b1, a0, 512));
+	transfers++, bytes += 512;
+	CHECK(cu.MemcpyDtoDAsyncPtsz(b1, a0, 256, 0));
+	transfers++, bytes += 256;
+	CHECK(cu.MemcpyDtoD(a0 + 4096, a0, 128)); /* same device: not recorded */
+	CHECK(cu.CtxSynchronize());
+	CHECK(cu.StreamSynchronize(s));
+	if (can) {
+		CHECK(cu.CtxDisablePeerAccess(ctx[1]));
+		peer++;
+	}
+	CHECK(cu.MemcpyPeer(b1, ctx[1], a0, ctx[0], 1 << 20));
+	transfers++, bytes += 1 << 20;
+	CHECK(cu.CtxSetCurrent(ctx[1]));
+	CHECK(cu.MemcpyDtoH(back, b1, 1 << 20));
+	if (memcmp(h, back, 1 << 20) != 0) {
+		fprintf(stderr, "drv_peer: data mismatch\n");
+		return 1;
+	}
+	printf("EXPECT transfers=%ld bytes=%ld peer_access=%ld failures=0 p2p=%d\n", transfers,
+	       bytes, peer, can);
+	return 0;
+}
+
+__attribute__((noinline)) static CUresult drv_induce_own_device(void)
+{
+	CHECK(cu.CtxSetCurrent(ctx[0]));
+	return cu.CtxEnablePeerAccess(ctx[0], 0);
+}
+
+__attribute__((noinline)) static CUresult drv_induce_already_enabled(void)
+{
+	CHECK(cu.CtxSetCurrent(ctx[0]));
+	cu.CtxEnablePeerAccess(ctx[1], 0);
+	return cu.CtxEnablePeerAccess(ctx[1], 0);
+}
+
+__attribute__((noinline)) static CUresult drv_induce_not_enabled(void)
+{
+	CHECK(cu.CtxSetCurrent(ctx[1]));
+	return cu.CtxDisablePeerAccess(ctx[0]);
+}
+
+__attribute__((noinline)) static CUresult drv_induce_bad_flags(void)
+{
+	CHECK(cu.CtxSetCurrent(ctx[1]));
+	return cu.CtxEnablePeerAccess(ctx[0], 3);
+}
+
+static int mode_errors(void)
+{
+	setup();
+	int can = 0;
+	CHECK(cu.CanAccessPeer(&can, 0, 1));
+	int failures = 0;
+	CUresult e;
+#define RUN(fn)                                     \
+	e = fn();                                   \
+	printf("CASE %s status=%d\n", #fn, (int)e); \
+	failures += e != CUDA_SUCCESS;
+	RUN(drv_induce_own_device);
+	if (can) {
+		RUN(drv_induce_already_enabled);
+	}
+	RUN(drv_induce_not_enabled);
+	RUN(drv_induce_bad_flags);
+#undef RUN
+	printf("EXPECT failures=%d\n", failures);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3 || (strcmp(argv[1], "procaddr") != 0 && strcmp(argv[1], "dlsym") != 0)) {
+		fprintf(stderr, "usage: drv_peer procaddr|dlsym basic|errors\n");
+		return 2;
+	}
+	use_dlsym = strcmp(argv[1], "dlsym") == 0;
+	load();
+	if (strcmp(argv[2], "basic") == 0)
+		return mode_basic();
+	if (strcmp(argv[2], "errors") == 0)
+		return mode_errors();
+	return 2;
+}

@@ -1,0 +1,384 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A multi-GPU program linked with the shared CUDA runtime, used by the preload tests (against the
+ * simulated CUDA) and by scripts/gpu-check.sh (against real GPUs). Each mode prints an
+ * "EXPECT ..." line saying what the guard must have recorded.
+ *
+ *   rt_peer basic             peer access calls and every kind of cross-device copy, checked
+ *   rt_peer errors            induce 217 (own device), 704, 101, 705 and invalid flags
+ *   rt_peer threads T N       T threads x N async peer copies on their own streams
+ *   rt_peer fork              copies in the parent, then a child calling the runtime
+ *   rt_peer crash             a copy, then SIGSEGV in crash_here()
+ *   rt_peer copier FILE T     T threads copying forever, publishing counts in FILE (SIGKILL test)
+ *   rt_peer bench N SIZE      N async peer copies of SIZE bytes, prints ns per call
+ */
+#include <cuda_runtime_api.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CHECK(call)                                                                        \
+	do {                                                                               \
+		cudaError_t _e = (call);                                                   \
+		if (_e != cudaSuccess) {                                                   \
+			fprintf(stderr, "%s:%d: %s -> %d %s\n", __FILE__, __LINE__, #call, \
+				(int)_e, cudaGetErrorName(_e));                            \
+			exit(1);                                                           \
+		}                                                                          \
+	} while (0)
+
+static int need_two_devices(void)
+{
+	int n = 0;
+	CHECK(cudaGetDeviceCount(&n));
+	if (n < 2) {
+		fprintf(stderr, "rt_peer: needs two devices, found %d\n", n);
+		exit(77);
+	}
+	return n;
+}
+
+static void fill(unsigned char *h, size_t n, unsigned seed)
+{
+	for (size_t k = 0; k < n; k++)
+		h[k] = (unsigned char)(seed + k * 131);
+}
+
+static int mode_basic(void)
+{
+	need_two_devices();
+	const size_t big = 1 << 20;
+	unsigned char *h = malloc(big), *back = malloc(big);
+	void *a0, *a0b, *b1;
+	cudaStream_t s0;
+	CHECK(cudaSetDevice(1));
+	CHECK(cudaMalloc(&b1, big));
+	CHECK(cudaSetDevice(0));
+	CHECK(cudaMalloc(&a0, big));
+	CHECK(cudaMalloc(&a0b, big));
+	CHECK(cudaStreamCreate(&s0));
+	fill(h, big, 7);
+	CHECK(cudaMemcpy(a0, h, big, cudaMemcpyHostToDevice)); /* not a peer copy */
+
+	long transfers = 0, bytes = 0, peer = 0;
+	int can = -1;
+	CHECK(cudaDeviceCanAccessPeer(&can, 0, 1));
+	peer++;
+	int enabled = 0;
+	if (can) {
+		CHECK(cudaDeviceEnablePeerAccess(1, 0));
+		peer++;
+		enabled = 1;
+	}
+	CHECK(cudaMemcpyPeer(b1, 1, a0, 0, big));
+	transfers++, bytes += big;
+	CHECK(cudaMemcpyPeerAsync(a0b, 0, b1, 1, 4096, s0));
+	transfers++, bytes += 4096;
+	CHECK(cudaMemcpyAsync(b1, a0, 65536, cudaMemcpyDeviceToDevice, s0));
+	transfers++, bytes += 65536;
+	CHECK(cudaMemcpyAsync(a0b, b1, 100, cudaMemcpyDefault, s0));
+	transfers++, bytes += 100;
+	CHECK(cudaStreamSynchronize(s0));
+	CHECK(cudaMemcpy(b1, a0, 3000, cudaMemcpyDefault));
+	transfers++, bytes += 3000;
+	CHECK(cudaMemcpy(a0b, a0, 1000, cudaMemcpyDeviceToDevice)); /* same device: not recorded */
+	CHECK(cudaMemcpy(back, a0, 1000, cudaMemcpyDeviceToHost));  /* not a peer copy */
+
+	struct cudaMemcpy3DPeerParms p;
+	memset(&p, 0, sizeof(p));
+	p.srcPtr = (struct cudaPitchedPtr){.ptr = a0, .pitch = 1024, .xsize = 1024, .ysize = 16};
+	p.dstPtr = (struct cudaPitchedPtr){.ptr = b1, .pitch = 1024, .xsize = 1024, .ysize = 16};
+	p.srcDevice = 0;
+	p.dstDevice = 1;
+	p.extent = (struct cudaExtent){.width = 1024, .height = 16, .depth = 1};
+	CHECK(cudaMemcpy3DPeer(&p));
+	transfers++, bytes += 1024 * 16;
+
+	if (enabled) {
+		CHECK(cudaDeviceDisablePeerAccess(1));
+		peer++;
+	}
+	CHECK(cudaMemcpyPeer(b1, 1, a0, 0, 512));
+	transfers++, bytes += 512;
+
+	/* The data must have arrived intact, whatever path it took. */
+	CHECK(cudaMemcpyPeer(b1, 1, a0, 0, big));
+	transfers++, bytes += big;
+	CHECK(cudaSetDevice(1));
+	CHECK(cudaMemcpy(back, b1, big, cudaMemcpyDeviceToHost));
+	if (memcmp(h, back, big) != 0) {
+		fprintf(stderr, "rt_peer: data mismatch after peer copy\n");
+		return 1;
+	}
+	printf("EXPECT transfers=%ld bytes=%ld peer_access=%ld failures=0 p2p=%d\n", transfers,
+	       bytes, peer, can);
+	return 0;
+}
+
+/* Each failure comes from a function of its own, so the backtrace can be checked by name. */
+__attribute__((noinline)) static cudaError_t induce_own_device(void)
+{
+	CHECK(cudaSetDevice(0));
+	return cudaDeviceEnablePeerAccess(0, 0);
+}
+
+__attribute__((noinline)) static cudaError_t induce_already_enabled(void)
+{
+	CHECK(cudaSetDevice(0));
+	cudaDeviceEnablePeerAccess(1, 0);
+	return cudaDeviceEnablePeerAccess(1, 0);
+}
+
+__attribute__((noinline)) static cudaError_t induce_bad_ordinal(void)
+{
+	CHECK(cudaSetDevice(0));
+	return cudaDeviceEnablePeerAccess(7, 0);
+}
+
+__attribute__((noinline)) static cudaError_t induce_not_enabled(void)
+{
+	CHECK(cudaSetDevice(1));
+	return cudaDeviceDisablePeerAccess(0);
+}
+
+__attribute__((noinline)) static cudaError_t induce_bad_flags(void)
+{
+	CHECK(cudaSetDevice(1));
+	return cudaDeviceEnablePeerAccess(0, 5);
+}
+
+static int mode_errors(void)
+{
+	int n = need_two_devices();
+	int can = 0;
+	CHECK(cudaDeviceCanAccessPeer(&can, 0, 1));
+	struct {
+		const char *name;
+		cudaError_t (*fn)(void);
+	} cases[] = {
+	    {"induce_own_device", induce_own_device},
+	    {"induce_already_enabled", induce_already_enabled},
+	    {"induce_bad_ordinal", induce_bad_ordinal},
+	    {"induce_not_enabled", induce_not_enabled},
+	    {"induce_bad_flags", induce_bad_flags},
+	};
+	int failures = 0;
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		if (strcmp(cases[k].name, "induce_bad_ordinal") == 0 && n > 7)
+			continue;
+		if (strcmp(cases[k].name, "induce_already_enabled") == 0 && !can)
+			continue;
+		cudaError_t e = cases[k].fn();
+		cudaError_t last = cudaGetLastError();
+		printf("CASE %s status=%d last_error=%d\n", cases[k].name, (int)e, (int)last);
+		if (e != cudaSuccess)
+			failures++;
+	}
+	printf("EXPECT failures=%d\n", failures);
+	return 0;
+}
+
+struct worker {
+	int index, copies;
+	size_t bytes;
+	_Atomic long *published; /* copier mode: calls returned so far */
+	uint32_t *tid_out;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	void *a, *b;
+	cudaStream_t s;
+	CHECK(cudaSetDevice(1));
+	CHECK(cudaMalloc(&b, w->bytes));
+	CHECK(cudaSetDevice(0));
+	CHECK(cudaMalloc(&a, w->bytes));
+	CHECK(cudaStreamCreate(&s));
+	if (w->tid_out)
+		*w->tid_out = (uint32_t)syscall(SYS_gettid);
+	for (long k = 0; w->copies < 0 || k < w->copies; k++) {
+		CHECK(cudaMemcpyPeerAsync(b, 1, a, 0, w->bytes, s));
+		if (w->published)
+			atomic_store(w->published, k + 1);
+		if ((k & 63) == 63)
+			CHECK(cudaStreamSynchronize(s));
+	}
+	CHECK(cudaStreamSynchronize(s));
+	return NULL;
+}
+
+static int mode_threads(int threads, int copies)
+{
+	need_two_devices();
+	pthread_t tids[256];
+	struct worker w[256];
+	if (threads > 256)
+		threads = 256;
+	for (int k = 0; k < threads; k++) {
+		w[k] = (struct worker){.index = k, .copies = copies, .bytes = 256};
+		pthread_create(&tids[k], NULL, worker_main, &w[k]);
+	}
+	for (int k = 0; k < threads; k++)
+		pthread_join(tids[k], NULL);
+	printf("EXPECT transfers=%ld bytes=%ld\n", (long)threads * copies,
+	       (long)threads * copies * 256);
+	return 0;
+}
+
+static int one_copy_round(int copies)
+{
+	void *a, *b;
+	cudaError_t e = cudaSetDevice(1);
+	if (e == cudaSuccess)
+		e = cudaMalloc(&b, 4096);
+	if (e == cudaSuccess)
+		e = cudaSetDevice(0);
+	if (e == cudaSuccess)
+		e = cudaMalloc(&a, 4096);
+	for (int k = 0; k < copies; k++) {
+		/* After fork the runtime may refuse; the call still counts. */
+		cudaError_t c = cudaMemcpyPeer(e == cudaSuccess ? b : (void *)0x1000, 1,
+					       e == cudaSuccess ? a : (void *)0x2000, 0, 4096);
+		if (c != cudaSuccess && e == cudaSuccess)
+			e = c;
+	}
+	return e == cudaSuccess ? 0 : 1;
+}
+
+static int mode_fork(void)
+{
+	need_two_devices();
+	one_copy_round(2);
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int rc = one_copy_round(3);
+		printf("CHILD pid=%d copies=3 ok=%d\n", (int)getpid(), rc == 0);
+		fflush(stdout);
+		_exit(0);
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	one_copy_round(1);
+	printf("EXPECT parent_transfers=3 child_transfers=3 child_pid=%d\n", (int)pid);
+	return 0;
+}
+
+__attribute__((noinline)) static void crash_here(volatile int *p)
+{
+	*p = 42;
+}
+
+static int mode_crash(void)
+{
+	need_two_devices();
+	one_copy_round(1);
+	printf("EXPECT transfers=1 crash_signal=%d\n", SIGSEGV);
+	fflush(stdout);
+	/* A null pointer the compiler cannot see through. */
+	volatile uintptr_t bad = 0;
+	crash_here((volatile int *)bad);
+	return 0;
+}
+
+/* Threads copy until killed; FILE holds, per thread, its tid and the number of calls returned. */
+static int mode_copier(const char *file, int threads)
+{
+	need_two_devices();
+	int fd = open(file, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	size_t len = 4096;
+	if (fd < 0 || ftruncate(fd, (off_t)len) < 0)
+		return 2;
+	struct shared {
+		_Atomic long count[64];
+		uint32_t tid[64];
+	} *sh = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (sh == MAP_FAILED)
+		return 2;
+	if (threads > 64)
+		threads = 64;
+	pthread_t tids[64];
+	struct worker w[64];
+	for (int k = 0; k < threads; k++) {
+		w[k] = (struct worker){.index = k,
+				       .copies = -1,
+				       .bytes = 256,
+				       .published = &sh->count[k],
+				       .tid_out = &sh->tid[k]};
+		pthread_create(&tids[k], NULL, worker_main, &w[k]);
+	}
+	printf("READY\n");
+	fflush(stdout);
+	for (int k = 0; k < threads; k++)
+		pthread_join(tids[k], NULL);
+	return 0;
+}
+
+static int mode_bench(long n, size_t size)
+{
+	need_two_devices();
+	void *a, *b;
+	cudaStream_t s;
+	CHECK(cudaSetDevice(1));
+	CHECK(cudaMalloc(&b, size));
+	CHECK(cudaSetDevice(0));
+	CHECK(cudaMalloc(&a, size));
+	CHECK(cudaStreamCreate(&s));
+	int can = 0;
+	CHECK(cudaDeviceCanAccessPeer(&can, 0, 1));
+	if (can)
+		cudaDeviceEnablePeerAccess(1, 0);
+	for (int k = 0; k < 100; k++)
+		CHECK(cudaMemcpyPeerAsync(b, 1, a, 0, size, s));
+	CHECK(cudaStreamSynchronize(s));
+	/* Per-call enqueue cost, in batches small enough that the queue never fills. */
+	long done = 0;
+	double total_ns = 0;
+	while (done < n) {
+		long batch = n - done < 256 ? n - done : 256;
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (long k = 0; k < batch; k++)
+			CHECK(cudaMemcpyPeerAsync(b, 1, a, 0, size, s));
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		total_ns += (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
+		done += batch;
+		CHECK(cudaStreamSynchronize(s));
+	}
+	printf("BENCH calls=%ld bytes=%zu ns_per_call=%.1f p2p=%d\n", n, size, total_ns / n, can);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "basic";
+	if (strcmp(mode, "basic") == 0)
+		return mode_basic();
+	if (strcmp(mode, "errors") == 0)
+		return mode_errors();
+	if (strcmp(mode, "threads") == 0)
+		return mode_threads(argc > 2 ? atoi(argv[2]) : 8, argc > 3 ? atoi(argv[3]) : 100);
+	if (strcmp(mode, "fork") == 0)
+		return mode_fork();
+	if (strcmp(mode, "crash") == 0)
+		return mode_crash();
+	if (strcmp(mode, "copier") == 0 && argc > 3)
+		return mode_copier(argv[2], atoi(argv[3]));
+	if (strcmp(mode, "bench") == 0)
+		return mode_bench(argc > 2 ? atol(argv[2]) : 20000,
+				  argc > 3 ? (size_t)atol(argv[3]) : 256);
+	fprintf(stderr,
+		"usage: rt_peer basic|errors|threads T N|fork|crash|copier FILE T|bench N SIZE\n");
+	return 2;
+}
