@@ -26,16 +26,35 @@ bool sim_graph_append(struct sim_graph *g, const struct sim_op *op)
 	return true;
 }
 
+/* Graphs the application never destroys must not read as leaks of the simulation. */
+static pthread_mutex_t graphs_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct sim_graph *graphs;
+
 static struct sim_graph *graph_new(uint32_t magic)
 {
 	struct sim_graph *g = calloc(1, sizeof(*g));
-	if (g)
-		g->magic = magic;
+	if (!g)
+		return NULL;
+	g->magic = magic;
+	pthread_mutex_lock(&graphs_mu);
+	g->next = graphs;
+	if (graphs)
+		graphs->prev = g;
+	graphs = g;
+	pthread_mutex_unlock(&graphs_mu);
 	return g;
 }
 
-static void graph_free(struct sim_graph *g)
+void sim_graph_free(struct sim_graph *g)
 {
+	pthread_mutex_lock(&graphs_mu);
+	if (g->prev)
+		g->prev->next = g->next;
+	else
+		graphs = g->next;
+	if (g->next)
+		g->next->prev = g->prev;
+	pthread_mutex_unlock(&graphs_mu);
 	g->magic = 0;
 	free(g->nodes);
 	free(g);
@@ -106,7 +125,7 @@ static CUresult end_capture(CUstream h, bool pt, CUgraph *phGraph)
 		goto out;
 	}
 	if (s->capture == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
-		graph_free(s->capture_graph);
+		sim_graph_free(s->capture_graph);
 		*phGraph = NULL;
 		r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
 	} else {
@@ -250,7 +269,7 @@ static CUresult instantiate(CUgraphExec *phGraphExec, CUgraph hGraph)
 	for (size_t i = 0; i < g->n; i++)
 		if (!sim_graph_append(x, &g->nodes[i])) {
 			pthread_mutex_unlock(&sim_mu);
-			graph_free(x);
+			sim_graph_free(x);
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		}
 	pthread_mutex_unlock(&sim_mu);
@@ -322,7 +341,7 @@ SIM_API CUresult cuGraphDestroy(CUgraph hGraph)
 	struct sim_graph *g;
 	CUresult r = check_graph(hGraph, SIM_GRAPH_MAGIC, &g);
 	if (r == CUDA_SUCCESS)
-		graph_free(g);
+		sim_graph_free(g);
 	return r;
 }
 
@@ -331,6 +350,6 @@ SIM_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 	struct sim_graph *g;
 	CUresult r = check_graph(hGraphExec, SIM_EXEC_MAGIC, &g);
 	if (r == CUDA_SUCCESS)
-		graph_free(g);
+		sim_graph_free(g);
 	return r;
 }

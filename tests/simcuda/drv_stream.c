@@ -407,8 +407,7 @@ void sim_ctx_drop_streams(struct sim_ctx *ctx)
 			 */
 			stream_close(t, false);
 			if (t->capture_graph) {
-				free(t->capture_graph->nodes);
-				free(t->capture_graph);
+				sim_graph_free(t->capture_graph);
 				t->capture_graph = NULL;
 				t->capture = CU_STREAM_CAPTURE_STATUS_NONE;
 			}
@@ -537,8 +536,7 @@ SIM_API CUresult cuStreamDestroy_v2(CUstream hStream)
 	r = sim_stream_resolve(hStream, false, &s);
 	if (r == CUDA_SUCCESS) {
 		if (s->capture_graph) {
-			free(s->capture_graph->nodes);
-			free(s->capture_graph);
+			sim_graph_free(s->capture_graph);
 			s->capture_graph = NULL;
 		}
 		stream_close(s, true);
@@ -780,12 +778,21 @@ static CUresult event_check(CUevent h, struct sim_event **out)
 	return CUDA_SUCCESS;
 }
 
+/* Events the application never destroys must not read as leaks of the simulation. */
+static struct sim_event *all_events;
+
 static void event_put(struct sim_event *e)
 {
 	if (--e->refs > 0)
 		return;
 	if (e->s)
 		sim_stream_put(e->s);
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		all_events = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
 	free(e);
 }
 
@@ -822,6 +829,12 @@ SIM_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 	e->ctx = ctx;
 	e->flags = Flags;
 	e->refs = 1;
+	pthread_mutex_lock(&sim_mu);
+	e->next = all_events;
+	if (all_events)
+		all_events->prev = e;
+	all_events = e;
+	pthread_mutex_unlock(&sim_mu);
 	*phEvent = (CUevent)e;
 	return CUDA_SUCCESS;
 }

@@ -197,6 +197,7 @@ struct sim_stream {
 
 struct sim_event {
 	uint32_t magic;
+	struct sim_event *prev, *next; /* all events: user-leaked ones stay reachable */
 	struct sim_ctx *ctx;
 	unsigned flags;
 	int refs;
@@ -212,6 +213,7 @@ struct sim_event {
 
 struct sim_graph {
 	uint32_t magic;
+	struct sim_graph *prev, *next; /* all graphs: user-leaked ones stay reachable */
 	struct sim_op *nodes;
 	size_t n, cap;
 };
@@ -230,6 +232,7 @@ void sim_stream_ref(struct sim_stream *s);
 void sim_stream_put(struct sim_stream *s);
 bool sim_copy_corrupts(int dst_region, int src_region);
 bool sim_graph_append(struct sim_graph *g, const struct sim_op *op);
+void sim_graph_free(struct sim_graph *g);
 void sim_op_free(struct sim_op *op);
 
 #endif
