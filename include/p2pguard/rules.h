@@ -10,6 +10,8 @@
 
 #include "p2pguard/facts.h"
 
+typedef struct sqlite3 sqlite3; /* the same typedef as <sqlite3.h>; C11 allows the repetition */
+
 struct p2pg_rule;
 struct p2pg_ruleset;
 
@@ -39,6 +41,15 @@ int p2pg_ruleset_load_dir(struct p2pg_ruleset *rs, const char *dir, p2pg_rules_r
  * count. */
 int p2pg_ruleset_load_builtin(struct p2pg_ruleset *rs, p2pg_rules_report_fn report, void *userdata);
 
+/*
+ * Runs every rule's "examples" against the whole set: each "matches" example must select that rule
+ * (evidence through p2pg_ruleset_match, text through p2pg_ruleset_explain), each near miss must
+ * not. A rule's examples can only be judged against its competitors, so this is a separate step
+ * after loading. Each failure is reported at the example's line. Returns the number of problems.
+ */
+int p2pg_ruleset_check_examples(const struct p2pg_ruleset *rs, p2pg_rules_report_fn report,
+				void *userdata);
+
 size_t p2pg_ruleset_count(const struct p2pg_ruleset *rs);
 const struct p2pg_rule *p2pg_ruleset_at(const struct p2pg_ruleset *rs, size_t index);
 const struct p2pg_rule *p2pg_ruleset_find(const struct p2pg_ruleset *rs, const char *id);
@@ -46,6 +57,9 @@ const struct p2pg_rule *p2pg_ruleset_find(const struct p2pg_ruleset *rs, const c
 /*
  * The most specific rule whose match conditions all hold for this failure (api name, CUDA status,
  * evidence). Ties go to the higher confidence, then to the smaller id. NULL when none matches.
+ * api may carry its ABI suffix (_ptds, _ptsz, _v2); api and facts may be NULL, and then no
+ * condition on them holds. Rules without "match" are never returned. Read-only: safe to call
+ * from several threads once the set is loaded.
  */
 const struct p2pg_rule *p2pg_ruleset_match(const struct p2pg_ruleset *rs, const char *api,
 					   int status, const struct p2pg_facts *facts);
@@ -53,7 +67,8 @@ const struct p2pg_rule *p2pg_ruleset_match(const struct p2pg_ruleset *rs, const 
 /*
  * Rules that explain a line pasted from a log (any framework's message, an error name such as
  * cudaErrorPeerAccessUnsupported, CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, or a bare number such as
- * 217), best first. Returns how many were found; at most max are stored in out.
+ * 217), best first (rules/README.md, "Explain", gives the order). Returns how many were found;
+ * at most max are stored in out, which may be NULL when max is 0.
  */
 size_t p2pg_ruleset_explain(const struct p2pg_ruleset *rs, const char *text,
 			    const struct p2pg_rule **out, size_t max);
@@ -68,3 +83,33 @@ const char *p2pg_rule_doc_url(const struct p2pg_rule *rule);
 const char *p2pg_rule_source_file(const struct p2pg_rule *rule);
 const char *p2pg_rule_json(const struct p2pg_rule *rule); /* the whole entry as loaded */
 double p2pg_rule_confidence(const struct p2pg_rule *rule);
+const char *p2pg_rule_dead_ends(const struct p2pg_rule *rule); /* one a line; NULL when none */
+
+/* The CUDA statuses the rule is about; *ret_codes stays valid as long as the rule set. */
+size_t p2pg_rule_codes(const struct p2pg_rule *rule, const int **ret_codes);
+
+/* Number of match conditions (rules/README.md, "Specificity"); 0 for a rule without "match",
+ * which p2pg_ruleset_match never selects and only p2pg_ruleset_explain finds. */
+int p2pg_rule_specificity(const struct p2pg_rule *rule);
+
+/* Workarounds, best first, and dead ends, in file order. Return 0, or -ERANGE past the end.
+ * ret_how is NULL when the entry has no "how". */
+size_t p2pg_rule_workaround_count(const struct p2pg_rule *rule);
+int p2pg_rule_workaround(const struct p2pg_rule *rule, size_t index, const char **ret_action,
+			 const char **ret_how, double *ret_success_rate);
+size_t p2pg_rule_dead_end_count(const struct p2pg_rule *rule);
+int p2pg_rule_dead_end(const struct p2pg_rule *rule, size_t index, const char **ret_action,
+		       const char **ret_why, double *ret_fail_rate);
+
+/* The fact keys rules may name, in the order rules/README.md lists them; NULL past the end. */
+const char *p2pg_rules_fact_key(size_t index);
+
+/*
+ * Creates the table rules(id TEXT PRIMARY KEY, title, error_codes, root_cause, advice, doc_url,
+ * confidence REAL, json) when missing and stores every rule of rs with INSERT OR REPLACE, all
+ * in one savepoint (so it also works inside a caller's transaction). error_codes holds the codes
+ * as a JSON array ("[217]"). Returns 0, or a negative errno (-ENOMEM, -EBUSY when the database
+ * is locked, -EROFS when it is read-only, -EIO for any other SQLite failure); on failure nothing
+ * is changed.
+ */
+int p2pg_rules_write_sqlite(sqlite3 *db, const struct p2pg_ruleset *rs);

@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * p2pguard explain: what a pasted error line means and what to do about it, from the same rules
+ * the guard uses at run time.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "p2pguard/rules.h"
+
+#define WIDTH	  100
+#define SHOWN	  3 /* rules printed in full; the rest are named */
+#define MAX_FOUND 64
+#define STDIN_MAX (1024 * 1024)
+
+/* Prints text wrapped at WIDTH columns after indent and prefix; continuation lines line up with
+ * the text after the prefix. */
+static void print_wrapped(const char *indent, const char *prefix, const char *text)
+{
+	size_t cont = strlen(indent) + strlen(prefix), col = cont;
+	bool fresh = true; /* nothing but indentation on this line yet */
+
+	printf("%s%s", indent, prefix);
+	for (const char *p = text; *p;) {
+		if (*p == ' ') {
+			p++;
+			continue;
+		}
+		if (*p == '\n') {
+			printf("\n%*s", (int)cont, "");
+			col = cont;
+			fresh = true;
+			p++;
+			continue;
+		}
+		size_t word = strcspn(p, " \n");
+		if (!fresh && col + 1 + word > WIDTH) {
+			printf("\n%*s", (int)cont, "");
+			col = cont;
+			fresh = true;
+		}
+		if (!fresh) {
+			putchar(' ');
+			col++;
+		}
+		fwrite(p, 1, word, stdout);
+		col += word;
+		p += word;
+		fresh = false;
+	}
+	putchar('\n');
+}
+
+static void print_rule(const struct p2pg_rule *rule)
+{
+	const char *doc = p2pg_rule_doc_url(rule);
+	size_t n;
+
+	printf("%s\n", p2pg_rule_id(rule));
+	print_wrapped("  ", "", p2pg_rule_title(rule));
+	printf("\n  Root cause:\n");
+	print_wrapped("    ", "", p2pg_rule_root_cause(rule));
+
+	n = p2pg_rule_workaround_count(rule);
+	if (n)
+		printf("\n  What to do:\n");
+	for (size_t k = 0; k < n; k++) {
+		const char *action, *how;
+		double rate;
+		char head[128];
+		if (p2pg_rule_workaround(rule, k, &action, &how, &rate) < 0)
+			break;
+		snprintf(head, sizeof(head), "%zu. ", k + 1);
+		char line[1024];
+		snprintf(line, sizeof(line), "%s (%.0f%% success)", action, rate * 100.0);
+		print_wrapped("    ", head, line);
+		if (how)
+			print_wrapped("       ", "", how);
+	}
+
+	n = p2pg_rule_dead_end_count(rule);
+	if (n)
+		printf("\n  Dead ends:\n");
+	for (size_t k = 0; k < n; k++) {
+		const char *action, *why;
+		double rate;
+		char line[2048];
+		if (p2pg_rule_dead_end(rule, k, &action, &why, &rate) < 0)
+			break;
+		if (rate >= 0)
+			snprintf(line, sizeof(line), "%s%s%s (fails %.0f%%)", action ? action : "",
+				 action ? ": " : "", why, rate * 100.0);
+		else
+			snprintf(line, sizeof(line), "%s%s%s", action ? action : "",
+				 action ? ": " : "", why);
+		print_wrapped("    ", "- ", line);
+	}
+	if (doc)
+		printf("\n  Documentation: %s\n", doc);
+}
+
+/* The whole of stdin, NUL-terminated; NULL when it cannot be read or is too large. */
+static char *read_stdin(void)
+{
+	size_t len = 0, cap = 4096;
+	char *buf = malloc(cap);
+
+	while (buf) {
+		size_t n = fread(buf + len, 1, cap - len - 1, stdin);
+		len += n;
+		if (n == 0)
+			break;
+		if (len + 1 == cap) {
+			if (cap >= STDIN_MAX) {
+				free(buf);
+				return NULL;
+			}
+			char *bigger = realloc(buf, cap * 2);
+			if (!bigger)
+				free(buf);
+			buf = bigger;
+			cap *= 2;
+		}
+	}
+	if (!buf || ferror(stdin)) {
+		free(buf);
+		return NULL;
+	}
+	buf[len] = '\0';
+	return buf;
+}
+
+static char *join(int argc, char **argv)
+{
+	size_t len = 1;
+	for (int k = 0; k < argc; k++)
+		len += strlen(argv[k]) + 1;
+	char *text = malloc(len), *p = text;
+	if (!text)
+		return NULL;
+	for (int k = 0; k < argc; k++)
+		p += sprintf(p, "%s%s", k ? " " : "", argv[k]);
+	*p = '\0';
+	return text;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(
+	    out,
+	    "Usage: p2pguard explain [--all] \"<error text or code>\"\n"
+	    "       p2pguard explain [--all] - < log.txt\n"
+	    "\n"
+	    "Prints the rules that explain a line pasted from a log (a PyTorch, TensorFlow, JAX\n"
+	    "or NCCL message, an error name such as cudaErrorPeerAccessUnsupported or\n"
+	    "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, or a bare status such as 217), best first: root\n"
+	    "cause, what to do, dead ends, documentation. --all prints every match in full.\n"
+	    "P2PGUARD_RULES names a folder of extra rules. Exits 0 when something matched, 1\n"
+	    "when nothing did.\n");
+}
+
+int p2pg_cmd_explain(int argc, char **argv)
+{
+	bool all = false;
+	int first = 1;
+	char *text;
+	struct p2pg_ruleset *rs;
+	const struct p2pg_rule *found[MAX_FOUND];
+	size_t n, shown;
+
+	for (; first < argc && argv[first][0] == '-' && argv[first][1] != '\0'; first++) {
+		if (strcmp(argv[first], "--all") == 0) {
+			all = true;
+		} else if (strcmp(argv[first], "--help") == 0 || strcmp(argv[first], "-h") == 0) {
+			usage(stdout);
+			return 0;
+		} else if (strcmp(argv[first], "--") == 0) {
+			first++;
+			break;
+		} else {
+			break; /* "-1" style text is still text */
+		}
+	}
+	if (first >= argc || (argc - first == 1 && strcmp(argv[first], "-") == 0))
+		text = read_stdin();
+	else
+		text = join(argc - first, argv + first);
+	if (!text) {
+		fprintf(stderr, "p2pguard: explain: cannot read the text to explain\n");
+		return 2;
+	}
+	if (text[strspn(text, " \t\r\n")] == '\0') {
+		free(text);
+		usage(stderr);
+		return 2;
+	}
+
+	rs = p2pg_cli_load_rules(NULL);
+	if (!rs) {
+		free(text);
+		return 2;
+	}
+	n = p2pg_ruleset_explain(rs, text, found, MAX_FOUND);
+	if (n == 0) {
+		printf("No rule explains this text. `p2pguard rules list` shows what is known.\n");
+		p2pg_ruleset_free(rs);
+		free(text);
+		return 1;
+	}
+	if (n > MAX_FOUND)
+		n = MAX_FOUND;
+	shown = all || n < SHOWN ? n : SHOWN;
+	for (size_t k = 0; k < shown; k++) {
+		if (k)
+			printf("\n");
+		print_rule(found[k]);
+	}
+	if (shown < n) {
+		printf("\nAlso possible (p2pguard explain --all shows them):\n");
+		for (size_t k = shown; k < n; k++)
+			printf("  %s: %s\n", p2pg_rule_id(found[k]), p2pg_rule_title(found[k]));
+	}
+	p2pg_ruleset_free(rs);
+	free(text);
+	return 0;
+}

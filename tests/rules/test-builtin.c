@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shipped rules: they load without a problem, every example behaves over the whole set
+ * ("every rule has a test"), every peer status has a rule, and rules/README.md documents every
+ * fact key and every validator message.
+ */
+#include <errno.h>
+
+#include "p2pguard/rules.h"
+#include "rules-test.h"
+
+static void report(void *userdata, const char *file, int line, const char *message)
+{
+	(void)userdata;
+	fprintf(stderr, "%s:%d: %s\n", file, line, message);
+}
+
+static struct p2pg_ruleset *rs;
+
+static void test_load(void)
+{
+	rs = p2pg_ruleset_new();
+	check_int(p2pg_ruleset_load_builtin(rs, report, NULL), 0);
+	/* Roughly the size the format was designed for; a big drop means files went missing. */
+	check(p2pg_ruleset_count(rs) >= 25);
+	check(p2pg_ruleset_find(rs, "cuda/peer-access-unsupported-by-hardware") != NULL);
+	check(p2pg_ruleset_find(rs, "tensorflow/gpu-peer-access-error") != NULL);
+
+	/* Loading twice reports every id as a duplicate and keeps the first set. */
+	size_t n = p2pg_ruleset_count(rs);
+	check_int(p2pg_ruleset_load_builtin(rs, NULL, NULL), (int)n);
+	check_int(p2pg_ruleset_count(rs), n);
+}
+
+static void test_examples(void)
+{
+	check_int(p2pg_ruleset_check_examples(rs, report, NULL), 0);
+}
+
+/* Things the format allows but the shipped set promises. */
+static void test_quality(void)
+{
+	for (size_t k = 0; k < p2pg_ruleset_count(rs); k++) {
+		const struct p2pg_rule *r = p2pg_ruleset_at(rs, k);
+		const char *id = p2pg_rule_id(r);
+		bool ok = p2pg_rule_doc_url(r) && strncmp(p2pg_rule_doc_url(r), "https://", 8) == 0;
+		if (!ok)
+			fprintf(stderr, "%s: no https documentation link\n", id);
+		check(ok);
+		/* Every shipped workaround says how, concretely. */
+		for (size_t w = 0; w < p2pg_rule_workaround_count(r); w++) {
+			const char *how = NULL;
+			p2pg_rule_workaround(r, w, NULL, &how, NULL);
+			if (!how)
+				fprintf(stderr, "%s: workaround %zu has no \"how\"\n", id, w);
+			check(how != NULL);
+		}
+		check(p2pg_rule_dead_end_count(r) > 0);
+	}
+}
+
+static const int peer_codes[] = {1,   46,  101, 201, 205, 217, 220, 226,
+				 700, 704, 705, 709, 711, 801, 802};
+
+static void test_coverage(void)
+{
+	for (size_t c = 0; c < sizeof(peer_codes) / sizeof(peer_codes[0]); c++) {
+		bool found = false;
+		for (size_t k = 0; k < p2pg_ruleset_count(rs) && !found; k++) {
+			const struct p2pg_rule *r = p2pg_ruleset_at(rs, k);
+			const int *codes;
+			size_t n = p2pg_rule_codes(r, &codes);
+			for (size_t m = 0; m < n && p2pg_rule_specificity(r) > 0; m++)
+				found |= codes[m] == peer_codes[c];
+		}
+		if (!found)
+			fprintf(stderr, "no rule with a match covers status %d\n", peer_codes[c]);
+		check(found);
+
+		/* A bare status is explained. */
+		char text[16];
+		snprintf(text, sizeof(text), "%d", peer_codes[c]);
+		check(p2pg_ruleset_explain(rs, text, NULL, 0) > 0);
+	}
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	static char buf[256 * 1024];
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return buf;
+}
+
+/* The fixed part of every validator message (rules.c), as rules/README.md must quote it. */
+static const char *const messages[] = {
+    "syntax error: ",
+    "entry must be a JSON object, not ",
+    "missing required field ",
+    "missing required field \"codes\" or \"match\"",
+    "unknown field ",
+    "must be a number between 0 and 1",
+    "must be an array of strings",
+    "must be a non-negative integer",
+    "invalid id ",
+    "does not match the file path (expected ",
+    "must be an array of CUDA status codes",
+    "is not listed in codes",
+    "invalid regex: ",
+    "regex matches the empty string",
+    "empty alias",
+    "unknown match condition ",
+    "match needs at least one condition",
+    "invalid API name ",
+    "empty list for ",
+    "unknown fact key ",
+    "belongs in ",
+    "unknown value ",
+    "expects ",
+    "unknown operator ",
+    "must have exactly one member",
+    "needs an integer fact",
+    "operator \"exists\" takes true or false",
+    "needs at least one entry",
+    "needs at least one example",
+    "must be a CUDA status code",
+    "mixes text and evidence",
+    "must be a single value",
+    "for a rule without \"match\" (use a text example)",
+    "a rule without \"match\" needs \"regex\" or \"aliases\"",
+    "duplicate id ",
+    "cannot read file: ",
+    "cannot read folder: ",
+    "folders nested deeper than ",
+    "example selects ",
+    "example selects no rule",
+    "example text explains nothing",
+    "example text is explained first by ",
+    "near miss selects this rule",
+    "near-miss text is explained first by this rule",
+};
+
+static void test_readme(void)
+{
+	const char *readme = slurp(RULES_SOURCE_DIR "/README.md");
+	check(readme != NULL);
+	if (!readme)
+		return;
+	for (size_t k = 0; p2pg_rules_fact_key(k); k++) {
+		char quoted[64];
+		snprintf(quoted, sizeof(quoted), "| `%s` |", p2pg_rules_fact_key(k));
+		if (!strstr(readme, quoted)) {
+			fprintf(stderr, "README.md does not document the fact key in %s\n", quoted);
+			test_failures++;
+		}
+	}
+	for (size_t k = 0; k < sizeof(messages) / sizeof(messages[0]); k++) {
+		const char *message = messages[k];
+		if (!strstr(readme, message)) {
+			fprintf(stderr, "README.md does not list the message \"%s\"\n",
+				message ? message : "");
+			test_failures++;
+		}
+	}
+}
+
+int main(void)
+{
+	RUN(test_load);
+	RUN(test_examples);
+	RUN(test_quality);
+	RUN(test_coverage);
+	RUN(test_readme);
+	p2pg_ruleset_free(rs);
+	return test_failures ? 1 : 0;
+}

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The rules and explain commands, run the way a user runs them: exit statuses, the
+"FILE:LINE: message" lines and what explain prints first.
+
+    test-cli.py RULES_CLI RULES_DIR
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+
+cli, rules_dir = sys.argv[1:3]
+failures = 0
+
+
+def run(*args, stdin=None, env_extra=None):
+    env = dict(os.environ)
+    env.pop("P2PGUARD_RULES", None)
+    env.update(env_extra or {})
+    p = subprocess.run([cli] + list(args), input=stdin, capture_output=True, text=True, env=env)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check(what, cond, output=""):
+    global failures
+    print("%s %s" % ("ok  " if cond else "FAIL", what))
+    if not cond:
+        failures += 1
+        sys.stdout.write(output)
+
+
+USER_RULE = """{
+  "id": "site/fabric-restart",
+  "signature": "our nodes lose the fabric after a firmware update",
+  "root_cause": "The site's firmware update restarts the NVSwitches.",
+  "codes": [],
+  "aliases": ["firmware update finished"],
+  "workarounds": [{"action": "Restart nvidia-fabricmanager", "how": "systemctl restart nvidia-fabricmanager", "success_rate": 0.9}],
+  "dead_ends": [{"action": "Rebooting only the VM", "why_fails": "The switches are outside it.", "fail_rate": 0.9}],
+  "official_doc_url": "https://example.org/runbook",
+  "examples": {"matches": [{"text": "firmware update finished"}], "near_misses": [{"text": "firmware"}]}
+}
+"""
+
+rc, out, err = run("rules", "validate")
+check("validate: the builtin set is clean", rc == 0 and out.endswith(" 0 problems\n"), out + err)
+
+rc, out, err = run("rules", "validate", rules_dir)
+check("validate: the source folder is clean", rc == 0 and " 0 problems" in out, out + err)
+
+with tempfile.TemporaryDirectory() as tmp:
+    os.makedirs(os.path.join(tmp, "site"))
+    with open(os.path.join(tmp, "site", "fabric-restart.json"), "w") as f:
+        f.write(USER_RULE)
+    rc, out, err = run("rules", "validate", "--with-builtin", tmp)
+    check("validate --with-builtin: a good user rule", rc == 0, out + err)
+
+    broken = os.path.join(tmp, "site", "broken.json")
+    with open(broken, "w") as f:
+        f.write('{\n  "id": "site/broken",\n  "signature": 3\n}\n')
+    rc, out, err = run("rules", "validate", tmp)
+    lines = out.splitlines()
+    check("validate: problems give status 1", rc == 1, out + err)
+    check("validate: FILE:LINE: message",
+          "%s:3: field \"signature\" must be a string, not a number" % broken in lines, out)
+    check("validate: summary", lines[-1].startswith("1 rule loaded, ") and "problems" in lines[-1],
+          out)
+
+    rc, out, err = run("explain", "firmware update finished", env_extra={"P2PGUARD_RULES": tmp})
+    check("explain: P2PGUARD_RULES adds rules", rc == 0 and out.startswith("site/fabric-restart\n"),
+          out + err)
+    check("explain: a broken user rule is reported on stderr",
+          "%s:3: field \"signature\" must be a string" % broken in err, err)
+
+rc, out, err = run("rules", "validate", "/nonexistent/rules")
+check("validate: an unreadable folder is status 2", rc == 2 and "/nonexistent/rules" in err, err)
+
+rc, out, err = run("rules", "list")
+check("list", rc == 0 and "cuda/peer-access-unsupported-by-hardware" in out
+      and "217" in out, out + err)
+
+rc, out, err = run("rules", "show", "tensorflow/gpu-peer-access-error")
+check("show", rc == 0 and '"id": "tensorflow/gpu-peer-access-error"' in out, out + err)
+rc, out, err = run("rules", "show", "no/such-rule")
+check("show: unknown id", rc == 1, out + err)
+rc, out, err = run("rules", "frobnicate")
+check("rules: unknown subcommand", rc == 2, out + err)
+
+rc, out, err = run("explain",
+                   "RuntimeError: CUDA error: peer access is not supported between these two devices")
+check("explain: a PyTorch line", rc == 0 and out.startswith("pytorch/"), out + err)
+check("explain: sections", all(s in out for s in ("Root cause:", "What to do:", "Dead ends:",
+                                                  "Documentation: https://")), out)
+
+rc, out, err = run("explain", "217")
+check("explain: a bare status", rc == 0
+      and out.startswith("cuda/peer-access-unsupported-by-hardware\n"), out + err)
+check("explain: the others are named", "Also possible" in out, out)
+rc, out, err = run("explain", "--all", "217")
+check("explain --all", rc == 0 and "Also possible" not in out, out)
+
+rc, out, err = run("explain", "-", stdin="[0] NCCL WARN Cuda failure 'peer access is not supported "
+                   "between these two devices'\n")
+check("explain: text from stdin", rc == 0 and out.startswith("nccl/"), out + err)
+
+rc, out, err = run("explain", "the weather is fine")
+check("explain: nothing matched is status 1", rc == 1, out + err)
+rc, out, err = run("explain", " ")
+check("explain: empty text is a usage error", rc == 2, out + err)
+
+sys.exit(1 if failures else 0)

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/* The JSON reader: values, line numbers, and one input per error message (rules/README.md,
+ * "Syntax errors"). */
+#include <errno.h>
+#include <math.h>
+
+#include "json.h"
+#include "rules-test.h"
+
+static struct p2pg_json *parse_ok(const char *text)
+{
+	struct p2pg_json *v = NULL;
+	struct p2pg_json_error err;
+	int r = p2pg_json_parse(text, strlen(text), &v, &err);
+	if (r != 0)
+		fprintf(stderr, "unexpected error %d at line %d: %s\n", r, err.line, err.message);
+	check_int(r, 0);
+	return v;
+}
+
+static void expect_error(const char *text, int line, const char *message)
+{
+	struct p2pg_json *v = NULL;
+	struct p2pg_json_error err;
+	int r = p2pg_json_parse(text, strlen(text), &v, &err);
+	check_int(r, -EINVAL);
+	check(v == NULL);
+	check_int(err.line, line);
+	check_str(err.message, message);
+}
+
+static void test_values(void)
+{
+	struct p2pg_json *v = parse_ok("{\"a\": [1, -2.5, 3e2, true, false, null, \"x\"],\n"
+				       " \"b\": {\"c\": 9007199254740993}, \"d\": -0}");
+	if (!v)
+		return;
+	check_int(v->type, P2PG_JSON_OBJECT);
+	check_int(v->count, 3);
+	const struct p2pg_json *a = p2pg_json_member(v, "a");
+	check_int(a->count, 7);
+	check(a->items[0]->is_integer && a->items[0]->integer == 1);
+	check(!a->items[1]->is_integer && a->items[1]->number == -2.5);
+	check(!a->items[2]->is_integer && a->items[2]->number == 300.0);
+	check(a->items[3]->type == P2PG_JSON_BOOL && a->items[3]->boolean);
+	check(a->items[4]->type == P2PG_JSON_BOOL && !a->items[4]->boolean);
+	check_int(a->items[5]->type, P2PG_JSON_NULL);
+	check_str(a->items[6]->string, "x");
+	/* Past double precision, the integer is still exact. */
+	check_int(p2pg_json_member(p2pg_json_member(v, "b"), "c")->integer, 9007199254740993LL);
+	check(p2pg_json_member(v, "d")->is_integer);
+	check(p2pg_json_member(v, "zz") == NULL);
+	check(p2pg_json_member(a, "a") == NULL); /* not an object */
+	p2pg_json_free(v);
+	p2pg_json_free(NULL);
+}
+
+static void test_lines(void)
+{
+	struct p2pg_json *v =
+	    parse_ok("{\n  \"a\": 1,\n\n  \"b\": [\n    true,\n    \"s\"\n  ]\n}\n");
+	if (!v)
+		return;
+	check_int(v->line, 1);
+	check_int(p2pg_json_member(v, "a")->line, 2);
+	const struct p2pg_json *b = p2pg_json_member(v, "b");
+	check_int(b->line, 4);
+	check_int(b->items[0]->line, 5);
+	check_int(b->items[1]->line, 6);
+	p2pg_json_free(v);
+}
+
+static void test_strings(void)
+{
+	struct p2pg_json *v = parse_ok("[\"a\\\"b\\\\c\\/d\\b\\f\\n\\r\\t\", \"\\u00e9\\u20ac\", "
+				       "\"\\ud83d\\ude00\", \"\xc3\xa9\xe2\x82\xac\"]");
+	if (!v)
+		return;
+	check_str(v->items[0]->string, "a\"b\\c/d\b\f\n\r\t");
+	check_str(v->items[1]->string, "\xc3\xa9\xe2\x82\xac");
+	check_str(v->items[2]->string, "\xf0\x9f\x98\x80");
+	check_int(v->items[2]->length, 4);
+	check_str(v->items[3]->string, "\xc3\xa9\xe2\x82\xac");
+	p2pg_json_free(v);
+
+	/* A byte order mark is skipped; text need not be NUL-terminated. */
+	v = parse_ok("\xef\xbb\xbf{}");
+	p2pg_json_free(v);
+	struct p2pg_json_error err;
+	check_int(p2pg_json_parse("[1]xxx", 3, &v, &err), 0);
+	p2pg_json_free(v);
+}
+
+static void test_errors(void)
+{
+	expect_error("", 1, "unexpected end of input");
+	expect_error("{\n  \"a\": 1\n  \"b\": 2\n}", 3, "expected ',' or '}' after object member");
+	expect_error("[1 2]", 1, "expected ',' or ']' after array element");
+	expect_error("{\"a\" 1}", 1, "expected ':' after object key");
+	expect_error("{a: 1}", 1, "expected a string as object key");
+	expect_error("{\"a\": 1, \"a\": 2}", 1, "duplicate key \"a\"");
+	expect_error("[01]", 1, "invalid number");
+	expect_error("[1.]", 1, "invalid number");
+	expect_error("[-]", 1, "invalid number");
+	expect_error("[1e]", 1, "invalid number");
+	expect_error("[\"\\x\"]", 1, "invalid escape sequence in string");
+	expect_error("[\"\\u12g4\"]", 1, "invalid \\u escape in string");
+	expect_error("[\"\\ud800\"]", 1, "unpaired surrogate in \\u escape");
+	expect_error("[\"\\udc00\"]", 1, "unpaired surrogate in \\u escape");
+	expect_error("[\"\\u0000\"]", 1, "\\u0000 is not allowed in strings");
+	expect_error("[\"a\tb\"]", 1, "control character in string");
+	expect_error("[\"\xc3\x28\"]", 1, "invalid UTF-8 in string");
+	expect_error("[\"\xed\xa0\x80\"]", 1, "invalid UTF-8 in string"); /* a surrogate */
+	expect_error("[\"\xc0\xaf\"]", 1, "invalid UTF-8 in string");	  /* overlong */
+	expect_error("{\n\"a\": \"open\n}", 2, "unterminated string");
+	expect_error("[\"open", 1, "unterminated string");
+	expect_error("[tru]", 1, "invalid literal");
+	expect_error("[nulls]", 1, "invalid literal");
+	expect_error("{} {}", 1, "trailing characters after the JSON value");
+	expect_error("[1,]", 1, "unexpected character ']'");
+	expect_error("\n\n@", 3, "unexpected character '@'");
+	expect_error("[\x01]", 1, "unexpected byte 0x01");
+	expect_error("{\"a\": [1,\n", 2, "unexpected end of input");
+
+	char deep[200];
+	memset(deep, '[', 100);
+	memset(deep + 100, ']', 100);
+	struct p2pg_json *v = NULL;
+	struct p2pg_json_error err;
+	check_int(p2pg_json_parse(deep, sizeof(deep), &v, &err), -EINVAL);
+	check_str(err.message, "nesting deeper than 64 levels");
+	check_int(p2pg_json_parse(deep + 100 - 64, 128, &v, &err), 0);
+	p2pg_json_free(v);
+	/* A NULL error pointer is allowed. */
+	check_int(p2pg_json_parse("[", 1, &v, NULL), -EINVAL);
+}
+
+int main(void)
+{
+	RUN(test_values);
+	RUN(test_lines);
+	RUN(test_strings);
+	RUN(test_errors);
+	return test_failures ? 1 : 0;
+}
