@@ -113,8 +113,17 @@ static void read_config(void)
 	}
 }
 
+/* The child of a fork has none of the parent's worker threads, and its copy of sim_mu may be
+ * held by a thread that does not exist there: like the real driver, refuse service. */
+static void forked_child(void)
+{
+	if (__atomic_load_n(&sim_init_state, __ATOMIC_ACQUIRE) == 1)
+		__atomic_store_n(&sim_init_state, 3, __ATOMIC_RELEASE);
+}
+
 static void do_init(void)
 {
+	pthread_atfork(NULL, NULL, forked_child);
 	read_config();
 	if (sim_cfg.ndev == 0) {
 		__atomic_store_n(&sim_init_state, 2, __ATOMIC_RELEASE);

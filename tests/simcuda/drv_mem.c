@@ -145,14 +145,15 @@ CUresult sim_check_ep(uintptr_t p, size_t n, enum sim_ep_req req, int *region)
 	return CUDA_SUCCESS;
 }
 
+static struct sim_alloc *free_recs; /* records not in use, linked through next_free */
+
 static struct sim_alloc *rec_get(void)
 {
 	pthread_mutex_lock(&rec_mu);
-	struct sim_alloc *a;
-	for (a = all_recs; a; a = a->next_all)
-		if (!a->live && a->base == 0)
-			break;
-	if (!a) {
+	struct sim_alloc *a = free_recs;
+	if (a) {
+		free_recs = a->next_free;
+	} else {
 		a = calloc(1, sizeof(*a));
 		if (a) {
 			a->next_all = all_recs;
@@ -167,12 +168,15 @@ static struct sim_alloc *rec_get(void)
 	return a;
 }
 
+/* Records are recycled, never freed: a racing lock-free lookup may still read one. */
 static void rec_put(struct sim_alloc *a)
 {
 	pthread_mutex_lock(&rec_mu);
 	a->live = false;
 	a->base = 0;
 	a->ctx = NULL;
+	a->next_free = free_recs;
+	free_recs = a;
 	pthread_mutex_unlock(&rec_mu);
 }
 

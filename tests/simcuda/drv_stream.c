@@ -1033,6 +1033,8 @@ SIM_API CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsign
  * later destructors); without workers, new work runs synchronously on the caller. */
 __attribute__((destructor)) static void stream_fini(void)
 {
+	if (__atomic_load_n(&sim_init_state, __ATOMIC_ACQUIRE) == 3)
+		return; /* a forked child: no workers of its own, sim_mu possibly held */
 	pthread_mutex_lock(&sim_mu);
 	shutting_down = true;
 	for (struct sim_stream *s = all_streams; s; s = s->all_next)

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static int failed;
 
@@ -212,6 +214,31 @@ static void mode_exit(void)
 	check(1, "leave work queued and exit");
 }
 
+/* A child forked after initialisation is refused service (it has no workers) and exits
+ * cleanly; the parent goes on. */
+static void mode_fork(void)
+{
+	setup(2);
+	CUdeviceptr a = alloc_on(0, 4096);
+	CUstream s;
+	cuStreamCreate(&s, 0);
+	cuMemsetD8Async(a, 1, 4096, s);
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		CUdeviceptr p;
+		int refused = cuMemAlloc(&p, 16) == CUDA_ERROR_NOT_INITIALIZED &&
+			      cuMemsetD8(a, 2, 16) == CUDA_ERROR_NOT_INITIALIZED;
+		_exit(refused ? 0 : 1);
+	}
+	int status = -1;
+	waitpid(pid, &status, 0);
+	check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child is refused and exits");
+	check(cuStreamSynchronize(s) == CUDA_SUCCESS && cuMemsetD8(a, 3, 4096) == CUDA_SUCCESS,
+	      "the parent goes on");
+	cuStreamDestroy(s);
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -227,6 +254,8 @@ int main(int argc, char **argv)
 		mode_slow();
 	else if (strcmp(mode, "exit") == 0)
 		mode_exit();
+	else if (strcmp(mode, "fork") == 0)
+		mode_fork();
 	else
 		check(0, "known mode");
 	return failed ? 1 : 0;

@@ -33,7 +33,8 @@ struct sim_config {
 };
 
 extern struct sim_config sim_cfg;
-extern int sim_init_state; /* 0: cuInit not called, 1: ready, 2: failed (no device) */
+/* 0: cuInit not called, 1: ready, 2: failed (no device), 3: a child forked after cuInit */
+extern int sim_init_state;
 
 /* One lock for all bookkeeping of contexts, streams, events and graphs: the simulation needs
  * correctness, not scalability, and copies themselves run outside it. */
@@ -45,7 +46,7 @@ static inline CUresult sim_ready(void)
 	int s = __atomic_load_n(&sim_init_state, __ATOMIC_ACQUIRE);
 	if (s == 1)
 		return CUDA_SUCCESS;
-	return s == 0 ? CUDA_ERROR_NOT_INITIALIZED : CUDA_ERROR_NO_DEVICE;
+	return s == 2 ? CUDA_ERROR_NO_DEVICE : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 /* ---- memory ---- */
@@ -61,7 +62,8 @@ struct sim_alloc {
 	unsigned flags;
 	bool live;
 	unsigned long long id;
-	struct sim_alloc *next_all; /* every record ever made: keeps them reachable and reusable */
+	struct sim_alloc *next_all;  /* every record ever made: keeps them reachable */
+	struct sim_alloc *next_free; /* records not in use */
 };
 
 bool sim_mem_setup(void);
