@@ -42,7 +42,7 @@ enum kind {
 	KIND_STR,
 };
 
-static const char *const nvml_values[] = {"ok", "unavailable", NULL};
+static const char *const available_values[] = {"ok", "unavailable", NULL};
 static const char *const nvml_p2p_values[] = {"ok",
 					      "chipset_not_supported",
 					      "gpu_not_supported",
@@ -80,7 +80,7 @@ static const struct fact_key fact_keys[] = {
     {"p2p_access_supported", KIND_INT, NULL},
     {"p2p_native_atomic", KIND_INT, NULL},
     {"p2p_performance_rank", KIND_INT, NULL},
-    {"nvml", KIND_STR, nvml_values},
+    {"nvml", KIND_STR, available_values},
     {"nvml_p2p_read", KIND_STR, nvml_p2p_values},
     {"nvml_p2p_write", KIND_STR, nvml_p2p_values},
     {"nvml_p2p_nvlink", KIND_STR, nvml_p2p_values},
@@ -90,12 +90,14 @@ static const struct fact_key fact_keys[] = {
     {"virtualization", KIND_STR, virtualization_values},
     {"iommu_present", KIND_BOOL, NULL},
     {"iommu_cmdline", KIND_STR, NULL},
+    {"sysfs", KIND_STR, available_values},
     {"peers_enabled", KIND_INT, NULL},
     {"peer_access_enabled", KIND_BOOL, NULL},
     {"flags", KIND_INT, NULL},
     {"nccl_p2p_disable", KIND_STR, NULL},
     {"nccl_p2p_level", KIND_STR, NULL},
     {"cuda_visible_devices", KIND_STR, NULL},
+    {"driver", KIND_STR, available_values},
     {"driver_version", KIND_INT, NULL},
     {"runtime_version", KIND_INT, NULL},
     {"mode", KIND_STR, mode_values},
