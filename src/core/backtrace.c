@@ -276,31 +276,42 @@ static const char *elf_find_in(const struct elf_image *img, unsigned int type, u
 	return NULL;
 }
 
-/* Resolves a return address ip in the module loaded at base: .symtab first (it also holds static
- * functions), then .dynsym (all a stripped library keeps). Copies the name into name and returns
- * the offset of ip from the symbol's start, or -1 when no symbol covers it. */
-static long elf_symbolise(struct elf_image *img, uintptr_t base, uintptr_t ip, char *name,
-			  size_t name_len)
+/* Resolves addr in the module loaded at base: .symtab first (it also holds static functions),
+ * then .dynsym (all a stripped library keeps). Copies the name into name and returns the
+ * symbol's run-time address, or 0 when no symbol covers addr. */
+static uintptr_t elf_symbolise(struct elf_image *img, uintptr_t base, uintptr_t addr, char *name,
+			       size_t name_len)
 {
 	if (!img->map)
-		return -1;
+		return 0;
 	uintptr_t bias = elf_bias(img, base);
-	/* ip is a return address: the call is the byte before, possibly in another function when
-	 * the callee does not return. */
-	uintptr_t vaddr = ip - 1 - bias;
 	uintptr_t value = 0;
 	size_t max = 0;
-	const char *found = elf_find_in(img, SHT_SYMTAB, vaddr, &value, &max);
+	const char *found = elf_find_in(img, SHT_SYMTAB, addr - bias, &value, &max);
 	if (!found)
-		found = elf_find_in(img, SHT_DYNSYM, vaddr, &value, &max);
+		found = elf_find_in(img, SHT_DYNSYM, addr - bias, &value, &max);
 	if (!found)
-		return -1;
+		return 0;
 	size_t n = strnlen(found, max);
 	if (n >= name_len)
 		n = name_len - 1;
 	memcpy(name, found, n);
 	name[n] = '\0';
-	return (long)(ip - bias - value);
+	return value + bias;
+}
+
+/*
+ * Most frames hold a return address: the call is the byte before it, which can lie in another
+ * function when the callee does not return. The interrupted frame of a crash holds the faulting
+ * instruction itself, which can be a function's first byte (then ip - 1 is in the padding before
+ * it). So ip - 1 is asked first and ip only when nothing covers ip - 1. Returns the symbol's
+ * address or 0.
+ */
+static uintptr_t elf_symbolise_ip(struct elf_image *img, uintptr_t base, uintptr_t ip, char *name,
+				  size_t name_len)
+{
+	uintptr_t symbol = elf_symbolise(img, base, ip - 1, name, name_len);
+	return symbol ? symbol : elf_symbolise(img, base, ip, name, name_len);
 }
 
 /* One formatted frame: "#N module+0xOFF symbol+0xOFF", with the parts that are unknown left out. */
@@ -339,10 +350,17 @@ size_t p2pg_backtrace_format(const uintptr_t *ips, int n, char *buf, size_t len)
 		uintptr_t ip = ips[k];
 		Dl_info info;
 		struct link_map *map = NULL;
-		/* Looked up at ip - 1: a return address can be the first byte of the next function.
-		 */
-		if (ip == 0 || !dladdr1((void *)(ip - 1), &info, (void **)&map, RTLD_DL_LINKMAP) ||
-		    !info.dli_fname) {
+		/* The same order as elf_symbolise_ip: ip - 1 first (return addresses), then ip (the
+		 * faulting instruction of a crash), each from the exported symbols (dladdr) and
+		 * then from the file's full symbol table. */
+		bool found = ip > 1 &&
+			     dladdr1((void *)(ip - 1), &info, (void **)&map, RTLD_DL_LINKMAP) &&
+			     info.dli_fname;
+		if (!found)
+			found = ip != 0 &&
+				dladdr1((void *)ip, &info, (void **)&map, RTLD_DL_LINKMAP) &&
+				info.dli_fname;
+		if (!found) {
 			format_frame(&o, k, ip, NULL, 0, NULL, 0);
 			continue;
 		}
@@ -352,15 +370,16 @@ size_t p2pg_backtrace_format(const uintptr_t *ips, int n, char *buf, size_t len)
 				     (long)(ip - (uintptr_t)info.dli_saddr));
 			continue;
 		}
-		/* Not exported: try the file's full symbol table. The executable's link_map name is
-		 * empty (dladdr reports argv[0], which may be relative to another directory). */
+		/* The executable's link_map name is empty (dladdr reports argv[0], which may be
+		 * relative to another directory). */
 		char name[512];
-		long off = -1;
+		uintptr_t symbol = 0;
 		const char *path =
 		    map && map->l_name && map->l_name[0] ? map->l_name : "/proc/self/exe";
 		if (img && elf_open(img, path))
-			off = elf_symbolise(img, base, ip, name, sizeof(name));
-		format_frame(&o, k, ip, info.dli_fname, base, off >= 0 ? name : NULL, off);
+			symbol = elf_symbolise_ip(img, base, ip, name, sizeof(name));
+		format_frame(&o, k, ip, info.dli_fname, base, symbol ? name : NULL,
+			     (long)(ip - symbol));
 	}
 	if (img) {
 		elf_close(img);
@@ -664,11 +683,12 @@ size_t p2pg_backtrace_symbolise_raw(const char *raw, char *buf, size_t len)
 			format_frame(&o, index++, ip, NULL, 0, NULL, 0);
 		} else {
 			char name[512];
-			long off = -1;
+			uintptr_t symbol = 0;
 			/* Pseudo-files ("[vdso]") have no file on disk to read. */
 			if (img && path[0] == '/' && elf_open(img, path))
-				off = elf_symbolise(img, base, ip, name, sizeof(name));
-			format_frame(&o, index++, ip, path, base, off >= 0 ? name : NULL, off);
+				symbol = elf_symbolise_ip(img, base, ip, name, sizeof(name));
+			format_frame(&o, index++, ip, path, base, symbol ? name : NULL,
+				     (long)(ip - symbol));
 		}
 		line = next;
 	}

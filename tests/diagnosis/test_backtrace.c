@@ -28,6 +28,8 @@ EXPORTED void level_two(enum mode mode);
 EXPORTED void level_one(enum mode mode);
 EXPORTED void crash_two(void);
 EXPORTED void crash_one(void);
+EXPORTED void crash_entry_one(void);
+void crash_at_entry(volatile int *p);
 /* An empty asm after a call keeps it from becoming a tail call, which would drop the frame. */
 #define NO_TAIL_CALL() __asm__ volatile("" ::: "memory")
 
@@ -182,7 +184,35 @@ void crash_one(void)
 	NO_TAIL_CALL();
 }
 
-static void test_crash(void)
+#if defined(__x86_64__)
+/* Faults on its very first instruction, as code without a frame pointer can: the interrupted
+ * frame's address is then the symbol's own address, and the byte before it (an int3 that no
+ * symbol covers) belongs to nothing. */
+__asm__(".text\n"
+	".p2align 4\n"
+	"\tint3\n"
+	".globl crash_at_entry\n"
+	".type crash_at_entry, @function\n"
+	"crash_at_entry:\n"
+	".cfi_startproc\n"
+	"\tmovl $42, (%rdi)\n"
+	"\tret\n"
+	".cfi_endproc\n"
+	".size crash_at_entry, .-crash_at_entry\n");
+#else
+__attribute__((noinline, no_sanitize("undefined"))) void crash_at_entry(volatile int *p)
+{
+	*p = 42;
+}
+#endif
+
+void crash_entry_one(void)
+{
+	crash_at_entry(NULL);
+	NO_TAIL_CALL();
+}
+
+static void test_crash(void (*crash)(void), const char *inner, const char *outer)
 {
 	int fds[2];
 	if (pipe(fds) != 0) {
@@ -200,7 +230,7 @@ static void test_crash(void)
 				       .sa_flags = SA_SIGINFO | SA_ONSTACK};
 		sigemptyset(&sa.sa_mask);
 		sigaction(SIGSEGV, &sa, NULL);
-		crash_one();
+		crash();
 		_exit(4);
 	}
 	close(fds[1]);
@@ -217,11 +247,14 @@ static void test_crash(void)
 	check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "crash handler wrote the raw text",
 	      raw);
 	p2pg_backtrace_symbolise_raw(raw, out, sizeof(out));
-	int two = frame_of(out, "crash_two");
-	int one = frame_of(out, "crash_one");
+	int two = frame_of(out, inner);
+	int one = frame_of(out, outer);
 	int handler = frame_of(out, "on_segv");
-	check(handler >= 0 && two > handler && one == two + 1 && frame_of(out, "main") > one,
-	      "crash: handler, then crash_two, crash_one, main, symbolised after the fact", out);
+	char what[160];
+	snprintf(what, sizeof(what), "crash: handler, then %s, %s, main, symbolised after the fact",
+		 inner, outer);
+	check(handler >= 0 && two > handler && one == two + 1 && frame_of(out, "main") > one, what,
+	      out);
 }
 
 static bool running_as_exec(void)
@@ -265,7 +298,8 @@ int main(int argc, char **argv)
 
 	test_raw_lines();
 	test_format_edges();
-	test_crash();
+	test_crash(crash_one, "crash_two", "crash_one");
+	test_crash(crash_entry_one, "crash_at_entry", "crash_entry_one");
 
 	char py[256];
 	check(p2pg_python_stack(py, sizeof(py)) == 0 && py[0] == '\0',
