@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tap.h"
 
@@ -40,17 +42,33 @@ static void proc_address(void)
 	lookup("cuMemcpyPeer", 7000, PTDS, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS, 1, &ptds);
 	lookup("cuMemcpyPeer", 4000, LEG, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS, 1, &legacy);
 	check(ptds != legacy, "per-thread and legacy cuMemcpyPeer differ");
-	lookup("cuMemcpyPeer", 3000, 0, CUDA_ERROR_NOT_FOUND,
-	       CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, 0, NULL);
-	lookup("cuNoSuchFunctionAnywhere", 12000, 0, CUDA_ERROR_NOT_FOUND,
+	/* Misses succeed: the NULL pointer and the status tell (measured on driver 580). */
+	lookup("cuMemcpyPeer", 3000, 0, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, 0,
+	       NULL);
+	lookup("cuNoSuchFunctionAnywhere", 12000, 0, CUDA_SUCCESS,
 	       CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, 0, NULL);
+	lookup("cuMemcpyPeer_ptds", 12000, 0, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, 0,
+	       NULL);
+	lookup("cuMemcpyDtoD", 4000, PTDS, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT,
+	       0, NULL);
+
+	/* Bad flags, or a version above the driver's, fail and leave the outputs alone. */
+	int dv = 0;
+	cuDriverGetVersion(&dv);
+	void *fn = (void *)1;
+	CUdriverProcAddressQueryResult st = (CUdriverProcAddressQueryResult)77;
+	check_code(cuGetProcAddress("cuMemcpyPeer", &fn, dv + 10, 0, &st), CUDA_ERROR_INVALID_VALUE,
+		   "cuGetProcAddress above the driver version (%d)", dv + 10);
+	check(fn == (void *)1 && st == 77, "  outputs untouched");
+	check_code(cuGetProcAddress("cuMemcpyPeer", &fn, 12000, 4, &st), CUDA_ERROR_INVALID_VALUE,
+		   "cuGetProcAddress with unknown flags");
+	check(fn == (void *)1 && st == 77, "  outputs untouched");
 
 	lookup("cuGetProcAddress", 11030, 0, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS, 1, &v1);
 	lookup("cuGetProcAddress", 12000, 0, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS, 1, &v2);
 	check(v1 != v2, "cuGetProcAddress at 11030 and 12000 are different functions");
 	if (v1 && v2) {
-		void *fn = NULL;
-		CUdriverProcAddressQueryResult st;
+		fn = NULL;
 		check_code(((gpa_v2)v2)("cuMemcpyPeer", &fn, 4000, LEG, &st), CUDA_SUCCESS,
 			   "lookup through the 12000 cuGetProcAddress");
 		check(fn == legacy, "  gives the same cuMemcpyPeer");
@@ -184,8 +202,10 @@ static void peer_api(int n)
 
 		fill(h, N, 40u + (unsigned)round);
 		cuMemcpyHtoD(b, h, N);
+		/* A blocking stream: the HtoD from pageable memory above may still be in flight on
+		 * the legacy stream when it returns. */
 		CUstream s;
-		cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+		cuStreamCreate(&s, 0);
 		check_code(cuMemcpyPeerAsync(a, c0, b, c1, N, s), CUDA_SUCCESS,
 			   "%s: cuMemcpyPeerAsync 1 -> 0", mode);
 		cuStreamSynchronize(s);
@@ -234,6 +254,107 @@ static void peer_api(int n)
 	free(back);
 	cuDevicePrimaryCtxRelease(d1);
 	cuDevicePrimaryCtxRelease(d0);
+}
+
+/* Codes measured on the H200 pair that pin the simulation to the real driver. */
+static void codes(int n)
+{
+	CUdevice d0;
+	CUcontext c0, n1, n2;
+	cuDeviceGet(&d0, 0);
+	cuDevicePrimaryCtxRetain(&c0, d0);
+	cuCtxSetCurrent(c0);
+	check_code(cuMemFree(0), CUDA_SUCCESS, "cuMemFree(0)");
+	void *h = (void *)1;
+	check_code(cuMemAllocHost(&h, 0), CUDA_SUCCESS, "cuMemAllocHost of zero bytes");
+	check_code(cuCtxDestroy(c0), CUDA_ERROR_INVALID_CONTEXT,
+		   "cuCtxDestroy of a primary context");
+	check_code(cuCtxCreate(&n1, NULL, 0, d0), CUDA_SUCCESS, "cuCtxCreate on device 0");
+	check_code(cuCtxCreate(&n2, NULL, 0, d0), CUDA_SUCCESS, "another on device 0");
+	check_code(cuCtxEnablePeerAccess(n1, 0), CUDA_ERROR_PEER_ACCESS_UNSUPPORTED,
+		   "peer access between two contexts of one device");
+	cuCtxDestroy(n2);
+	cuCtxDestroy(n1);
+	cuCtxSetCurrent(c0);
+
+	CUstream s;
+	CUgraph g = NULL;
+	CUdeviceptr a = 0, b = 0;
+	cuStreamCreate(&s, 0);
+	cuMemAlloc(&a, 4096);
+	cuMemAlloc(&b, 4096);
+	size_t size = 4096, idx = 0;
+	CUmemcpyAttributes attr;
+	memset(&attr, 0, sizeof(attr));
+	attr.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+	attr.srcLocHint.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	attr.dstLocHint.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	check_code(cuMemcpyBatchAsync(&b, &a, &size, 1, &attr, &idx, 1, 0),
+		   CUDA_ERROR_INVALID_VALUE, "cuMemcpyBatchAsync on the legacy stream");
+	check_code(cuMemcpyBatchAsync(&b, &a, &size, 1, &attr, &idx, 1, s), CUDA_SUCCESS,
+		   "cuMemcpyBatchAsync on a stream");
+	cuStreamSynchronize(s);
+	check_code(cuStreamBeginCapture(0, CU_STREAM_CAPTURE_MODE_GLOBAL),
+		   CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "capture the legacy stream");
+	check_code(cuStreamEndCapture(s, &g), CUDA_ERROR_ILLEGAL_STATE,
+		   "end a capture never begun");
+	cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+	check_code(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_ILLEGAL_STATE,
+		   "begin a capture twice");
+	check_code(cuMemcpyAsync(b, a, 4096, 0), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+		   "legacy stream work while a blocking stream captures");
+	check_code(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+		   "that invalidated the capture");
+	check(g == NULL, "  no graph");
+	char *pageable = malloc(4096);
+	cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+	check_code(cuMemcpyHtoDAsync(a, pageable, 4096, s), CUDA_SUCCESS,
+		   "capture a copy from pageable memory");
+	check_code(cuStreamEndCapture(s, &g), CUDA_SUCCESS, "  the capture is fine");
+	if (g)
+		cuGraphDestroy(g);
+	free(pageable);
+	check_code(cuStreamWaitEvent(s, NULL, 0), CUDA_ERROR_INVALID_HANDLE,
+		   "wait for a NULL event");
+	check_code(cuStreamDestroy(0), CUDA_ERROR_INVALID_HANDLE, "destroy the NULL stream");
+	cuStreamDestroy(s);
+	cuMemFree(a);
+	cuMemFree(b);
+
+	if (n < 2) {
+		skip("a released primary context: needs two devices");
+		cuDevicePrimaryCtxRelease(d0);
+		return;
+	}
+	CUdevice d1;
+	CUcontext c1;
+	cuDeviceGet(&d1, 1);
+	cuDevicePrimaryCtxRetain(&c1, d1);
+	cuDevicePrimaryCtxRelease(d1);
+	check_code(cuCtxSetCurrent(c1), CUDA_SUCCESS, "make a released primary context current");
+	CUdeviceptr z;
+	check_code(cuMemAlloc(&z, 16), CUDA_ERROR_CONTEXT_IS_DESTROYED, "  then allocate in it");
+	cuCtxSetCurrent(c0);
+	cuDevicePrimaryCtxRelease(d0);
+}
+
+/* The child of a process that initialised CUDA is refused service. */
+static void forked(void)
+{
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		CUdeviceptr p;
+		int n = 0;
+		int refused = cuInit(0) == CUDA_ERROR_NOT_INITIALIZED &&
+			      cuDeviceGetCount(&n) == CUDA_ERROR_NOT_INITIALIZED &&
+			      cuMemAlloc(&p, 16) == CUDA_ERROR_NOT_INITIALIZED;
+		_exit(refused ? 0 : 1);
+	}
+	int status = -1;
+	waitpid(pid, &status, 0);
+	check(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "a forked child gets CUDA_ERROR_NOT_INITIALIZED from everything");
 }
 
 static void pointers(int n)
@@ -299,5 +420,7 @@ int main(void)
 		   "cuMemAlloc with no current context");
 	peer_api(n);
 	pointers(n);
+	codes(n);
+	forked();
 	return tap_finish();
 }

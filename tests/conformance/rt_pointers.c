@@ -39,6 +39,9 @@ static void device_memory(int d)
 		CUdeviceptr start = 0;
 		size_t size = 0;
 		CUdeviceptr dp = (CUdeviceptr)(uintptr_t)inner;
+		void *hp = (void *)1;
+		check_code(get_attr(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, dp),
+			   CUDA_ERROR_INVALID_VALUE, "driver: device memory has no host pointer");
 		check_code(get_attr(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, dp),
 			   CUDA_SUCCESS, "cuPointerGetAttribute DEVICE_ORDINAL");
 		check_code(ordinal, d, "driver: device ordinal %d", d);
@@ -94,6 +97,11 @@ static void pinned_memory(int n)
 		cudaPointerGetAttributes(&a, h);
 		check_code(a.type, cudaMemoryTypeHost, "it is host memory");
 		check_code(a.device, 1, "it names device 1");
+		int ordinal = -1;
+		if (get_attr)
+			get_attr(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+				 (CUdeviceptr)(uintptr_t)h);
+		check_code(ordinal, 1, "driver: its device ordinal is 1");
 		cudaFreeHost(h);
 	}
 }
@@ -106,6 +114,9 @@ static void unknown_memory(void)
 	check_code(cudaPointerGetAttributes(&a, m), cudaSuccess,
 		   "attributes of malloc memory: no error");
 	check_code(a.type, cudaMemoryTypeUnregistered, "malloc memory is unregistered");
+	check_code(a.device, -2, "  with device -2");
+	check(a.devicePointer == NULL, "  no device pointer");
+	check(a.hostPointer == m, "  host pointer is itself");
 	check_code(cudaPointerGetAttributes(&a, &on_stack), cudaSuccess,
 		   "attributes of stack memory: no error");
 	check_code(a.type, cudaMemoryTypeUnregistered, "stack memory is unregistered");

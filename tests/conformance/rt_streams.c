@@ -133,9 +133,9 @@ static void held_stream(void)
 		   "enqueue a copy behind it");
 	check_code(cudaEventRecord(after, s), cudaSuccess, "record after the copy");
 	check_code(cudaStreamQuery(s), cudaErrorNotReady, "held stream is not ready");
-	check_code(cudaGetLastError(), cudaErrorNotReady, "cudaErrorNotReady is the last error");
+	check_code(cudaGetLastError(), cudaSuccess, "cudaErrorNotReady leaves no last error");
 	check_code(cudaEventQuery(after), cudaErrorNotReady, "event behind it is not ready");
-	cudaGetLastError();
+	check_code(cudaPeekAtLastError(), cudaSuccess, "nor does the event query");
 
 	check_code(cudaMemcpyAsync(h_check, dst, N, cudaMemcpyDeviceToHost, nb), cudaSuccess,
 		   "read the destination on a non-blocking stream");

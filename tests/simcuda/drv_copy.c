@@ -20,11 +20,14 @@ static CUresult pick_stream(enum mode m, CUstream h, bool pt, struct sim_ctx *fa
 {
 	if (m == ASYNC)
 		return sim_stream_resolve(h, pt, out);
-	struct sim_ctx *ctx = sim_ctx_current_or_null();
-	if (!ctx)
+	struct sim_ctx *ctx;
+	if (!sim_ctx_top() && fallback) {
 		ctx = fallback;
-	if (!ctx)
-		return CUDA_ERROR_INVALID_CONTEXT;
+	} else {
+		CUresult r = sim_ctx_current(&ctx);
+		if (r != CUDA_SUCCESS)
+			return r;
+	}
 	struct sim_stream *s = sim_stream_default(ctx, pt);
 	if (!s)
 		return CUDA_ERROR_OUT_OF_MEMORY;

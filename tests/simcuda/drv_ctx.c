@@ -21,30 +21,47 @@ CUresult sim_ctx_check(CUcontext h, struct sim_ctx **out)
 	if (r != CUDA_SUCCESS)
 		return r;
 	struct sim_ctx *c = (struct sim_ctx *)h;
-	if (!c || c->magic != SIM_CTX_MAGIC || !__atomic_load_n(&c->alive, __ATOMIC_ACQUIRE))
+	if (!c || c->magic != SIM_CTX_MAGIC)
 		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!__atomic_load_n(&c->alive, __ATOMIC_ACQUIRE))
+		return CUDA_ERROR_CONTEXT_IS_DESTROYED;
 	*out = c;
 	return CUDA_SUCCESS;
 }
 
-struct sim_ctx *sim_ctx_current_or_null(void)
+struct sim_ctx *sim_ctx_top(void)
 {
-	struct sim_ctx *c = depth ? stack[depth - 1] : NULL;
-	if (c && !__atomic_load_n(&c->alive, __ATOMIC_ACQUIRE))
-		return NULL;
-	return c;
+	return depth ? stack[depth - 1] : NULL;
 }
 
+/* A released primary context can still be made current (measured); using it gives
+ * CUDA_ERROR_CONTEXT_IS_DESTROYED. */
 CUresult sim_ctx_current(struct sim_ctx **out)
 {
 	CUresult r = sim_ready();
 	if (r != CUDA_SUCCESS)
 		return r;
-	struct sim_ctx *c = sim_ctx_current_or_null();
+	struct sim_ctx *c = sim_ctx_top();
 	if (!c)
 		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!__atomic_load_n(&c->alive, __ATOMIC_ACQUIRE))
+		return CUDA_ERROR_CONTEXT_IS_DESTROYED;
 	*out = c;
 	return CUDA_SUCCESS;
+}
+
+/* For cuCtxSetCurrent and cuCtxPushCurrent: any primary context handle will do. */
+static CUresult settable(CUcontext h, struct sim_ctx **out)
+{
+	CUresult r = sim_ready();
+	if (r != CUDA_SUCCESS)
+		return r;
+	struct sim_ctx *c = (struct sim_ctx *)h;
+	if (c && c->magic == SIM_CTX_MAGIC && c->primary) {
+		*out = c;
+		return CUDA_SUCCESS;
+	}
+	return sim_ctx_check(h, out);
 }
 
 bool sim_p2p_active(int a, int b)
@@ -261,7 +278,7 @@ SIM_API CUresult cuCtxSetCurrent(CUcontext ctx)
 		return CUDA_SUCCESS;
 	}
 	struct sim_ctx *c;
-	r = sim_ctx_check(ctx, &c);
+	r = settable(ctx, &c);
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (depth)
@@ -274,7 +291,7 @@ SIM_API CUresult cuCtxSetCurrent(CUcontext ctx)
 SIM_API CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 {
 	struct sim_ctx *c;
-	CUresult r = sim_ctx_check(ctx, &c);
+	CUresult r = settable(ctx, &c);
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (depth == STACK_MAX)

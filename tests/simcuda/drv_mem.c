@@ -354,6 +354,8 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
 	CUresult r = sim_ready();
 	if (r != CUDA_SUCCESS)
 		return r;
+	if (dptr == 0)
+		return CUDA_SUCCESS; /* measured */
 	if (sim_mem_region_of(dptr) < 0)
 		return CUDA_ERROR_INVALID_VALUE;
 	return sim_mem_free(0, dptr);
@@ -368,6 +370,10 @@ SIM_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 	if (!pp || (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
 					CU_MEMHOSTALLOC_WRITECOMBINED)))
 		return CUDA_ERROR_INVALID_VALUE;
+	if (bytesize == 0) {
+		*pp = NULL; /* measured: zero bytes succeed */
+		return CUDA_SUCCESS;
+	}
 	uintptr_t p;
 	r = sim_mem_alloc(ctx, SIM_REGION_HOST, bytesize, Flags, &p);
 	if (r == CUDA_SUCCESS)

@@ -150,13 +150,15 @@ static const struct entry table[] = {
 static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
 		       CUdriverProcAddressQueryResult *status)
 {
-	CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-	if (pfn)
-		*pfn = NULL;
-	if (!symbol || !pfn ||
+	/* Measured on driver 580 (13.0): bad flags, or a version above the driver's, fail and leave
+	 * the outputs alone; everything else succeeds, a miss being told by a NULL pointer and the
+	 * status. */
+	if (!symbol || !pfn || cudaVersion > SIM_DRIVER_VERSION ||
 	    (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
 				   CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)))
 		return CUDA_ERROR_INVALID_VALUE;
+	CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+	*pfn = NULL;
 	const struct entry *best = NULL;
 	bool known = false, has_ptds = false;
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
@@ -168,13 +170,11 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64
 		if (e->version <= cudaVersion && (!best || e->version > best->version))
 			best = e;
 	}
-	CUresult r = CUDA_ERROR_NOT_FOUND;
 	if (known)
 		st = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
 	if (best) {
 		bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) &&
 				  !(flags & CU_GET_PROC_ADDRESS_LEGACY_STREAM);
-		r = CUDA_SUCCESS;
 		if (per_thread && has_ptds) {
 			/* Measured on the real driver: a per-thread request below 7.0 succeeds
 			 * with no function and "version not sufficient". */
@@ -189,7 +189,7 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64
 	}
 	if (status)
 		*status = st;
-	return r;
+	return CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,

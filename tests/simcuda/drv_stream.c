@@ -297,10 +297,12 @@ CUresult sim_submit(struct sim_stream *s, struct sim_op *op)
 		goto fail;
 	}
 	if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
-		bool pageable =
-		    op->type == SIM_OP_COPY && (op->u.copy.dst_region == SIM_REGION_PAGEABLE ||
-						op->u.copy.src_region == SIM_REGION_PAGEABLE);
-		if (pageable || op->type == SIM_OP_CALLBACK) {
+		/* A graph reads its sources when it runs: no snapshot of pageable memory. */
+		if (op->type == SIM_OP_COPY) {
+			free(op->u.copy.staging);
+			op->u.copy.staging = NULL;
+		}
+		if (op->type == SIM_OP_CALLBACK) {
 			invalidate_capture(s);
 			r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 		} else if (op->type != SIM_OP_WAIT && op->type != SIM_OP_EVENT &&

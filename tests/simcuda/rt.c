@@ -226,11 +226,11 @@ static cudaError_t ready(void)
 	return init_error;
 }
 
-/* Every failing call leaves its code for cudaGetLastError, cudaErrorNotReady included (real
- * programs clear it after a query that was not ready). */
+/* Every failing call leaves its code for cudaGetLastError; cudaErrorNotReady is an answer, not
+ * a failure, and leaves nothing (measured). */
 static cudaError_t ret(cudaError_t e)
 {
-	if (e != cudaSuccess)
+	if (e != cudaSuccess && e != cudaErrorNotReady)
 		last_error = e;
 	return e;
 }
@@ -999,10 +999,6 @@ static cudaError_t entry_point(const char *symbol, void **funcPtr, int version,
 	CUresult r = get_proc(symbol, funcPtr, version, flags, &st);
 	if (driverStatus)
 		*driverStatus = (enum cudaDriverEntryPointQueryResult)st;
-	/* A symbol that is missing, or too new for the version asked, is reported through
-	 * driverStatus with a NULL pointer; the call itself succeeds. */
-	if (r == CUDA_ERROR_NOT_FOUND)
-		return cudaSuccess;
 	return ret(drv(r));
 }
 

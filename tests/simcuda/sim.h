@@ -103,7 +103,7 @@ struct sim_ctx {
 #define SIM_CTX_MAGIC 0x43545853u
 
 CUresult sim_ctx_current(struct sim_ctx **out); /* INVALID_CONTEXT when none */
-struct sim_ctx *sim_ctx_current_or_null(void);
+struct sim_ctx *sim_ctx_top(void);		/* the current context, alive or not, or NULL */
 CUresult sim_ctx_check(CUcontext h, struct sim_ctx **out);
 bool sim_p2p_active(int a, int b); /* peer access enabled between devices a and b, any way */
 
