@@ -314,6 +314,24 @@ static void codes(int n)
 	if (g)
 		cuGraphDestroy(g);
 	free(pageable);
+	cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+	CUdeviceptr during = 0;
+	check_code(cuMemAlloc(&during, 64), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+		   "cuMemAlloc during a global capture");
+	check_code(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+		   "  invalidates it");
+
+	char host[64];
+	check_code(cuMemcpyDtoD(b, a, 8192), CUDA_ERROR_INVALID_VALUE,
+		   "cuMemcpyDtoD past the end of the allocations");
+	check_code(cuMemcpyDtoD(b + 4000, a, 200), CUDA_ERROR_INVALID_VALUE,
+		   "cuMemcpyDtoD past the end of the destination");
+	check_code(cuMemsetD16(a + 1, 1, 4), CUDA_ERROR_INVALID_VALUE, "cuMemsetD16 unaligned");
+	check_code(cuMemcpyHtoD((CUdeviceptr)(uintptr_t)host, host, 16), CUDA_ERROR_INVALID_VALUE,
+		   "cuMemcpyHtoD to a pageable destination");
+	check_code(cuMemcpyDtoH(host, (CUdeviceptr)(uintptr_t)host, 16), CUDA_ERROR_INVALID_VALUE,
+		   "cuMemcpyDtoH from a pageable source");
+
 	check_code(cuStreamWaitEvent(s, NULL, 0), CUDA_ERROR_INVALID_HANDLE,
 		   "wait for a NULL event");
 	check_code(cuStreamDestroy(0), CUDA_ERROR_INVALID_HANDLE, "destroy the NULL stream");
@@ -334,6 +352,21 @@ static void codes(int n)
 	check_code(cuCtxSetCurrent(c1), CUDA_SUCCESS, "make a released primary context current");
 	CUdeviceptr z;
 	check_code(cuMemAlloc(&z, 16), CUDA_ERROR_CONTEXT_IS_DESTROYED, "  then allocate in it");
+	cuDevicePrimaryCtxRetain(&c1, d1);
+	cuCtxSetCurrent(c1);
+	CUdeviceptr on1 = 0;
+	cuMemAlloc(&on1, 4096);
+	cuCtxSetCurrent(c0);
+	CUdeviceptr on0 = 0;
+	cuMemAlloc(&on0, 4096);
+	cuCtxSetCurrent(NULL);
+	check_code(cuMemcpyPeer(on1, c1, on0, c0, 4096), CUDA_ERROR_INVALID_CONTEXT,
+		   "cuMemcpyPeer with no current context");
+	cuCtxSetCurrent(c0);
+	cuMemFree(on0);
+	cuCtxSetCurrent(c1);
+	cuMemFree(on1);
+	cuDevicePrimaryCtxRelease(d1);
 	cuCtxSetCurrent(c0);
 	cuDevicePrimaryCtxRelease(d0);
 }

@@ -185,6 +185,10 @@ int main(void)
 		skip("cross-device copies: needs two devices (%d)", n);
 		return tap_finish();
 	}
+	char x[16], y[16] = {0};
+	check_code(cudaMemcpy(x, y, sizeof(x), (enum cudaMemcpyKind)7),
+		   cudaErrorInvalidMemcpyDirection, "cudaMemcpy with an unknown kind");
+	check_code(cudaGetLastError(), cudaErrorInvalidMemcpyDirection, "  is the last error");
 	check_code(cudaMallocHost((void **)&host_a, N), cudaSuccess, "pinned buffer");
 	check_code(cudaMallocHost((void **)&host_b, N), cudaSuccess, "pinned buffer");
 	cudaSetDevice(0);

@@ -133,6 +133,8 @@ static void held_stream(void)
 		   "enqueue a copy behind it");
 	check_code(cudaEventRecord(after, s), cudaSuccess, "record after the copy");
 	check_code(cudaStreamQuery(s), cudaErrorNotReady, "held stream is not ready");
+	check_code(cudaStreamQuery(0), cudaErrorNotReady,
+		   "the legacy stream, with nothing of its own, is not ready either");
 	check_code(cudaGetLastError(), cudaSuccess, "cudaErrorNotReady leaves no last error");
 	check_code(cudaEventQuery(after), cudaErrorNotReady, "event behind it is not ready");
 	check_code(cudaPeekAtLastError(), cudaSuccess, "nor does the event query");

@@ -13,21 +13,16 @@
 
 enum mode { SYNC, ASYNC };
 
-/* Picks the stream: a sync call uses the default stream of the current context (or of fallback
- * when none is current); an async call resolves its handle. sim_mu held. */
-static CUresult pick_stream(enum mode m, CUstream h, bool pt, struct sim_ctx *fallback,
-			    struct sim_stream **out)
+/* Picks the stream: a sync call uses the default stream of the current context (peer copies
+ * too: with none current they fail, measured); an async call resolves its handle. sim_mu held. */
+static CUresult pick_stream(enum mode m, CUstream h, bool pt, struct sim_stream **out)
 {
 	if (m == ASYNC)
 		return sim_stream_resolve(h, pt, out);
 	struct sim_ctx *ctx;
-	if (!sim_ctx_top() && fallback) {
-		ctx = fallback;
-	} else {
-		CUresult r = sim_ctx_current(&ctx);
-		if (r != CUDA_SUCCESS)
-			return r;
-	}
+	CUresult r = sim_ctx_current(&ctx);
+	if (r != CUDA_SUCCESS)
+		return r;
 	struct sim_stream *s = sim_stream_default(ctx, pt);
 	if (!s)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -40,12 +35,11 @@ static CUresult pick_stream(enum mode m, CUstream h, bool pt, struct sim_ctx *fa
 }
 
 /* Submits op and, when wait is set, returns once it has run. Takes ownership of op. */
-static CUresult run(struct sim_op *op, enum mode m, CUstream h, bool pt, struct sim_ctx *fallback,
-		    bool wait)
+static CUresult run(struct sim_op *op, enum mode m, CUstream h, bool pt, bool wait)
 {
 	pthread_mutex_lock(&sim_mu);
 	struct sim_stream *s;
-	CUresult r = pick_stream(m, h, pt, fallback, &s);
+	CUresult r = pick_stream(m, h, pt, &s);
 	if (r != CUDA_SUCCESS) {
 		sim_op_free(op);
 	} else {
@@ -59,24 +53,23 @@ static CUresult run(struct sim_op *op, enum mode m, CUstream h, bool pt, struct 
 }
 
 /* A call with nothing to copy still needs what it would have needed to run. */
-static CUresult nothing_to_do(enum mode m, CUstream h, bool pt, struct sim_ctx *fallback)
+static CUresult nothing_to_do(enum mode m, CUstream h, bool pt)
 {
 	pthread_mutex_lock(&sim_mu);
 	struct sim_stream *s;
-	CUresult r = pick_stream(m, h, pt, fallback, &s);
+	CUresult r = pick_stream(m, h, pt, &s);
 	pthread_mutex_unlock(&sim_mu);
 	return r;
 }
 
 static CUresult copy_linear(uintptr_t dst, uintptr_t src, size_t n, enum sim_ep_req dreq,
-			    enum sim_ep_req sreq, enum mode m, CUstream h, bool pt,
-			    struct sim_ctx *fallback)
+			    enum sim_ep_req sreq, enum mode m, CUstream h, bool pt)
 {
 	CUresult r = sim_ready();
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (n == 0)
-		return nothing_to_do(m, h, pt, fallback);
+		return nothing_to_do(m, h, pt);
 	int dreg, sreg;
 	r = sim_check_ep(dst, n, dreq, &dreg);
 	if (r == CUDA_SUCCESS)
@@ -102,7 +95,7 @@ static CUresult copy_linear(uintptr_t dst, uintptr_t src, size_t n, enum sim_ep_
 		}
 		memcpy(op->u.copy.staging, (const void *)src, n);
 	}
-	return run(op, m, h, pt, fallback, wait);
+	return run(op, m, h, pt, wait);
 }
 
 /* ---- generic, typed and peer linear copies ---- */
@@ -111,103 +104,102 @@ static CUresult copy_linear(uintptr_t dst, uintptr_t src, size_t n, enum sim_ep_
 
 SIM_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
 {
-	return copy_linear(dst, src, ByteCount, SIM_EP_ANY, SIM_EP_ANY, SYNC, NULL, false, NULL);
+	return copy_linear(dst, src, ByteCount, SIM_EP_ANY, SIM_EP_ANY, SYNC, NULL, false);
 }
 
 SIM_API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
 {
-	return copy_linear(dst, src, ByteCount, SIM_EP_ANY, SIM_EP_ANY, SYNC, NULL, true, NULL);
+	return copy_linear(dst, src, ByteCount, SIM_EP_ANY, SIM_EP_ANY, SYNC, NULL, true);
 }
 
 SIM_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
 {
-	return copy_linear(dst, src, ByteCount, SIM_EP_ANY, SIM_EP_ANY, ASYNC, hStream, false,
-			   NULL);
+	return copy_linear(dst, src, ByteCount, SIM_EP_ANY, SIM_EP_ANY, ASYNC, hStream, false);
 }
 
 SIM_API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
 				    CUstream hStream)
 {
-	return copy_linear(dst, src, ByteCount, SIM_EP_ANY, SIM_EP_ANY, ASYNC, hStream, true, NULL);
+	return copy_linear(dst, src, ByteCount, SIM_EP_ANY, SIM_EP_ANY, ASYNC, hStream, true);
 }
 
 SIM_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
 	return copy_linear(dstDevice, U(srcHost), ByteCount, SIM_EP_DEVICE, SIM_EP_ANY, SYNC, NULL,
-			   false, NULL);
+			   false);
 }
 
 SIM_API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
 	return copy_linear(dstDevice, U(srcHost), ByteCount, SIM_EP_DEVICE, SIM_EP_ANY, SYNC, NULL,
-			   true, NULL);
+			   true);
 }
 
 SIM_API CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
 	return copy_linear(U(dstHost), srcDevice, ByteCount, SIM_EP_ANY, SIM_EP_DEVICE, SYNC, NULL,
-			   false, NULL);
+			   false);
 }
 
 SIM_API CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
 	return copy_linear(U(dstHost), srcDevice, ByteCount, SIM_EP_ANY, SIM_EP_DEVICE, SYNC, NULL,
-			   true, NULL);
+			   true);
 }
 
 SIM_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
 {
 	return copy_linear(dstDevice, srcDevice, ByteCount, SIM_EP_DEVICE, SIM_EP_DEVICE, SYNC,
-			   NULL, false, NULL);
+			   NULL, false);
 }
 
 SIM_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
 				      size_t ByteCount)
 {
 	return copy_linear(dstDevice, srcDevice, ByteCount, SIM_EP_DEVICE, SIM_EP_DEVICE, SYNC,
-			   NULL, true, NULL);
+			   NULL, true);
 }
 
 SIM_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
 				      CUstream hStream)
 {
 	return copy_linear(dstDevice, U(srcHost), ByteCount, SIM_EP_DEVICE, SIM_EP_ANY, ASYNC,
-			   hStream, false, NULL);
+			   hStream, false);
 }
 
 SIM_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost,
 					   size_t ByteCount, CUstream hStream)
 {
 	return copy_linear(dstDevice, U(srcHost), ByteCount, SIM_EP_DEVICE, SIM_EP_ANY, ASYNC,
-			   hStream, true, NULL);
+			   hStream, true);
 }
 
 SIM_API CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
 				      CUstream hStream)
 {
 	return copy_linear(U(dstHost), srcDevice, ByteCount, SIM_EP_ANY, SIM_EP_DEVICE, ASYNC,
-			   hStream, false, NULL);
+			   hStream, false);
 }
 
 SIM_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
 					   CUstream hStream)
 {
 	return copy_linear(U(dstHost), srcDevice, ByteCount, SIM_EP_ANY, SIM_EP_DEVICE, ASYNC,
-			   hStream, true, NULL);
+			   hStream, true);
 }
 
 SIM_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
 				      size_t ByteCount, CUstream hStream)
 {
 	return copy_linear(dstDevice, srcDevice, ByteCount, SIM_EP_DEVICE, SIM_EP_DEVICE, ASYNC,
-			   hStream, false, NULL);
+			   hStream, false);
 }
 
 SIM_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
 					   size_t ByteCount, CUstream hStream)
 {
 	return copy_linear(dstDevice, srcDevice, ByteCount, SIM_EP_DEVICE, SIM_EP_DEVICE, ASYNC,
-			   hStream, true, NULL);
+			   hStream, true);
 }
 
 static CUresult peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n,
@@ -219,7 +211,7 @@ static CUresult peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext
 		r = sim_ctx_check(sctx, &s);
 	if (r != CUDA_SUCCESS)
 		return r;
-	return copy_linear(dst, src, n, SIM_EP_DEVICE, SIM_EP_DEVICE, m, h, pt, s);
+	return copy_linear(dst, src, n, SIM_EP_DEVICE, SIM_EP_DEVICE, m, h, pt);
 }
 
 SIM_API CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
@@ -316,7 +308,7 @@ static CUresult copy_pitched(const struct desc *d, enum mode m, CUstream h, bool
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (d->width == 0 || d->height == 0 || d->depth == 0)
-		return nothing_to_do(m, h, pt, NULL);
+		return nothing_to_do(m, h, pt);
 	struct sim_op *op = calloc(1, sizeof(*op));
 	if (!op)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -333,13 +325,10 @@ static CUresult copy_pitched(const struct desc *d, enum mode m, CUstream h, bool
 	p->width = d->width;
 	p->height = d->height;
 	p->depth = d->depth;
-	struct sim_ctx *fallback = NULL;
-	if (d->src.ctx)
-		sim_ctx_check(d->src.ctx, &fallback);
 	/* Pageable memory on either side: the copy completes before the call returns. */
 	bool wait = op->u.c3.src_region == SIM_REGION_PAGEABLE ||
 		    op->u.c3.dst_region == SIM_REGION_PAGEABLE;
-	return run(op, m, h, pt, fallback, wait);
+	return run(op, m, h, pt, wait);
 }
 
 static void from_2d(const CUDA_MEMCPY2D *c, struct desc *d)
@@ -648,7 +637,7 @@ static CUresult memset_op(CUdeviceptr dst, uint32_t value, unsigned elem, size_t
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (n == 0)
-		return nothing_to_do(m, h, pt, NULL);
+		return nothing_to_do(m, h, pt);
 	int reg;
 	if (dst % elem != 0 || n > SIZE_MAX / elem)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -663,7 +652,7 @@ static CUresult memset_op(CUdeviceptr dst, uint32_t value, unsigned elem, size_t
 	op->u.set.value = value;
 	op->u.set.elem = elem;
 	op->u.set.count = n;
-	return run(op, m, h, pt, NULL, false);
+	return run(op, m, h, pt, false);
 }
 
 SIM_API CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)

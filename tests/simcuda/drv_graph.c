@@ -85,6 +85,7 @@ static CUresult begin_capture(CUstream h, bool pt, CUstreamCaptureMode mode)
 	}
 	s->capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
 	s->capture_mode = mode;
+	s->capture_thread = pthread_self();
 	s->capture_id = next_capture_id++;
 out:
 	pthread_mutex_unlock(&sim_mu);

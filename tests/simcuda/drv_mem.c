@@ -329,6 +329,9 @@ SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 		return r;
 	if (!dptr)
 		return CUDA_ERROR_INVALID_VALUE;
+	r = sim_capture_forbids_unsafe();
+	if (r != CUDA_SUCCESS)
+		return r;
 	uintptr_t p;
 	r = sim_mem_alloc(ctx, ctx->dev, bytesize, 0, &p);
 	if (r == CUDA_SUCCESS)
@@ -358,6 +361,9 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
 		return CUDA_SUCCESS; /* measured */
 	if (sim_mem_region_of(dptr) < 0)
 		return CUDA_ERROR_INVALID_VALUE;
+	r = sim_capture_forbids_unsafe();
+	if (r != CUDA_SUCCESS)
+		return r;
 	return sim_mem_free(0, dptr);
 }
 
@@ -374,6 +380,9 @@ SIM_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 		*pp = NULL; /* measured: zero bytes succeed */
 		return CUDA_SUCCESS;
 	}
+	r = sim_capture_forbids_unsafe();
+	if (r != CUDA_SUCCESS)
+		return r;
 	uintptr_t p;
 	r = sim_mem_alloc(ctx, SIM_REGION_HOST, bytesize, Flags, &p);
 	if (r == CUDA_SUCCESS)
@@ -389,6 +398,9 @@ SIM_API CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 SIM_API CUresult cuMemFreeHost(void *p)
 {
 	CUresult r = sim_ready();
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = sim_capture_forbids_unsafe();
 	if (r != CUDA_SUCCESS)
 		return r;
 	return sim_mem_free(SIM_REGION_HOST, (uintptr_t)p);

@@ -340,6 +340,26 @@ fail:
 	return r;
 }
 
+/* Allocation and freeing are "potentially unsafe" while a global-mode capture runs in any
+ * thread, or a thread-local one in this thread: they fail and ruin those captures (measured for
+ * cuMemAlloc on the H200 pair). */
+CUresult sim_capture_forbids_unsafe(void)
+{
+	CUresult r = CUDA_SUCCESS;
+	pthread_t self = pthread_self();
+	pthread_mutex_lock(&sim_mu);
+	for (struct sim_stream *s = all_streams; s; s = s->all_next)
+		if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE &&
+		    (s->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
+		     (s->capture_mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+		      pthread_equal(s->capture_thread, self)))) {
+			s->capture = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+			r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+		}
+	pthread_mutex_unlock(&sim_mu);
+	return r;
+}
+
 void sim_wait_seq(struct sim_stream *s, uint64_t seq)
 {
 	sim_stream_ref(s);

@@ -189,6 +189,7 @@ struct sim_stream {
 	bool has_thread, closing, finished, joined, dead;
 	CUstreamCaptureStatus capture;
 	CUstreamCaptureMode capture_mode;
+	pthread_t capture_thread;
 	struct sim_graph *capture_graph;
 	unsigned long long capture_id;
 	struct sim_stream *ctx_next;
@@ -230,6 +231,7 @@ CUresult sim_submit(struct sim_stream *s, struct sim_op *op);
 void sim_wait_seq(struct sim_stream *s, uint64_t seq);
 void sim_ctx_sync_locked(struct sim_ctx *ctx);
 void sim_ctx_drop_streams(struct sim_ctx *ctx);
+CUresult sim_capture_forbids_unsafe(void); /* takes sim_mu */
 void sim_stream_ref(struct sim_stream *s);
 void sim_stream_put(struct sim_stream *s);
 bool sim_copy_corrupts(int dst_region, int src_region);
