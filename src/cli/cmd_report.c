@@ -117,8 +117,9 @@ static void report_failures(sqlite3 *db, bool brief)
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(
 		db,
-		"SELECT id, api, status, error_name, device, peer_device, action, rule_id, "
-		"diagnosis, advice, python_where, c_where FROM failure_report",
+		"SELECT f.id, f.api, f.status, f.error_name, f.device, f.peer_device, f.action, "
+		"f.rule_id, f.diagnosis, f.advice, r.python_where, r.c_where "
+		"FROM failures f JOIN failure_report r ON r.id = f.id ORDER BY f.id",
 		-1, &st, NULL) != SQLITE_OK)
 		return;
 	int n = 0;

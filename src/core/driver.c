@@ -86,7 +86,7 @@ static const struct error_names error_table[] = {
     {4, "CUDA_ERROR_DEINITIALIZED", "cudaErrorCudartUnloading", "driver shutting down"},
     {35, "CUDA_ERROR_INSUFFICIENT_DRIVER", "cudaErrorInsufficientDriver",
      "CUDA driver version is insufficient for CUDA runtime version"},
-    {46, "CUDA_ERROR_DEVICES_UNAVAILABLE", "cudaErrorDevicesUnavailable",
+    {46, "CUDA_ERROR_DEVICE_UNAVAILABLE", "cudaErrorDevicesUnavailable",
      "CUDA-capable device(s) is/are busy or unavailable"},
     {100, "CUDA_ERROR_NO_DEVICE", "cudaErrorNoDevice", "no CUDA-capable device is detected"},
     {101, "CUDA_ERROR_INVALID_DEVICE", "cudaErrorInvalidDevice", "invalid device ordinal"},

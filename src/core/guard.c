@@ -175,14 +175,21 @@ int p2pg_context_device(CUcontext ctx)
 	p2pg_drv.cuCtxPopCurrent(&popped);
 	if (dev < 0)
 		return -1;
+	/* Each slot is written once, device before context, so a reader that sees the context also
+	 * sees its device. */
+	static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&cache_lock);
 	for (int k = 0; k < CONTEXT_CACHE; k++) {
-		CUcontext expected = NULL;
-		context_cache[k].device = dev;
-		if (atomic_compare_exchange_strong(&context_cache[k].ctx, &expected, ctx))
+		CUcontext c = atomic_load_explicit(&context_cache[k].ctx, memory_order_relaxed);
+		if (c == ctx)
 			break;
-		if (expected == ctx)
+		if (!c) {
+			context_cache[k].device = dev;
+			atomic_store_explicit(&context_cache[k].ctx, ctx, memory_order_release);
 			break;
+		}
 	}
+	pthread_mutex_unlock(&cache_lock);
 	return dev;
 }
 

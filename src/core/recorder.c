@@ -303,6 +303,7 @@ static void *drainer_main(void *arg)
 	p2pg_importer_init(&im, rec.settings.record);
 	im.on_timed = on_timed;
 	bool warned = false;
+	unsigned passes = 0;
 
 	pthread_mutex_lock(&rec.lock);
 	for (;;) {
@@ -310,6 +311,11 @@ static void *drainer_main(void *arg)
 		pthread_mutex_unlock(&rec.lock);
 
 		rc = p2pg_store_import(db, spool, &im, false);
+		/* Children that left with _exit, ranks that were killed: their spools are imported
+		 * by whoever is still alive, about once a second and once more at exit. */
+		if (stopping || ++passes % 200 == 0)
+			p2pg_store_recover_dir(db, rec.spool_dir, rec.spool_path,
+					       rec.settings.record);
 		if (rc < 0 && rc != -EBUSY && !warned) {
 			warned = true;
 			p2pg_notice(

@@ -122,7 +122,6 @@ CREATE TABLE IF NOT EXISTS rules (
   json TEXT
 );
 
-CREATE INDEX IF NOT EXISTS transfers_by_process ON transfers (process_id);
 
 CREATE VIEW IF NOT EXISTS peer_bandwidth AS
 WITH timed AS (

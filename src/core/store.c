@@ -229,12 +229,25 @@ static int flush_summary(sqlite3 *db, struct p2pg_importer *im)
 
 /* ---- import ---- */
 
+#define TRANSFER_COLUMNS 14
+#define TRANSFER_BATCH	 32
+
+struct pending_transfer {
+	struct p2pg_record r;
+	uint32_t serial;
+	uint64_t seq;
+};
+
 struct statements {
+	sqlite3_stmt *transfer_many;
+	int batched;
+	struct pending_transfer batch[TRANSFER_BATCH];
 	sqlite3_stmt *transfer, *peer, *failure, *crash, *progress_get, *progress_set;
 };
 
 static void statements_finalize(struct statements *s)
 {
+	sqlite3_finalize(s->transfer_many);
 	sqlite3_finalize(s->transfer);
 	sqlite3_finalize(s->peer);
 	sqlite3_finalize(s->failure);
@@ -243,10 +256,28 @@ static void statements_finalize(struct statements *s)
 	sqlite3_finalize(s->progress_set);
 }
 
+#define TRANSFER_INSERT                                                                      \
+	"INSERT INTO transfers (process_id, thread_id, api, src_device, dst_device, bytes, " \
+	"stream, "                                                                           \
+	"path, status, started_ns, host_ns, gpu_ns, thread_serial, seq) VALUES "
+
+/* Rows go in TRANSFER_BATCH at a time: one statement step per batch instead of per row is most of
+ * what it takes to sustain a million rows a second. */
+static int prepare_transfer_many(sqlite3 *db, sqlite3_stmt **st)
+{
+	char sql[TRANSFER_BATCH * 48 + 256];
+	size_t pos = (size_t)snprintf(sql, sizeof(sql), "%s", TRANSFER_INSERT);
+	for (int k = 0; k < TRANSFER_BATCH; k++)
+		pos += (size_t)snprintf(sql + pos, sizeof(sql) - pos,
+					"%s(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", k ? "," : "");
+	return sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
+}
+
 static int statements_prepare(sqlite3 *db, struct statements *s)
 {
 	memset(s, 0, sizeof(*s));
-	if (sqlite3_prepare_v3(
+	if (prepare_transfer_many(db, &s->transfer_many) != SQLITE_OK ||
+	    sqlite3_prepare_v3(
 		db,
 		"INSERT INTO transfers (process_id, thread_id, api, src_device, "
 		"dst_device, bytes, stream, path, status, started_ns, host_ns, gpu_ns, "
@@ -331,6 +362,64 @@ static int64_t process_row(sqlite3 *db, const struct p2pg_spool_header *h, bool 
 	return id;
 }
 
+static void bind_transfer(sqlite3_stmt *st, int base, int64_t process_id,
+			  const struct pending_transfer *p)
+{
+	const struct p2pg_record *r = &p->r;
+	sqlite3_bind_int64(st, base + 1, process_id);
+	sqlite3_bind_int64(st, base + 2, r->tid);
+	sqlite3_bind_text(st, base + 3, p2pg_api_name(r->api), -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, base + 4, r->src_device);
+	sqlite3_bind_int(st, base + 5, r->dst_device);
+	sqlite3_bind_int64(st, base + 6, (int64_t)r->bytes);
+	sqlite3_bind_int64(st, base + 7, (int64_t)r->stream);
+	sqlite3_bind_text(st, base + 8, path_name(r->path), -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, base + 9, r->status);
+	sqlite3_bind_int64(st, base + 10, (int64_t)r->started_ns);
+	sqlite3_bind_int64(st, base + 11, (int64_t)r->host_ns);
+	if (r->gpu_ns)
+		sqlite3_bind_int64(st, base + 12, (int64_t)r->gpu_ns);
+	else
+		sqlite3_bind_null(st, base + 12);
+	sqlite3_bind_int64(st, base + 13, p->serial);
+	sqlite3_bind_int64(st, base + 14, (int64_t)p->seq);
+}
+
+/* Writes the transfers held back for batching. Rows of one statement get consecutive ids. */
+static int flush_transfers(sqlite3 *db, struct statements *s, struct p2pg_importer *im)
+{
+	int n = s->batched;
+	s->batched = 0;
+	if (n == 0)
+		return 0;
+	int64_t last;
+	if (n == TRANSFER_BATCH) {
+		sqlite3_reset(s->transfer_many);
+		for (int k = 0; k < n; k++)
+			bind_transfer(s->transfer_many, k * TRANSFER_COLUMNS, im->process_id,
+				      &s->batch[k]);
+		if (sqlite3_step(s->transfer_many) != SQLITE_DONE)
+			return -EIO;
+		last = sqlite3_last_insert_rowid(db);
+		for (int k = 0; k < n; k++) {
+			const struct p2pg_record *r = &s->batch[k].r;
+			if ((r->flags & P2PG_REC_F_TIMED) && !r->gpu_ns && im->on_timed)
+				im->on_timed(im->userdata, last - (n - 1 - k), r);
+		}
+		return 0;
+	}
+	for (int k = 0; k < n; k++) {
+		sqlite3_reset(s->transfer);
+		bind_transfer(s->transfer, 0, im->process_id, &s->batch[k]);
+		if (sqlite3_step(s->transfer) != SQLITE_DONE)
+			return -EIO;
+		const struct p2pg_record *r = &s->batch[k].r;
+		if ((r->flags & P2PG_REC_F_TIMED) && !r->gpu_ns && im->on_timed)
+			im->on_timed(im->userdata, sqlite3_last_insert_rowid(db), r);
+	}
+	return 0;
+}
+
 static int insert_record(sqlite3 *db, struct statements *s, struct p2pg_importer *im,
 			 const struct p2pg_spool_thread *t, uint64_t seq,
 			 const struct p2pg_record *r)
@@ -339,25 +428,10 @@ static int insert_record(sqlite3 *db, struct statements *s, struct p2pg_importer
 	if (r->kind == P2PG_REC_TRANSFER) {
 		if (im->record == P2PG_RECORD_SUMMARY && summarise(im, r))
 			return 0;
-		st = s->transfer;
-		sqlite3_reset(st);
-		sqlite3_bind_int64(st, 1, im->process_id);
-		sqlite3_bind_int64(st, 2, r->tid);
-		sqlite3_bind_text(st, 3, p2pg_api_name(r->api), -1, SQLITE_STATIC);
-		sqlite3_bind_int(st, 4, r->src_device);
-		sqlite3_bind_int(st, 5, r->dst_device);
-		sqlite3_bind_int64(st, 6, (int64_t)r->bytes);
-		sqlite3_bind_int64(st, 7, (int64_t)r->stream);
-		sqlite3_bind_text(st, 8, path_name(r->path), -1, SQLITE_STATIC);
-		sqlite3_bind_int(st, 9, r->status);
-		sqlite3_bind_int64(st, 10, (int64_t)r->started_ns);
-		sqlite3_bind_int64(st, 11, (int64_t)r->host_ns);
-		if (r->gpu_ns)
-			sqlite3_bind_int64(st, 12, (int64_t)r->gpu_ns);
-		else
-			sqlite3_bind_null(st, 12);
-		sqlite3_bind_int64(st, 13, t->serial);
-		sqlite3_bind_int64(st, 14, (int64_t)seq);
+		s->batch[s->batched++] = (struct pending_transfer){*r, t->serial, seq};
+		if (s->batched == TRANSFER_BATCH && flush_transfers(db, s, im) < 0)
+			return -EIO;
+		return 1;
 	} else if (r->kind == P2PG_REC_PEER) {
 		st = s->peer;
 		sqlite3_reset(st);
@@ -384,9 +458,6 @@ static int insert_record(sqlite3 *db, struct statements *s, struct p2pg_importer
 	}
 	if (sqlite3_step(st) != SQLITE_DONE)
 		return -EIO;
-	if (r->kind == P2PG_REC_TRANSFER && (r->flags & P2PG_REC_F_TIMED) && !r->gpu_ns &&
-	    im->on_timed)
-		im->on_timed(im->userdata, sqlite3_last_insert_rowid(db), r);
 	return 1;
 }
 
@@ -557,6 +628,9 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 		im->imported[k] = head;
 		new_tail[k] = head;
 	}
+
+	if ((err = flush_transfers(db, &s, im)) < 0)
+		goto fail;
 
 	for (int k = 0; k < P2PG_SPOOL_BLOBS; k++) {
 		struct p2pg_spool_blob *b = &spool->blobs[k];

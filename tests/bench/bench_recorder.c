@@ -135,10 +135,10 @@ static void bench_record(const char *dir, int threads)
 
 /* ---- drain: rows per second from full rings into SQLite ---- */
 
-static void fill(struct p2pg_spool_layout *spool, int threads, int per_thread)
+static void fill(struct p2pg_spool_thread **rings, int threads, int per_thread)
 {
 	for (int k = 0; k < threads; k++) {
-		struct p2pg_spool_thread *t = p2pg_spool_claim_thread(spool, (uint32_t)(100 + k));
+		struct p2pg_spool_thread *t = rings[k];
 		for (int n = 0; n < per_thread; n++) {
 			struct p2pg_record r = {.started_ns = (uint64_t)n,
 						.host_ns = 2000,
@@ -182,8 +182,11 @@ static void bench_drain(const char *dir, enum p2pg_record_mode mode, const char 
 	long long rows = 0;
 	double seconds = 0;
 	long long calls = 0;
+	struct p2pg_spool_thread *rings[8];
+	for (int k = 0; k < 8; k++)
+		rings[k] = p2pg_spool_claim_thread(spool, (uint32_t)(100 + k));
 	for (int round = 0; round < 25; round++) {
-		fill(spool, 8, P2PG_SPOOL_RING);
+		fill(rings, 8, P2PG_SPOOL_RING);
 		calls += 8LL * P2PG_SPOOL_RING;
 		uint64_t t0 = now_ns();
 		int n = p2pg_store_import(db, spool, &im, false);
@@ -278,12 +281,19 @@ int main(int argc, char **argv)
 	const char *dir = argc > 1 ? argv[1] : "/tmp/p2pguard-bench";
 	mkdir(dir, 0755);
 	calibrate();
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("| what | measured | budget | |\n|---|---|---|---|\n");
-	bench_record(dir, 1);
-	bench_record(dir, 8);
-	bench_record(dir, 32);
-	bench_drain(dir, P2PG_RECORD_ALL, "all");
-	bench_drain(dir, P2PG_RECORD_SUMMARY, "summary");
-	bench_latency(dir);
+	const char *only = argc > 2 ? argv[2] : "";
+	if (!*only || strcmp(only, "record") == 0) {
+		bench_record(dir, 1);
+		bench_record(dir, 8);
+		bench_record(dir, 32);
+	}
+	if (!*only || strcmp(only, "drain") == 0) {
+		bench_drain(dir, P2PG_RECORD_ALL, "all");
+		bench_drain(dir, P2PG_RECORD_SUMMARY, "summary");
+	}
+	if (!*only || strcmp(only, "latency") == 0)
+		bench_latency(dir);
 	return 0;
 }

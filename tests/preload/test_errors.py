@@ -3,15 +3,15 @@ error), and each failure is one row naming the calling function and the right ru
 from harness import *
 
 EXPECTED_RULES = {
-    "induce_own_device": "cuda/peer-access-own-device",
+    "induce_own_device": "cuda/peer-access-to-own-device",
     "induce_already_enabled": "cuda/peer-access-already-enabled",
-    "induce_bad_ordinal": "cuda/peer-invalid-device-ordinal",
+    "induce_bad_ordinal": "cuda/invalid-device-ordinal",
     "induce_not_enabled": "cuda/peer-access-not-enabled",
-    "induce_bad_flags": "cuda/peer-access-invalid-flags",
-    "drv_induce_own_device": "cuda/peer-access-own-device",
+    "induce_bad_flags": "cuda/peer-access-flags-not-zero",
+    "drv_induce_own_device": "cuda/peer-access-to-own-device",
     "drv_induce_already_enabled": "cuda/peer-access-already-enabled",
     "drv_induce_not_enabled": "cuda/peer-access-not-enabled",
-    "drv_induce_bad_flags": "cuda/peer-access-invalid-flags",
+    "drv_induce_bad_flags": "cuda/peer-access-flags-not-zero",
 }
 
 for args in (["rt_peer", "errors"], ["drv_peer", "procaddr", "errors"]):

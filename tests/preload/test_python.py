@@ -17,7 +17,7 @@ check(stack and stack.splitlines()[0] == "py_peer.py:%d in enable_own_device" % 
       (stack and stack.splitlines()[0].endswith("py_peer.py:%d in enable_own_device" % line)),
       "python stack starts at the failing line (%r)" % (stack.splitlines()[0] if stack else None))
 check(stack and "in main" in stack, "python stack goes up to main()")
-equal(scalar(db, "SELECT rule_id FROM failures"), "cuda/peer-access-own-device", "rule for own device")
+equal(scalar(db, "SELECT rule_id FROM failures"), "cuda/peer-access-to-own-device", "rule for own device")
 where = scalar(db, "SELECT python_where FROM failure_report")
 check(where and "py_peer.py:%d" % line in where, "failure_report shows where in Python")
 done()
