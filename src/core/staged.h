@@ -36,3 +36,25 @@ CUresult p2pg_staged_copy(const struct p2pg_staged_copy *copy);
 
 /* Bytes of pinned staging memory the engine may hold in total (P2PGUARD_STAGING_MB). */
 void p2pg_staged_set_budget(size_t bytes);
+
+/*
+ * Knobs of the pipeline, for the benchmark and the tests; the defaults are the measured choice
+ * (see staged.c). Ring geometry is fixed when a destination's ring is first allocated.
+ */
+struct p2pg_staged_tuning {
+	size_t slot_bytes; /* size of one ring slot: the largest chunk */
+	unsigned slots;	   /* ring depth per destination device */
+	size_t min_chunk;  /* copies up to this size travel as one chunk */
+	size_t chunk_cost; /* fixed cost of a chunk in bytes of transfer: n bytes go as
+			      sqrt(n / chunk_cost) chunks */
+};
+
+void p2pg_staged_get_tuning(struct p2pg_staged_tuning *ret);
+/*
+ * Replaces the knobs. Returns 0, -EINVAL for a zero field or a slot smaller than 4 KiB, or -EBUSY
+ * once the engine has set up a pair (call it before the first copy).
+ */
+int p2pg_staged_set_tuning(const struct p2pg_staged_tuning *tuning);
+
+/* Pinned staging bytes the engine holds now (never more than the budget, see staged.c). */
+size_t p2pg_staged_pinned_bytes(void);

@@ -1,0 +1,496 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_staged: the staged copy engine against the driver's own peer copies, on devices 0 and 1.
+ *
+ * For each size: bandwidth (GB/s, median of --iters runs; a run is a loop of copies on one stream
+ * followed by a synchronise, timed by the wall clock) of the staged engine, of cuMemcpyPeerAsync
+ * without peer access (the driver stages through the host itself), of cuMemcpyPeerAsync with peer
+ * access enabled (when the pair can), and of plain pinned D2H and H2D copies for reference; the
+ * per-call enqueue time of the small sizes; and both directions at once (staged and driver).
+ *
+ *   bench_staged [--max-bytes N] [--min-bytes N] [--run-bytes N] [--iters N] [--calls N]
+ *                [--staging-mb N]
+ *                [--slot BYTES] [--slots N] [--min-chunk BYTES] [--chunk-cost BYTES]
+ *                [--no-check] [--staged-only]
+ *
+ * Sizes accept K, M and G suffixes (powers of two). With the simulated CUDA use small sizes, e.g.
+ * `--max-bytes 1M --iters 3 --calls 50`; on real GPUs run it with LD_LIBRARY_PATH pointing at the
+ * real driver. Device memory only, never managed memory.
+ */
+#include "driver.h"
+#include "staged.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define GIB ((size_t)1 << 30)
+#define MIB ((size_t)1 << 20)
+#define KIB ((size_t)1 << 10)
+
+static const size_t sizes[] = {256, 4 * KIB, 64 * KIB, MIB, 64 * MIB, 256 * MIB, GIB};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+/* Sizes up to this get an enqueue-time column: larger ones are dominated by the copy itself. */
+#define SMALL_LIMIT (64 * KIB)
+
+struct opts {
+	size_t max_bytes, min_bytes;
+	size_t run_bytes; /* bytes a run moves per direction, at least one copy */
+	unsigned iters, calls;
+	bool check;
+	bool staged_only; /* for sweeping the engine's knobs: skip the reference columns */
+};
+
+struct row {
+	size_t bytes;
+	double staged, driver, p2p, d2h, h2d, bi_staged, bi_driver; /* GB/s, <0: not measured */
+	double enq_staged, enq_driver, enq_p2p;			    /* us/call, <0: not measured */
+	bool check_failed;
+};
+
+struct bench {
+	struct opts o;
+	CUcontext ctx0, ctx1;
+	CUstream s0, s1;
+	CUdeviceptr a0, b0, a1, b1; /* a0 -> b1 and a1 -> b0 */
+	unsigned char *host;	    /* pinned, for the reference columns and checks */
+	size_t host_bytes;
+	bool can_p2p;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int parse_size(const char *s, size_t *ret)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (*end) {
+	case 'k':
+	case 'K':
+		v <<= 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		v <<= 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		v <<= 30;
+		end++;
+		break;
+	default:
+		break;
+	}
+	if (*end)
+		return -EINVAL;
+	*ret = (size_t)v;
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, unsigned n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+#define CHECK(call)                                                                             \
+	do {                                                                                    \
+		CUresult r_ = (call);                                                           \
+		if (r_ != CUDA_SUCCESS) {                                                       \
+			fprintf(stderr, "bench_staged: %s failed: %s (%d) at line %d\n", #call, \
+				p2pg_cu_error_name(r_), (int)r_, __LINE__);                     \
+			return -1;                                                              \
+		}                                                                               \
+	} while (0)
+
+enum method {
+	M_STAGED,
+	M_DRIVER, /* cuMemcpyPeerAsync; P2P or not depends on whether peer access is enabled */
+	M_D2H,
+	M_H2D,
+};
+
+/* One copy of `bytes` in direction 0 (dev 0 -> dev 1) or 1 (dev 1 -> dev 0). */
+static CUresult one_copy(struct bench *b, enum method m, int dir, size_t bytes)
+{
+	CUdeviceptr src = dir ? b->a1 : b->a0, dst = dir ? b->b0 : b->b1;
+	CUstream s = dir ? b->s1 : b->s0;
+	switch (m) {
+	case M_STAGED: {
+		struct p2pg_staged_copy c = {
+		    .dst = dst,
+		    .src = src,
+		    .dst_device = dir ? 0 : 1,
+		    .src_device = dir ? 1 : 0,
+		    .bytes = bytes,
+		    .stream = s,
+		    .async = true,
+		};
+		return p2pg_staged_copy(&c);
+	}
+	case M_DRIVER:
+		return p2pg_drv.cuMemcpyPeerAsync(dst, dir ? b->ctx0 : b->ctx1, src,
+						  dir ? b->ctx1 : b->ctx0, bytes, s);
+	case M_D2H:
+		return p2pg_drv.cuMemcpyDtoHAsync(b->host, b->a0, bytes, b->s0);
+	case M_H2D:
+		return p2pg_drv.cuMemcpyHtoDAsync(b->b1, b->host, bytes, b->s1);
+	}
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Loop length for a size: enough bytes per run to hide the synchronise, bounded for tiny sizes. */
+static unsigned loop_calls(const struct bench *b, size_t bytes)
+{
+	size_t n = b->o.run_bytes / bytes;
+	if (n > b->o.calls)
+		n = b->o.calls;
+	return n ? (unsigned)n : 1;
+}
+
+/*
+ * Median bandwidth (GB/s) of `iters` runs; both: direction 0 and 1 interleaved on their streams.
+ * *ret_enq gets the median host time per call (us) spent enqueueing.
+ */
+static int measure(struct bench *b, enum method m, bool both, size_t bytes, double *ret_gbs,
+		   double *ret_enq)
+{
+	unsigned calls = loop_calls(b, bytes);
+	double gbs[64], enq[64];
+	unsigned iters = b->o.iters > 64 ? 64 : b->o.iters;
+	/* Warm-up: the engine's lazy set-up and the driver's own first-use costs stay out. */
+	CHECK(one_copy(b, m, 0, bytes));
+	if (both)
+		CHECK(one_copy(b, m, 1, bytes));
+	CHECK(p2pg_drv.cuStreamSynchronize(b->s0));
+	CHECK(p2pg_drv.cuStreamSynchronize(b->s1));
+	for (unsigned it = 0; it < iters; it++) {
+		double t0 = now_s();
+		for (unsigned k = 0; k < calls; k++) {
+			CHECK(one_copy(b, m, 0, bytes));
+			if (both)
+				CHECK(one_copy(b, m, 1, bytes));
+		}
+		double t1 = now_s();
+		CHECK(p2pg_drv.cuStreamSynchronize(b->s0));
+		CHECK(p2pg_drv.cuStreamSynchronize(b->s1));
+		double t2 = now_s();
+		double moved = (double)bytes * calls * (both ? 2 : 1);
+		gbs[it] = moved / (t2 - t0) / 1e9;
+		enq[it] = (t1 - t0) * 1e6 / (calls * (both ? 2 : 1));
+	}
+	*ret_gbs = median(gbs, iters);
+	if (ret_enq)
+		*ret_enq = median(enq, iters);
+	return 0;
+}
+
+static uint32_t rng_next(uint32_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 17;
+	*s ^= *s << 5;
+	return *s;
+}
+
+/* Fills a0 with a pattern for `bytes`, clears b1, runs one staged copy, compares. */
+static int check_staged(struct bench *b, size_t bytes, bool *ret_ok)
+{
+	size_t n = bytes < b->host_bytes ? bytes : b->host_bytes;
+	uint32_t seed = (uint32_t)bytes * 2654435761u + 1;
+	for (size_t k = 0; k < n; k++)
+		b->host[k] = (unsigned char)rng_next(&seed);
+	CHECK(p2pg_drv.cuMemcpyHtoDAsync(b->a0, b->host, n, b->s0));
+	CHECK(p2pg_drv.cuStreamSynchronize(b->s0));
+	CHECK(p2pg_drv.cuCtxSetCurrent(b->ctx1));
+	CHECK(p2pg_drv.cuMemsetD8(b->b1, 0, n));
+	CHECK(p2pg_drv.cuCtxSetCurrent(b->ctx0));
+	CHECK(one_copy(b, M_STAGED, 0, n));
+	CHECK(p2pg_drv.cuStreamSynchronize(b->s0));
+	unsigned char *back = malloc(n);
+	if (!back)
+		return -1;
+	CUresult r = p2pg_drv.cuMemcpyDtoH(back, b->b1, n);
+	*ret_ok = r == CUDA_SUCCESS && memcmp(back, b->host, n) == 0;
+	free(back);
+	return r == CUDA_SUCCESS ? 0 : -1;
+}
+
+static void print_gbs(double v)
+{
+	if (v < 0)
+		printf(" %9s", "-");
+	else
+		printf(" %9.2f", v);
+}
+
+static void print_size(size_t bytes)
+{
+	char buf[32];
+	if (bytes >= GIB && bytes % GIB == 0)
+		snprintf(buf, sizeof(buf), "%zu GiB", bytes / GIB);
+	else if (bytes >= MIB && bytes % MIB == 0)
+		snprintf(buf, sizeof(buf), "%zu MiB", bytes / MIB);
+	else if (bytes >= KIB && bytes % KIB == 0)
+		snprintf(buf, sizeof(buf), "%zu KiB", bytes / KIB);
+	else
+		snprintf(buf, sizeof(buf), "%zu B", bytes);
+	printf("%-9s", buf);
+}
+
+static int usage(void)
+{
+	fprintf(stderr,
+		"usage: bench_staged [--max-bytes N] [--min-bytes N] [--run-bytes N] [--iters N] "
+		"[--calls N] [--staging-mb N] [--slot BYTES] [--slots N] "
+		"[--min-chunk BYTES] [--chunk-cost BYTES] [--no-check] "
+		"[--staged-only]\n");
+	return 2;
+}
+
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	struct p2pg_staged_tuning t;
+	p2pg_staged_get_tuning(&t);
+	bool tuned = false;
+	for (int k = 1; k < argc; k++) {
+		const char *a = argv[k];
+		const char *v = k + 1 < argc ? argv[k + 1] : NULL;
+		size_t n;
+		if (!strcmp(a, "--no-check")) {
+			o->check = false;
+			continue;
+		}
+		if (!strcmp(a, "--staged-only")) {
+			o->staged_only = true;
+			continue;
+		}
+		if (!v || parse_size(v, &n) < 0)
+			return usage();
+		k++;
+		if (!strcmp(a, "--max-bytes"))
+			o->max_bytes = n;
+		else if (!strcmp(a, "--min-bytes"))
+			o->min_bytes = n;
+		else if (!strcmp(a, "--run-bytes"))
+			o->run_bytes = n;
+		else if (!strcmp(a, "--iters") && n > 0)
+			o->iters = (unsigned)n;
+		else if (!strcmp(a, "--calls") && n > 0)
+			o->calls = (unsigned)n;
+		else if (!strcmp(a, "--staging-mb"))
+			p2pg_staged_set_budget(n * MIB);
+		else if (!strcmp(a, "--slot"))
+			t.slot_bytes = n, tuned = true;
+		else if (!strcmp(a, "--slots"))
+			t.slots = (unsigned)n, tuned = true;
+		else if (!strcmp(a, "--min-chunk"))
+			t.min_chunk = n, tuned = true;
+		else if (!strcmp(a, "--chunk-cost"))
+			t.chunk_cost = n, tuned = true;
+		else
+			return usage();
+	}
+	if (tuned && p2pg_staged_set_tuning(&t) < 0) {
+		fprintf(stderr, "bench_staged: invalid tuning\n");
+		return 2;
+	}
+	return 0;
+}
+
+static int setup(struct bench *b)
+{
+	if (p2pg_driver_load() < 0) {
+		fprintf(stderr, "bench_staged: no usable libcuda.so.1\n");
+		return -1;
+	}
+	CHECK(p2pg_drv.cuInit(0));
+	int n = 0;
+	CHECK(p2pg_drv.cuDeviceGetCount(&n));
+	if (n < 2) {
+		fprintf(stderr, "bench_staged: needs two devices, found %d\n", n);
+		return -1;
+	}
+	CUdevice d0, d1;
+	CHECK(p2pg_drv.cuDeviceGet(&d0, 0));
+	CHECK(p2pg_drv.cuDeviceGet(&d1, 1));
+	CHECK(p2pg_drv.cuDevicePrimaryCtxRetain(&b->ctx0, d0));
+	CHECK(p2pg_drv.cuDevicePrimaryCtxRetain(&b->ctx1, d1));
+	int can = 0;
+	CHECK(p2pg_drv.cuDeviceCanAccessPeer(&can, d0, d1));
+	b->can_p2p = can != 0;
+	size_t bytes = b->o.max_bytes;
+	CHECK(p2pg_drv.cuCtxSetCurrent(b->ctx1));
+	CHECK(p2pg_drv.cuMemAlloc(&b->a1, bytes));
+	CHECK(p2pg_drv.cuMemAlloc(&b->b1, bytes));
+	CHECK(p2pg_drv.cuStreamCreate(&b->s1, CU_STREAM_NON_BLOCKING));
+	CHECK(p2pg_drv.cuCtxSetCurrent(b->ctx0));
+	CHECK(p2pg_drv.cuMemAlloc(&b->a0, bytes));
+	CHECK(p2pg_drv.cuMemAlloc(&b->b0, bytes));
+	CHECK(p2pg_drv.cuStreamCreate(&b->s0, CU_STREAM_NON_BLOCKING));
+	b->host_bytes = bytes;
+	void *h;
+	CHECK(p2pg_drv.cuMemAllocHost(&h, bytes));
+	b->host = h;
+	memset(b->host, 0x5a, bytes);
+	CHECK(p2pg_drv.cuMemsetD8(b->a0, 0x11, bytes));
+	CHECK(p2pg_drv.cuCtxSetCurrent(b->ctx1));
+	CHECK(p2pg_drv.cuMemsetD8(b->a1, 0x22, bytes));
+	CHECK(p2pg_drv.cuCtxSetCurrent(b->ctx0));
+	return 0;
+}
+
+static int peer_access(struct bench *b, bool enable)
+{
+	CHECK(p2pg_drv.cuCtxSetCurrent(b->ctx0));
+	CHECK(enable ? p2pg_drv.cuCtxEnablePeerAccess(b->ctx1, 0)
+		     : p2pg_drv.cuCtxDisablePeerAccess(b->ctx1));
+	CHECK(p2pg_drv.cuCtxSetCurrent(b->ctx1));
+	CHECK(enable ? p2pg_drv.cuCtxEnablePeerAccess(b->ctx0, 0)
+		     : p2pg_drv.cuCtxDisablePeerAccess(b->ctx0));
+	CHECK(p2pg_drv.cuCtxSetCurrent(b->ctx0));
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct bench b = {.o = {.max_bytes = GIB,
+				.min_bytes = 0,
+				.run_bytes = 256 * MIB,
+				.iters = 7,
+				.calls = 2000,
+				.check = true}};
+	int pr = parse_args(argc, argv, &b.o);
+	if (pr)
+		return pr;
+	if (setup(&b) < 0)
+		return 1;
+
+	struct row rows[NSIZES];
+	unsigned nrows = 0;
+	for (unsigned k = 0; k < NSIZES; k++) {
+		if (sizes[k] > b.o.max_bytes || sizes[k] < b.o.min_bytes)
+			continue;
+		struct row *r = &rows[nrows++];
+		*r = (struct row){.bytes = sizes[k],
+				  .p2p = -1,
+				  .enq_staged = -1,
+				  .enq_driver = -1,
+				  .enq_p2p = -1};
+		bool small = r->bytes <= SMALL_LIMIT;
+		if (b.o.check) {
+			bool ok = false;
+			if (check_staged(&b, r->bytes, &ok) < 0)
+				return 1;
+			r->check_failed = !ok;
+		}
+		r->driver = r->d2h = r->h2d = r->bi_driver = -1;
+		if (b.o.staged_only) {
+			if (measure(&b, M_STAGED, false, r->bytes, &r->staged,
+				    small ? &r->enq_staged : NULL) ||
+			    measure(&b, M_STAGED, true, r->bytes, &r->bi_staged, NULL))
+				return 1;
+			continue;
+		}
+		if (measure(&b, M_STAGED, false, r->bytes, &r->staged,
+			    small ? &r->enq_staged : NULL) ||
+		    measure(&b, M_DRIVER, false, r->bytes, &r->driver,
+			    small ? &r->enq_driver : NULL) ||
+		    measure(&b, M_D2H, false, r->bytes, &r->d2h, NULL) ||
+		    measure(&b, M_H2D, false, r->bytes, &r->h2d, NULL) ||
+		    measure(&b, M_STAGED, true, r->bytes, &r->bi_staged, NULL) ||
+		    measure(&b, M_DRIVER, true, r->bytes, &r->bi_driver, NULL))
+			return 1;
+	}
+	/* Peer access last: enabling it changes the driver's path for the whole pair. */
+	if (b.can_p2p && !b.o.staged_only) {
+		if (peer_access(&b, true) < 0)
+			return 1;
+		for (unsigned k = 0; k < nrows; k++) {
+			struct row *r = &rows[k];
+			if (measure(&b, M_DRIVER, false, r->bytes, &r->p2p,
+				    r->bytes <= SMALL_LIMIT ? &r->enq_p2p : NULL))
+				return 1;
+		}
+		if (peer_access(&b, false) < 0)
+			return 1;
+	}
+
+	struct p2pg_staged_tuning t;
+	p2pg_staged_get_tuning(&t);
+	printf("bench_staged: devices 0 and 1, %u calls per run for small sizes\n", b.o.calls);
+	printf(
+	    "staged engine: slot %zu KiB x %u, min chunk %zu KiB, chunk cost %zu KiB; pinned %zu "
+	    "KiB; %u runs (median)\n",
+	    t.slot_bytes / KIB, t.slots, t.min_chunk / KIB, t.chunk_cost / KIB,
+	    p2pg_staged_pinned_bytes() / KIB, b.o.iters);
+	printf("\nbandwidth, GB/s (1e9 B/s); st/pin = staged / min(pinned D2H, H2D); bi = both "
+	       "directions at once, sum\n");
+	printf("%-9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "size", "staged", "driver", "p2p",
+	       "pin-d2h", "pin-h2d", "st/pin", "st/drv", "bi-stg", "bi-drv", "check");
+	bool failed = false;
+	for (unsigned k = 0; k < nrows; k++) {
+		struct row *r = &rows[k];
+		double pin = r->d2h < r->h2d ? r->d2h : r->h2d;
+		print_size(r->bytes);
+		print_gbs(r->staged);
+		print_gbs(r->driver);
+		print_gbs(r->p2p);
+		print_gbs(r->d2h);
+		print_gbs(r->h2d);
+		print_gbs(pin > 0 ? r->staged / pin : -1);
+		print_gbs(r->driver > 0 ? r->staged / r->driver : -1);
+		print_gbs(r->bi_staged);
+		print_gbs(r->bi_driver);
+		printf(" %9s\n", !b.o.check ? "-" : r->check_failed ? "FAILED" : "ok");
+		failed |= r->check_failed;
+	}
+	/* Enqueue time alone flatters whichever path the GPU falls behind on: past a queue depth
+	 * the driver blocks the enqueueing thread, so long loops converge to the completed time. */
+	if (nrows == 0 || rows[0].enq_staged < 0)
+		return failed ? 1 : 0;
+	printf(
+	    "\nsmall copies, us per call: enqueue (host time in the loop) and completed (loop plus "
+	    "synchronise); drv/stg = driver / staged\n");
+	printf("%-9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "size", "enq-stg", "enq-drv", "enq-p2p",
+	       "drv/stg", "done-stg", "done-drv", "done-p2p", "drv/stg");
+	for (unsigned k = 0; k < nrows; k++) {
+		struct row *r = &rows[k];
+		if (r->enq_staged < 0)
+			continue;
+		double done_s = r->staged > 0 ? (double)r->bytes / r->staged / 1e3 : -1;
+		double done_d = r->driver > 0 ? (double)r->bytes / r->driver / 1e3 : -1;
+		double done_p = r->p2p > 0 ? (double)r->bytes / r->p2p / 1e3 : -1;
+		print_size(r->bytes);
+		print_gbs(r->enq_staged);
+		print_gbs(r->enq_driver);
+		print_gbs(r->enq_p2p);
+		print_gbs(r->enq_staged > 0 && r->enq_driver > 0 ? r->enq_driver / r->enq_staged
+								 : -1);
+		print_gbs(done_s);
+		print_gbs(done_d);
+		print_gbs(done_p);
+		print_gbs(done_s > 0 && done_d > 0 ? done_d / done_s : -1);
+		printf("\n");
+	}
+	return failed ? 1 : 0;
+}
