@@ -47,14 +47,14 @@ static void load_driver(void)
 		return;
 	}
 	struct p2pg_driver table = {0};
-#define P2PG_DRIVER_RESOLVE(name, version, params)                                        \
-	do {                                                                              \
-		void *fn = NULL;                                                          \
-		CUdriverProcAddressQueryResult found;                                     \
-		if (get_proc(#name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_LEGACY_STREAM, \
-			     &found) != CUDA_SUCCESS)                                     \
-			fn = NULL;                                                        \
-		table.name = (CUresult(CUDAAPI *) params)fn;                              \
+#define P2PG_DRIVER_RESOLVE(name, version, params)                                              \
+	do {                                                                                    \
+		void *fn = NULL;                                                                \
+		CUdriverProcAddressQueryResult found;                                           \
+		if (get_proc(#name, &fn, version, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found) != \
+		    CUDA_SUCCESS)                                                               \
+			fn = NULL;                                                              \
+		table.name = (CUresult(CUDAAPI *) params)fn;                                    \
 	} while (0);
 	P2PG_DRIVER_FUNCTIONS(P2PG_DRIVER_RESOLVE)
 #undef P2PG_DRIVER_RESOLVE

@@ -12,6 +12,7 @@
 #include "evidence.h"
 #include "failure.h"
 #include "notice.h"
+#include "probe.h"
 #include "recorder.h"
 #include "settings.h"
 #include "staged.h"
@@ -33,6 +34,7 @@ enum pair_bits {
 	PAIR_NO_P2P = 1 << 3,	/* the driver says this pair cannot do P2P */
 	PAIR_CHECKED = 1 << 4,	/* NO_P2P is known either way */
 	PAIR_BROKEN = 1 << 5,	/* the health probe found P2P lying or slow */
+	PAIR_PROBED = 1 << 6,	/* the health probe ran on this pair */
 };
 
 static _Atomic uint8_t pairs[P2PG_MAX_DEVICES][P2PG_MAX_DEVICES];
@@ -416,6 +418,61 @@ static bool is_masked_attribute(int attribute)
 	       attribute == CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED;
 }
 
+/*
+ * Fallback mode, first successful enable of a pair: before any of the program's data crosses it,
+ * check that P2P delivers the right bytes and beats staging. A pair that fails is staged from now
+ * on, and the finding is a failure row of its own.
+ */
+static void probe_after_enable(const struct p2pg_peer *p, uint32_t serial, uint64_t seq)
+{
+	if (settings.mode != P2PG_MODE_FALLBACK || !settings.probe)
+		return;
+	uint8_t before = pair_get(p->device, p->peer);
+	if (before & PAIR_PROBED)
+		return;
+	pair_set(p->device, p->peer, PAIR_PROBED);
+	struct p2pg_probe_result res;
+	p2pg_probe_pair(p->device, p->peer, 4 << 20, 2, true, &res);
+	if (res.status != 0 || strcmp(res.verdict, "ok") == 0)
+		return;
+	pair_set(p->device, p->peer, PAIR_BROKEN);
+	pair_set(p->peer, p->device, PAIR_BROKEN);
+	/* Take the real mapping away again, so that no copy the guard does not stage itself (3D,
+	 * batches, the driver's own) can use the lying path either. The program keeps believing it
+	 * enabled access; its disable is answered for it (PAIR_ABSORBED). */
+	CUcontext mine = NULL, theirs = NULL, saved = NULL;
+	p2pg_drv.cuCtxGetCurrent(&saved);
+	if (p2pg_drv.cuDevicePrimaryCtxRetain(&mine, p->device) == CUDA_SUCCESS &&
+	    p2pg_drv.cuDevicePrimaryCtxRetain(&theirs, p->peer) == CUDA_SUCCESS &&
+	    p2pg_drv.cuCtxSetCurrent(mine) == CUDA_SUCCESS &&
+	    p2pg_drv.cuCtxDisablePeerAccess(theirs) == CUDA_SUCCESS) {
+		pair_clear(p->device, p->peer, PAIR_ENABLED);
+		pair_set(p->device, p->peer, PAIR_ABSORBED);
+	}
+	p2pg_drv.cuCtxSetCurrent(saved);
+	char args[192];
+	snprintf(args, sizeof(args),
+		 "health probe: p2p %s at %.1f GB/s, staged %.1f GB/s, %.1f ms; the pair is staged",
+		 res.p2p_correct ? "correct" : "WRONG DATA", res.p2p_gbps, res.staged_gbps,
+		 res.elapsed_ms);
+	struct p2pg_failure f = {
+	    .api = p->api,
+	    .status = 0,
+	    .device = p->device,
+	    .peer_device = p->peer,
+	    .flags = p->flags,
+	    .args = args,
+	    .action = P2PG_ACTION_STAGED,
+	    .serial = serial,
+	    .seq = seq,
+	    .started_ns = to_realtime(p2pg_now_ns()),
+	    .peers_enabled = peers_enabled(p->device),
+	    .peer_access_enabled = 1,
+	    .probe = res.verdict,
+	};
+	p2pg_failure_record(&f);
+}
+
 int p2pg_peer_end(struct p2pg_peer *p, int status)
 {
 	int real_status = status;
@@ -525,6 +582,8 @@ int p2pg_peer_end(struct p2pg_peer *p, int status)
 		};
 		p2pg_failure_record(&f);
 	}
+	if (p->kind == P2PG_PEER_ENABLE && real_status == CUDA_SUCCESS && !skipped)
+		probe_after_enable(p, serial, seq);
 	return status;
 }
 

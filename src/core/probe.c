@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: MIT */
+#include "probe.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "driver.h"
+#include "staged.h"
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* A pattern no zero-filled or stale buffer matches by accident. */
+static void canary(unsigned char *p, size_t n, unsigned seed)
+{
+	uint32_t x = 0x9e3779b9u ^ seed;
+	for (size_t k = 0; k < n; k++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		p[k] = (unsigned char)x;
+	}
+}
+
+struct probe_state {
+	CUcontext ctx_src, ctx_dst, saved;
+	CUdeviceptr src, dst;
+	unsigned char *expect, *back;
+	size_t bytes;
+};
+
+static CUresult on(CUcontext ctx)
+{
+	return p2pg_drv.cuCtxSetCurrent(ctx);
+}
+
+/* Times one way of copying; checks the result against the canary. Returns the best GB/s. */
+static CUresult measure(struct probe_state *st, bool p2p, int repeats, double *ret_gbps,
+			bool *ret_correct)
+{
+	double best = 0;
+	CUresult rc;
+	for (int k = 0; k < repeats; k++) {
+		if ((rc = on(st->ctx_dst)) != CUDA_SUCCESS ||
+		    (rc = p2pg_drv.cuMemsetD8(st->dst, 0, st->bytes)) != CUDA_SUCCESS ||
+		    (rc = p2pg_drv.cuCtxSynchronize()) != CUDA_SUCCESS)
+			return rc;
+		double t0 = now_ms();
+		if (p2p) {
+			rc = p2pg_drv.cuMemcpyPeer(st->dst, st->ctx_dst, st->src, st->ctx_src,
+						   st->bytes);
+		} else {
+			struct p2pg_staged_copy c = {.dst = st->dst,
+						     .src = st->src,
+						     .dst_device = -1,
+						     .src_device = -1,
+						     .bytes = st->bytes};
+			CUdevice d;
+			on(st->ctx_src);
+			p2pg_drv.cuCtxGetDevice(&d);
+			c.src_device = d;
+			on(st->ctx_dst);
+			p2pg_drv.cuCtxGetDevice(&d);
+			c.dst_device = d;
+			rc = p2pg_staged_copy(&c);
+		}
+		if (rc == CUDA_SUCCESS)
+			rc = p2pg_drv.cuCtxSynchronize();
+		double ms = now_ms() - t0;
+		if (rc != CUDA_SUCCESS)
+			return rc;
+		double gbps = ms > 0 ? (double)st->bytes / (ms * 1e6) : 0;
+		if (gbps > best)
+			best = gbps;
+	}
+	if ((rc = on(st->ctx_dst)) != CUDA_SUCCESS ||
+	    (rc = p2pg_drv.cuMemcpyDtoH(st->back, st->dst, st->bytes)) != CUDA_SUCCESS)
+		return rc;
+	*ret_correct = memcmp(st->back, st->expect, st->bytes) == 0;
+	*ret_gbps = best;
+	return CUDA_SUCCESS;
+}
+
+void p2pg_probe_pair(int src, int dst, size_t bytes, int repeats, bool enable,
+		     struct p2pg_probe_result *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->verdict = "error";
+	double t0 = now_ms();
+	if (p2pg_driver_load() < 0 || src == dst || bytes == 0) {
+		out->status = CUDA_ERROR_INVALID_VALUE;
+		return;
+	}
+	struct probe_state st = {.bytes = bytes};
+	CUdevice dev_src, dev_dst;
+	bool enabled_here = false;
+	CUresult rc = p2pg_drv.cuCtxGetCurrent(&st.saved);
+	if (rc == CUDA_SUCCESS)
+		rc = p2pg_drv.cuDeviceGet(&dev_src, src);
+	if (rc == CUDA_SUCCESS)
+		rc = p2pg_drv.cuDeviceGet(&dev_dst, dst);
+	if (rc == CUDA_SUCCESS)
+		rc = p2pg_drv.cuDevicePrimaryCtxRetain(&st.ctx_src, dev_src);
+	if (rc == CUDA_SUCCESS)
+		rc = p2pg_drv.cuDevicePrimaryCtxRetain(&st.ctx_dst, dev_dst);
+	if (rc != CUDA_SUCCESS)
+		goto done;
+	st.expect = malloc(bytes);
+	st.back = malloc(bytes);
+	if (!st.expect || !st.back) {
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto done;
+	}
+	canary(st.expect, bytes, (unsigned)(src * 31 + dst));
+	if ((rc = on(st.ctx_src)) != CUDA_SUCCESS ||
+	    (rc = p2pg_drv.cuMemAlloc(&st.src, bytes)) != CUDA_SUCCESS ||
+	    (rc = p2pg_drv.cuMemcpyHtoD(st.src, st.expect, bytes)) != CUDA_SUCCESS)
+		goto done;
+	if ((rc = on(st.ctx_dst)) != CUDA_SUCCESS ||
+	    (rc = p2pg_drv.cuMemAlloc(&st.dst, bytes)) != CUDA_SUCCESS)
+		goto done;
+	if (enable) {
+		on(st.ctx_src);
+		CUresult e = p2pg_drv.cuCtxEnablePeerAccess(st.ctx_dst, 0);
+		if (e == CUDA_SUCCESS)
+			enabled_here = true;
+		else if (e != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
+			rc = e;
+			goto done;
+		}
+	}
+	if ((rc = measure(&st, true, repeats, &out->p2p_gbps, &out->p2p_correct)) != CUDA_SUCCESS ||
+	    (rc = measure(&st, false, repeats, &out->staged_gbps, &out->staged_correct)) !=
+		CUDA_SUCCESS)
+		goto done;
+	if (!out->p2p_correct && out->staged_correct)
+		out->verdict = "wrong_data";
+	else if (!out->p2p_correct)
+		out->verdict = "error"; /* both wrong: the devices, not the path */
+	else if (out->p2p_gbps < out->staged_gbps)
+		out->verdict = "slow";
+	else
+		out->verdict = "ok";
+
+done:
+	if (enabled_here) {
+		on(st.ctx_src);
+		p2pg_drv.cuCtxDisablePeerAccess(st.ctx_dst);
+	}
+	if (st.src) {
+		on(st.ctx_src);
+		p2pg_drv.cuMemFree(st.src);
+	}
+	if (st.dst) {
+		on(st.ctx_dst);
+		p2pg_drv.cuMemFree(st.dst);
+	}
+	free(st.expect);
+	free(st.back);
+	p2pg_drv.cuCtxSetCurrent(st.saved);
+	out->status = rc;
+	out->elapsed_ms = now_ms() - t0;
+}
