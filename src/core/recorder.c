@@ -330,7 +330,8 @@ static void *drainer_main(void *arg)
 			poll_timings(db);
 
 		pthread_mutex_lock(&rec.lock);
-		if (!rec.stop) {
+		/* A busy pass means busy rings: go again at once rather than let them fill. */
+		if (!rec.stop && rc < 1024) {
 			/* 5 ms between passes: a row is queryable well within 100 ms, and an idle
 			 * process costs 200 wake-ups a second at most. */
 			struct timespec until;
