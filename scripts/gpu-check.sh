@@ -16,8 +16,11 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 ROOT=$PWD
 CARRY=$ROOT/.carry
 BUILD=$CARRY/build
-OUT=${OUT:-$ROOT/gpu-check-out}
-mkdir -p "$OUT"
+# Everything is written to a work folder; $OUT gets the summary, the benchmark tables and one
+# archive of the rest (the device runner brings back only a few files).
+RESULTS=${OUT:-$ROOT/gpu-check-out}
+OUT=$(mktemp -d /tmp/gpu-check.XXXXXX)
+mkdir -p "$RESULTS"
 LIB=$BUILD/src/preload/libp2pguard.so
 CLI=$BUILD/src/cli/p2pguard
 START=$(date +%s)
@@ -169,3 +172,6 @@ fi
 	echo "|---|---|---|"
 	printf '%s\n' "${ROWS[@]}"
 } | tee "$OUT/summary.md"
+cp "$OUT/summary.md" "$OUT"/bench-*.txt "$OUT/topo.txt" "$RESULTS/" 2>/dev/null
+find "$OUT" -name '*.db*' -size +4M -delete
+tar -C "$OUT" -czf "$RESULTS/gpu-check-logs.tar.gz" .
