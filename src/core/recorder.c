@@ -291,14 +291,6 @@ static void *drainer_main(void *arg)
 		    rec.settings.db_path, err, rec.spool_path);
 		return NULL;
 	}
-	int recovered =
-	    p2pg_store_recover_dir(db, rec.spool_dir, rec.spool_path, rec.settings.record);
-	if (recovered > 0 && !rec.settings.quiet)
-		p2pg_notice(
-		    "imported the records of %d earlier process%s that ended without a flush",
-		    recovered, recovered == 1 ? "" : "es");
-	write_rules(db);
-
 	struct p2pg_importer im;
 	p2pg_importer_init(&im, rec.settings.record);
 	im.on_timed = on_timed;
@@ -313,9 +305,20 @@ static void *drainer_main(void *arg)
 		rc = p2pg_store_import(db, spool, &im, false);
 		/* Children that left with _exit, ranks that were killed: their spools are imported
 		 * by whoever is still alive, about once a second and once more at exit. */
-		if (stopping || ++passes % 200 == 0)
+		if (passes++ == 0) {
+			/* After the first pass, so that the program's early records never wait. */
+			int recovered = p2pg_store_recover_dir(db, rec.spool_dir, rec.spool_path,
+							       rec.settings.record);
+			if (recovered > 0 && !rec.settings.quiet)
+				p2pg_notice(
+				    "imported the records of %d earlier process%s that ended "
+				    "without a flush",
+				    recovered, recovered == 1 ? "" : "es");
+			write_rules(db);
+		} else if (stopping || passes % 200 == 0) {
 			p2pg_store_recover_dir(db, rec.spool_dir, rec.spool_path,
 					       rec.settings.record);
+		}
 		if (rc < 0 && rc != -EBUSY && !warned) {
 			warned = true;
 			p2pg_notice(

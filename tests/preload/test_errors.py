@@ -23,7 +23,7 @@ for args in (["rt_peer", "errors"], ["drv_peer", "procaddr", "errors"]):
     exp = expectations(guarded.stdout)
     equal(scalar(db, "SELECT count(*) FROM failures"), exp["failures"], label + ": one failure row per failed call")
     cases = [l.split()[1:] for l in guarded.stdout.splitlines() if l.startswith("CASE ")]
-    rows = query(db, "SELECT status, backtrace, rule_id, action, evidence, error_name, advice FROM failures ORDER BY id")
+    rows = query(db, "SELECT status, backtrace, rule_id, action, evidence, error_name, advice FROM failures ORDER BY thread_serial, seq")
     for case, row in zip([c for c in cases if not c[1].endswith("=0")], rows):
         name = case[0]
         status = int(case[1].split("=")[1])
