@@ -128,7 +128,7 @@ int p2pg_cmd_topo(int argc, char **argv)
 		p2pg_settings_parse(&s, getenv, quiet_warn);
 		snprintf(s.db_path, sizeof(s.db_path), "%s", p2pg_cli_db_path(db));
 		p2pg_recorder_configure(&s, "topo");
-		p2pg_failure_configure(s.rules_dir);
+		p2pg_failure_configure(s.rules_dir, s.backtraces);
 	}
 
 	printf("%d GPU%s\n", n, n == 1 ? "" : "s");

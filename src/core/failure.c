@@ -16,6 +16,7 @@
 #include "spool.h"
 
 static char user_rules[4096];
+static bool want_backtraces = true;
 static struct p2pg_ruleset *ruleset;
 static pthread_once_t rules_once = PTHREAD_ONCE_INIT;
 
@@ -33,8 +34,9 @@ const char *p2pg_action_name(unsigned action)
 	}
 }
 
-void p2pg_failure_configure(const char *user_rules_dir)
+void p2pg_failure_configure(const char *user_rules_dir, bool backtraces)
 {
+	want_backtraces = backtraces;
 	snprintf(user_rules, sizeof(user_rules), "%s", user_rules_dir ? user_rules_dir : "");
 }
 
@@ -108,7 +110,7 @@ void p2pg_failure_record(const struct p2pg_failure *f)
 	p2pg_spool_blob_add(blob, rule && p2pg_rule_advice(rule) ? p2pg_rule_advice(rule) : "");
 
 	uintptr_t ips[P2PG_BACKTRACE_MAX];
-	int n = p2pg_backtrace_capture(ips, P2PG_BACKTRACE_MAX);
+	int n = want_backtraces ? p2pg_backtrace_capture(ips, P2PG_BACKTRACE_MAX) : 0;
 	p2pg_backtrace_format(ips, n, text, 8 << 10);
 	p2pg_spool_blob_add(blob, text);
 

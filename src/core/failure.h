@@ -3,6 +3,7 @@
  * its knowledge-base diagnosis and where it came from. Costs nothing while nothing fails. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 enum p2pg_action {
@@ -34,5 +35,5 @@ struct p2pg_failure {
 
 void p2pg_failure_record(const struct p2pg_failure *f);
 
-/* Loads the rule set on first use (builtin plus P2PGUARD_RULES). */
-void p2pg_failure_configure(const char *user_rules_dir);
+/* Loads the rule set on first use (builtin plus P2PGUARD_RULES); backtraces: P2PGUARD_BACKTRACE. */
+void p2pg_failure_configure(const char *user_rules_dir, bool backtraces);

@@ -126,7 +126,7 @@ static void init(void)
 	realtime_offset_ns = ((uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec) -
 			     ((uint64_t)mono.tv_sec * 1000000000ull + (uint64_t)mono.tv_nsec);
 	p2pg_recorder_configure(&settings, p2pg_mode_name(settings.mode));
-	p2pg_failure_configure(settings.rules_dir);
+	p2pg_failure_configure(settings.rules_dir, settings.backtraces);
 	p2pg_staged_set_budget(settings.staging_bytes);
 	if (p2pg_driver_load() < 0) {
 		p2pg_notice(
