@@ -92,10 +92,13 @@ static bool parse_pairs(const char *value, unsigned char pairs[P2PG_MAX_DEVICES]
 		if (a < 0 || b < 0 || a >= P2PG_MAX_DEVICES || b >= P2PG_MAX_DEVICES || a == b)
 			return false;
 		parsed[a][b] = parsed[b][a] = 1;
-		if (*end == ',')
+		if (*end == ',') {
 			end++;
-		else if (*end)
+			if (!*end)
+				return false;
+		} else if (*end) {
 			return false;
+		}
 		p = end;
 	}
 	memcpy(pairs, parsed, sizeof(parsed));

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/* P2PGUARD_* parsing: defaults, every accepted value, and one clear line for each bad one. */
+#include <string.h>
+
+#include "settings.h"
+#include "tap.h"
+
+static const char *env_names[16];
+static const char *env_values[16];
+static int env_count;
+static char warnings[8][512];
+static int warning_count;
+
+static char *fake_getenv(const char *name)
+{
+	for (int k = 0; k < env_count; k++)
+		if (strcmp(env_names[k], name) == 0)
+			return (char *)env_values[k];
+	return NULL;
+}
+
+static void collect(const char *line)
+{
+	if (warning_count < 8)
+		snprintf(warnings[warning_count], sizeof(warnings[0]), "%s", line);
+	warning_count++;
+}
+
+static void parse(struct p2pg_settings *s, const char *name, const char *value)
+{
+	env_count = 0;
+	warning_count = 0;
+	if (name) {
+		env_names[0] = name;
+		env_values[0] = value;
+		env_count = 1;
+	}
+	p2pg_settings_parse(s, fake_getenv, collect);
+}
+
+int main(void)
+{
+	struct p2pg_settings s;
+	parse(&s, NULL, NULL);
+	CHECK(s.enabled && s.mode == P2PG_MODE_OBSERVE && strcmp(s.db_path, "p2pguard.db") == 0 &&
+		  s.record == P2PG_RECORD_ALL && s.gpu_timing == P2PG_GPU_TIMING_SAMPLED &&
+		  s.pairs_all && s.staging_bytes == 256u << 20 && warning_count == 0,
+	      "defaults, no warning");
+
+	parse(&s, "P2PGUARD_MODE", "STAGED");
+	CHECK(s.mode == P2PG_MODE_STAGED && warning_count == 0, "mode names are case-insensitive");
+	parse(&s, "P2PGUARD_MODE", "fallback");
+	CHECK(s.mode == P2PG_MODE_FALLBACK, "fallback");
+	parse(&s, "P2PGUARD_MODE", "turbo");
+	CHECK(s.mode == P2PG_MODE_OBSERVE && warning_count == 1 &&
+		  strstr(warnings[0], "P2PGUARD_MODE=turbo") &&
+		  strstr(warnings[0], "observe, fallback, staged"),
+	      "bad mode: default kept, one line naming the variable and the choices (%s)",
+	      warnings[0]);
+
+	parse(&s, "P2PGUARD_PAIRS", "0-1,3-2");
+	CHECK(!s.pairs_all && p2pg_settings_pair_selected(&s, 1, 0) &&
+		  p2pg_settings_pair_selected(&s, 2, 3) && !p2pg_settings_pair_selected(&s, 0, 2) &&
+		  !p2pg_settings_pair_selected(&s, 1, 1),
+	      "pairs are symmetric and exact");
+	const char *bad_pairs[] = {"0-0", "1", "0-1,", "a-b", "0-64", "-1-2", "0-1;2-3"};
+	for (size_t k = 0; k < sizeof(bad_pairs) / sizeof(bad_pairs[0]); k++) {
+		parse(&s, "P2PGUARD_PAIRS", bad_pairs[k]);
+		CHECK(s.pairs_all && warning_count == 1, "P2PGUARD_PAIRS=%s rejected, all kept",
+		      bad_pairs[k]);
+	}
+	parse(&s, "P2PGUARD_STAGING_MB", "64");
+	CHECK(s.staging_bytes == 64u << 20, "staging MiB");
+	parse(&s, "P2PGUARD_STAGING_MB", "0");
+	CHECK(s.staging_bytes == 256u << 20 && warning_count == 1, "staging 0 rejected");
+	parse(&s, "P2PGUARD_GPU_TIMING_EVERY", "12x");
+	CHECK(s.gpu_timing_every == 16 && warning_count == 1,
+	      "timing every: trailing garbage rejected");
+	parse(&s, "P2PGUARD_RECORD", "summary");
+	CHECK(s.record == P2PG_RECORD_SUMMARY, "record summary");
+	parse(&s, "P2PGUARD_DISABLE", "yes");
+	CHECK(!s.enabled, "disable");
+	parse(&s, "P2PGUARD_BACKTRACE", "maybe");
+	CHECK(s.backtraces && warning_count == 1, "bad boolean rejected");
+	parse(&s, "P2PGUARD_DB", "/tmp/x.db");
+	CHECK(strcmp(s.db_path, "/tmp/x.db") == 0, "database path");
+	return TAP_DONE();
+}

@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The spool and its import: every published record becomes exactly one row, however often an
+ * import is repeated or restarted (the watermark lives in the database); failures and crashes come
+ * through; summary mode aggregates; the ring drops and counts when full.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "spool.h"
+#include "store.h"
+#include "tap.h"
+
+static long long one(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+	long long v = -1;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+static void publish(struct p2pg_spool_thread *t, int n, int status)
+{
+	for (int k = 0; k < n; k++) {
+		struct p2pg_record r = {.started_ns = (uint64_t)k,
+					.host_ns = 1000 + (uint64_t)k,
+					.bytes = 4096,
+					.api = 5,
+					.kind = P2PG_REC_TRANSFER,
+					.path = P2PG_PATH_P2P,
+					.status = status,
+					.src_device = 0,
+					.dst_device = 1};
+		p2pg_spool_put(t, &r);
+	}
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/p2pg-unit-XXXXXX";
+	if (!mkdtemp(dir))
+		return 2;
+	char db_path[256], spool_dir[256], spool_path[512];
+	snprintf(db_path, sizeof(db_path), "%s/t.db", dir);
+	p2pg_spool_dir_for(db_path, spool_dir, sizeof(spool_dir));
+
+	sqlite3 *db = NULL;
+	char err[256];
+	CHECK(p2pg_store_open(db_path, &db, err, sizeof(err)) == 0, "open creates the schema");
+	CHECK(one(db, "PRAGMA user_version") == 1, "schema version 1");
+
+	struct p2pg_process_info info = {.hostname = "unit",
+					 .rank = 3,
+					 .local_rank = 1,
+					 .mode = "observe",
+					 .cmdline = "unit test"};
+	int fd = -1;
+	struct p2pg_spool_layout *spool =
+	    p2pg_spool_create(spool_dir, &info, &fd, spool_path, sizeof(spool_path));
+	CHECK(spool != NULL, "spool created");
+	struct p2pg_spool_thread *a = p2pg_spool_claim_thread(spool, 11);
+	struct p2pg_spool_thread *b = p2pg_spool_claim_thread(spool, 12);
+	CHECK(a && b && a != b && a->serial != b->serial, "two threads, two rings, two serials");
+
+	publish(a, 100, 0);
+	publish(b, 50, 0);
+	struct p2pg_importer im;
+	p2pg_importer_init(&im, P2PG_RECORD_ALL);
+	CHECK(p2pg_store_import(db, spool, &im, false) == 150, "first pass imports 150 rows");
+	CHECK(p2pg_store_import(db, spool, &im, false) == 0, "second pass: nothing new");
+	publish(a, 7, 0);
+	CHECK(p2pg_store_import(db, spool, &im, false) == 7, "only what is new");
+	CHECK(one(db, "SELECT count(*) FROM transfers") == 157, "157 rows");
+	CHECK(one(db, "SELECT rank FROM processes") == 3, "rank recorded");
+
+	/* A crash between the commit and the tail store: the file still says 0 for ring b, but a
+	 * fresh importer (the next process, `p2pguard recover`) reads the watermark from the
+	 * database and imports nothing twice. */
+	atomic_store(&b->tail, 0);
+	publish(b, 5, 0);
+	struct p2pg_importer fresh;
+	p2pg_importer_init(&fresh, P2PG_RECORD_ALL);
+	CHECK(p2pg_store_import(db, spool, &fresh, true) == 5,
+	      "fresh importer: only the 5 new rows");
+	CHECK(one(db, "SELECT count(*) FROM transfers") == 162, "no duplicate after a lost tail");
+	CHECK(one(db,
+		  "SELECT count(*) FROM (SELECT thread_serial, seq FROM transfers GROUP BY 1, 2 "
+		  "HAVING count(*) > 1)") == 0,
+	      "every (thread, seq) once");
+	CHECK(one(db, "SELECT recovered FROM processes") == 1, "the process is marked recovered");
+
+	/* A failure blob and a crash blob. */
+	struct p2pg_spool_blob *blob = p2pg_spool_blob_claim(spool);
+	blob->kind = P2PG_BLOB_FAILURE;
+	blob->serial = a->serial;
+	blob->seq = 3;
+	blob->status = 217;
+	blob->api = 1;
+	const char *fields[] = {"device=0 peer=0",
+				"cudaErrorPeerAccessUnsupported",
+				"msg",
+				"cuda/peer-access-to-own-device",
+				"why",
+				"what",
+				"#0 x+0x1 f",
+				"t.py:1 in f",
+				"{\"peer_is_self\":true}",
+				"passed"};
+	for (size_t k = 0; k < sizeof(fields) / sizeof(fields[0]); k++)
+		p2pg_spool_blob_add(blob, fields[k]);
+	p2pg_spool_blob_publish(blob);
+	struct p2pg_spool_blob *half = p2pg_spool_blob_claim(spool);
+	half->kind = P2PG_BLOB_FAILURE; /* claimed, never published: a writer that died */
+	CHECK(p2pg_store_import(db, spool, &im, false) == 1, "the published failure is imported");
+	CHECK(one(db,
+		  "SELECT count(*) FROM failures WHERE rule_id = 'cuda/peer-access-to-own-device' "
+		  "AND python_stack = 't.py:1 in f' AND action = 'passed'") == 1,
+	      "its fields land in their columns");
+	CHECK(p2pg_store_import(db, spool, &fresh, true) == 0, "and never twice");
+
+	/* Full ring: the record is dropped and counted, never blocking. */
+	struct p2pg_spool_thread *c = p2pg_spool_claim_thread(spool, 13);
+	publish(c, P2PG_SPOOL_RING + 10, 0);
+	CHECK(atomic_load(&c->dropped) == 10, "10 records dropped on a full ring");
+	CHECK(p2pg_store_import(db, spool, &im, false) == P2PG_SPOOL_RING,
+	      "the ring's records land");
+	CHECK(one(db, "SELECT records_dropped FROM processes") == 10,
+	      "the drop count is in the database");
+
+	/* Recovery of a dead process's file: flock free, imported, deleted. */
+	munmap(spool, P2PG_SPOOL_FILE_SIZE);
+	close(fd);
+	CHECK(p2pg_store_recover_dir(db, spool_dir, NULL, P2PG_RECORD_ALL) == 1,
+	      "recovered one file");
+	CHECK(access(spool_path, F_OK) != 0, "and removed it");
+	CHECK(one(db, "SELECT count(*) FROM transfers") == 162 + P2PG_SPOOL_RING,
+	      "recovery added nothing already imported");
+
+	/* Summary mode: aggregates, plus failures and outliers as rows. */
+	spool = p2pg_spool_create(spool_dir, &info, &fd, spool_path, sizeof(spool_path));
+	struct p2pg_spool_thread *s = p2pg_spool_claim_thread(spool, 21);
+	publish(s, 200, 0);
+	publish(s, 3, 1);
+	struct p2pg_importer sum;
+	p2pg_importer_init(&sum, P2PG_RECORD_SUMMARY);
+	p2pg_store_import(db, spool, &sum, false);
+	CHECK(one(db, "SELECT sum(count) FROM transfer_summary") == 203,
+	      "summary counts every call");
+	CHECK(one(db, "SELECT sum(failures) FROM transfer_summary") == 3, "and its failures");
+	CHECK(one(db, "SELECT count(*) FROM transfers WHERE status = 1") == 3,
+	      "failed transfers are still rows");
+	p2pg_importer_release(&sum);
+	p2pg_importer_release(&im);
+	p2pg_importer_release(&fresh);
+	munmap(spool, P2PG_SPOOL_FILE_SIZE);
+	close(fd);
+	sqlite3_stmt *st = NULL;
+	sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL);
+	CHECK(sqlite3_step(st) == SQLITE_ROW &&
+		  strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0,
+	      "integrity check ok");
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return TAP_DONE();
+}
