@@ -40,6 +40,9 @@ ROWS=()
 row() { ROWS+=("| $1 | $2 | $3 |"); echo "== $1: $2 ($3)"; }
 left() { echo $((BUDGET - ($(date +%s) - START))); }
 enough() { [ "$(left)" -gt "$1" ]; }
+# SECTIONS="conformance preload ..." runs only those (default: all of them, in this order).
+med() { echo "$1" | tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+want() { [[ " ${SECTIONS:-all} " == *" all "* || " ${SECTIONS:-} " == *" $1 "* ]]; }
 db() { python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(c.execute(sys.argv[2]).fetchone()[0])" "$@"; }
 
 {
@@ -51,117 +54,153 @@ db() { python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(c.e
 cat "$OUT/machine.txt"
 
 # 1. Conformance: the same binaries the simulation is held to, bare and under the guard.
-conf_ok=0 conf_same=0 conf_n=0
-for p in "$BUILD"/tests/conformance/conformance_*; do
-	n=$(basename "$p")
-	conf_n=$((conf_n + 1))
-	timeout 60 "$p" >"$OUT/$n.bare" 2>&1 && conf_ok=$((conf_ok + 1))
-	P2PGUARD_DB=$OUT/conformance.db LD_PRELOAD=$LIB timeout 60 "$p" >"$OUT/$n.guarded" 2>&1
-	# Measured times differ from run to run; everything else must be the same.
-	cmp -s <(sed 's/[0-9][0-9.]*/N/g' "$OUT/$n.bare") <(sed 's/[0-9][0-9.]*/N/g' "$OUT/$n.guarded") && conf_same=$((conf_same + 1))
-done
-row "conformance, real CUDA" "$conf_ok/$conf_n programs pass; $conf_same/$conf_n identical under the guard" "$(cat "$OUT"/*.bare | grep -c '^ok') checks"
+if want conformance; then
+	conf_ok=0 conf_same=0 conf_n=0
+	for p in "$BUILD"/tests/conformance/conformance_*; do
+		n=$(basename "$p")
+		conf_n=$((conf_n + 1))
+		timeout 60 "$p" >"$OUT/$n.bare" 2>&1 && conf_ok=$((conf_ok + 1))
+		P2PGUARD_DB=$OUT/conformance.db LD_PRELOAD=$LIB timeout 60 "$p" >"$OUT/$n.guarded" 2>&1
+		# Measured times differ from run to run; everything else must be the same.
+		cmp -s <(sed 's/[0-9][0-9.]*/N/g' "$OUT/$n.bare") <(sed 's/[0-9][0-9.]*/N/g' "$OUT/$n.guarded") && conf_same=$((conf_same + 1))
+	done
+	row "conformance, real CUDA" "$conf_ok/$conf_n programs pass; $conf_same/$conf_n identical under the guard" "$(cat "$OUT"/*.bare | grep -c '^ok') checks"
+fi
 
 # 2. The preload tests against the real driver and runtime.
-for t in runtime driver errors python threads fork crash settings multiprocess; do
-	timeout 120 python3 tests/preload/test_$t.py >"$OUT/preload-$t.log" 2>&1
-	rc=$?
-	row "preload test $t (real CUDA)" "$([ $rc = 0 ] && echo pass || echo FAIL)" "$(tail -1 "$OUT/preload-$t.log")"
-done
+if want preload; then
+	for t in ${PRELOAD_TESTS:-runtime driver errors python threads fork crash settings multiprocess}; do
+		timeout 120 python3 tests/preload/test_$t.py >"$OUT/preload-$t.log" 2>&1
+		rc=$?
+		row "preload test $t (real CUDA)" "$([ $rc = 0 ] && echo pass || echo FAIL)" "$(tail -1 "$OUT/preload-$t.log")"
+	done
+fi
+
 # 4. Overhead per async peer copy (256 B, P2P on), side by side, alternating, median of 5 each.
-bench() { "$BUILD/tests/programs/rt_peer" bench 20000 256 2>/dev/null | sed -n 's/.*ns_per_call=\([0-9.]*\).*/\1/p'; }
-declare -A OV
-for rep in 1 2 3 4 5; do
-	OV[bare]+="$(bench) "
-	OV[sampled]+="$(P2PGUARD_DB=$OUT/ov.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB bench) "
-	OV[off]+="$(P2PGUARD_DB=$OUT/ov.db P2PGUARD_QUIET=1 P2PGUARD_GPU_TIMING=off LD_PRELOAD=$LIB bench) "
-	OV[all]+="$(P2PGUARD_DB=$OUT/ov.db P2PGUARD_QUIET=1 P2PGUARD_GPU_TIMING=all LD_PRELOAD=$LIB bench) "
-done
-med() { echo "$1" | tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-b=$(med "${OV[bare]}")
-for k in off sampled all; do
-	m=$(med "${OV[$k]}")
-	row "cudaMemcpyPeerAsync 256 B enqueue, guard timing=$k" "$(awk -v m="$m" -v b="$b" 'BEGIN {printf "%.2f us vs %.2f us bare: %+.2f us", m/1000, b/1000, (m-b)/1000}')" "median of 5 runs x 20000 calls; budget +1 us"
-done
-echo "bare: ${OV[bare]} | off: ${OV[off]} | sampled: ${OV[sampled]} | all: ${OV[all]}" >"$OUT/overhead.txt"
-row "rows for the timed runs" "$(db "$OUT/ov.db" "select count(*) from transfers") transfers, $(db "$OUT/ov.db" "select count(gpu_ns) from transfers") with gpu_ns" "$(db "$OUT/ov.db" "select sum(records_dropped) from processes") dropped"
+if want overhead; then
+	bench() { "$BUILD/tests/programs/rt_peer" bench 20000 256 2>/dev/null | sed -n 's/.*ns_per_call=\([0-9.]*\).*/\1/p'; }
+	declare -A OV
+	for rep in 1 2 3 4 5; do
+		OV[bare]+="$(bench) "
+		OV[sampled]+="$(P2PGUARD_DB=$OUT/ov.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB bench) "
+		OV[off]+="$(P2PGUARD_DB=$OUT/ov.db P2PGUARD_QUIET=1 P2PGUARD_GPU_TIMING=off LD_PRELOAD=$LIB bench) "
+		OV[all]+="$(P2PGUARD_DB=$OUT/ov.db P2PGUARD_QUIET=1 P2PGUARD_GPU_TIMING=all LD_PRELOAD=$LIB bench) "
+	done
+	b=$(med "${OV[bare]}")
+	for k in off sampled all; do
+		m=$(med "${OV[$k]}")
+		row "cudaMemcpyPeerAsync 256 B enqueue, guard timing=$k" "$(awk -v m="$m" -v b="$b" 'BEGIN {printf "%.2f us vs %.2f us bare: %+.2f us", m/1000, b/1000, (m-b)/1000}')" "median of 5 runs x 20000 calls; budget +1 us"
+	done
+	echo "bare: ${OV[bare]} | off: ${OV[off]} | sampled: ${OV[sampled]} | all: ${OV[all]}" >"$OUT/overhead.txt"
+	row "rows for the timed runs" "$(db "$OUT/ov.db" "select count(*) from transfers") transfers, $(db "$OUT/ov.db" "select count(gpu_ns) from transfers") with gpu_ns" "$(db "$OUT/ov.db" "select sum(records_dropped) from processes") dropped"
+fi
 
 # 5. PyTorch: a split model, 200 steps, bare and under every mode.
-declare -A TL TS
-for mode in bare observe fallback staged; do
-	enough 50 || { row "torch split $mode" "SKIPPED (time)" ""; continue; }
-	rm -f "$OUT/torch-$mode.db"*
-	if [ "$mode" = bare ]; then
-		timeout 120 python3 tests/gpu/torch_split.py >"$OUT/torch-$mode.log" 2>&1
-	else
-		P2PGUARD_DB=$OUT/torch-$mode.db P2PGUARD_MODE=$mode P2PGUARD_QUIET=1 LD_PRELOAD=$LIB timeout 120 python3 tests/gpu/torch_split.py >"$OUT/torch-$mode.log" 2>&1
-	fi
-	TL[$mode]=$(sed -n 's/.*digest=\(\S*\).*/\1/p' "$OUT/torch-$mode.log")
-	TS[$mode]=$(sed -n 's/.*median_ms=\(\S*\).*/\1/p' "$OUT/torch-$mode.log")
-	detail="step ${TS[$mode]} ms"
-	if [ "$mode" != bare ]; then
-		want=$(sed -n 's/.*cross_copies=\([0-9]*\).*/\1/p' "$OUT/torch-$mode.log")
-		per=$(sed -n 's/.*bytes_per_copy=\([0-9]*\).*/\1/p' "$OUT/torch-$mode.log")
-		got=$(db "$OUT/torch-$mode.db" "select count(*) from transfers where bytes=$per")
-		paths=$(db "$OUT/torch-$mode.db" "select group_concat(path||':'||n) from (select path, count(*) n from transfers group by 1)")
-		over=$(awk -v m="${TS[$mode]:-0}" -v b="${TS[bare]:-1}" 'BEGIN {printf "%+.2f", (m/b-1)*100}')
-		detail="$detail ($over% vs bare); $got/$want tensor copies of $per B recorded; paths $paths"
-	fi
-	row "torch split $mode" "$([ -n "${TL[$mode]}" ] && [ "${TL[$mode]}" = "${TL[bare]}" ] && echo "losses identical to bare (${TL[bare]})" || echo "LOSSES ${TL[$mode]:-none} vs ${TL[bare]:-none}")" "$detail"
-done
+if want torch; then
+	declare -A TL TS
+	for mode in bare observe fallback staged; do
+		enough 50 || { row "torch split $mode" "SKIPPED (time)" ""; continue; }
+		rm -f "$OUT/torch-$mode.db"*
+		if [ "$mode" = bare ]; then
+			timeout 120 python3 tests/gpu/torch_split.py >"$OUT/torch-$mode.log" 2>&1
+		else
+			P2PGUARD_DB=$OUT/torch-$mode.db P2PGUARD_MODE=$mode P2PGUARD_QUIET=1 LD_PRELOAD=$LIB timeout 120 python3 tests/gpu/torch_split.py >"$OUT/torch-$mode.log" 2>&1
+		fi
+		TL[$mode]=$(sed -n 's/.*digest=\(\S*\).*/\1/p' "$OUT/torch-$mode.log")
+		TS[$mode]=$(sed -n 's/.*median_ms=\(\S*\).*/\1/p' "$OUT/torch-$mode.log")
+		detail="step ${TS[$mode]} ms"
+		if [ "$mode" != bare ]; then
+			expected=$(sed -n 's/.*cross_copies=\([0-9]*\).*/\1/p' "$OUT/torch-$mode.log")
+			per=$(sed -n 's/.*bytes_per_copy=\([0-9]*\).*/\1/p' "$OUT/torch-$mode.log")
+			got=$(db "$OUT/torch-$mode.db" "select count(*) from transfers where bytes=$per")
+			paths=$(db "$OUT/torch-$mode.db" "select group_concat(path||':'||n) from (select path, count(*) n from transfers group by 1)")
+			over=$(awk -v m="${TS[$mode]:-0}" -v b="${TS[bare]:-1}" 'BEGIN {printf "%+.2f", (m/b-1)*100}')
+			detail="$detail ($over% vs bare); $got/$expected tensor copies of $per B recorded; paths $paths"
+		fi
+		row "torch split $mode" "$([ -n "${TL[$mode]}" ] && [ "${TL[$mode]}" = "${TL[bare]}" ] && echo "losses identical to bare (${TL[bare]})" || echo "LOSSES ${TL[$mode]:-none} vs ${TL[bare]:-none}")" "$detail"
+	done
+fi
+
+# 5b. Observe mode's cost per PyTorch step, bare and observe interleaved three times each.
+if want torch-overhead; then
+	declare -A TOV
+	for rep in 1 2 3; do
+		for mode in bare observe; do
+			enough 40 || continue
+			log=$OUT/torchov-$mode-$rep.log
+			if [ "$mode" = bare ]; then
+				STEPS=300 timeout 120 python3 tests/gpu/torch_split.py >"$log" 2>&1
+			else
+				P2PGUARD_DB=$OUT/torchov.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB STEPS=300 timeout 120 python3 tests/gpu/torch_split.py >"$log" 2>&1
+			fi
+			TOV[$mode]+="$(sed -n 's/.*median_ms=\(\S*\).*/\1/p' "$log") "
+		done
+	done
+	mb=$(med "${TOV[bare]:-}")
+	mo=$(med "${TOV[observe]:-}")
+	row "torch split, observe vs bare, interleaved" "$(awk -v o="${mo:-0}" -v b="${mb:-1}" 'BEGIN {printf "%+.2f%% (median of run medians %.4f vs %.4f ms)", (o/b-1)*100, o, b}')" "bare: ${TOV[bare]:-}; observe: ${TOV[observe]:-}"
+fi
 
 # 8. Staged engine bandwidth beside the driver's own path, and the recorder's budgets.
-if enough 80; then
+if want bench && enough 80; then
 	timeout 120 "$BUILD/tests/bench/bench_staged" --iters 3 --calls 2000 >"$OUT/bench-staged.txt" 2>&1
 	row "bench_staged" "$([ $? = 0 ] && echo done || echo FAILED)" "table in bench-staged.txt"
 fi
-if enough 40; then
-	timeout 60 "$BUILD/tests/bench/bench_recorder" /tmp/p2pguard-bench >"$OUT/bench-recorder.txt" 2>&1
+if want bench && enough 40; then
+	for part in record drain latency; do
+		timeout 60 "$BUILD/tests/bench/bench_recorder" /tmp/p2pguard-bench-$part $part >>"$OUT/bench-recorder.txt" 2>&1
+	done
 	row "bench_recorder" "$(grep -c met "$OUT/bench-recorder.txt") met, $(grep -c MISSED "$OUT/bench-recorder.txt") missed" "table in bench-recorder.txt"
 fi
 
 # 6. torchrun DDP over NCCL, observe and staged.
-for mode in observe staged; do
-	enough 60 || { row "torchrun DDP $mode" "SKIPPED (time)" ""; continue; }
-	rm -f "$OUT/ddp-$mode.db"*
-	P2PGUARD_DB=$OUT/ddp-$mode.db P2PGUARD_MODE=$mode P2PGUARD_QUIET=1 LD_PRELOAD=$LIB NCCL_DEBUG=INFO timeout 150 \
-		torchrun --standalone --nproc_per_node=2 tests/gpu/torch_ddp.py >"$OUT/ddp-$mode.log" 2>&1
-	rc=$?
-	ranks=$(db "$OUT/ddp-$mode.db" "select group_concat(rank) from (select rank from processes where rank is not null order by rank)")
-	via=$(grep -o "via [A-Za-z/]*" "$OUT/ddp-$mode.log" | sort | uniq -c | tr -s ' ' | paste -sd, -)
-	row "torchrun DDP $mode" "$([ $rc = 0 ] && echo trained || echo "FAILED rc=$rc")" "$(grep -h '^RANK 0' "$OUT/ddp-$mode.log" | cut -c1-80); ranks in db: $ranks; NCCL channels:$via"
-done
+if want ddp; then
+	for mode in observe staged; do
+		enough 60 || { row "torchrun DDP $mode" "SKIPPED (time)" ""; continue; }
+		rm -f "$OUT/ddp-$mode.db"*
+		P2PGUARD_DB=$OUT/ddp-$mode.db P2PGUARD_MODE=$mode P2PGUARD_QUIET=1 LD_PRELOAD=$LIB NCCL_DEBUG=INFO timeout 150 \
+			torchrun --standalone --nproc_per_node=2 tests/gpu/torch_ddp.py >"$OUT/ddp-$mode.log" 2>&1
+		rc=$?
+		ranks=$(db "$OUT/ddp-$mode.db" "select group_concat(rank) from (select rank from processes where rank is not null order by rank)")
+		via=$(grep -o "via [A-Za-z/]*" "$OUT/ddp-$mode.log" | sort | uniq -c | tr -s ' ' | paste -sd, -)
+		row "torchrun DDP $mode" "$([ $rc = 0 ] && echo trained || echo "FAILED rc=$rc")" "$(grep -h '^RANK 0' "$OUT/ddp-$mode.log" | cut -c1-80); ranks in db: $ranks; NCCL channels:$via"
+	done
+fi
 
 # 7. JAX and CuPy.
-for fw in jax cupy; do
-	enough 40 || { row "$fw" "SKIPPED (time)" ""; continue; }
-	rm -f "$OUT/$fw.db"*
-	P2PGUARD_DB=$OUT/$fw.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB timeout 90 python3 tests/gpu/${fw}_move.py >"$OUT/$fw.log" 2>&1
-	row "$fw moving arrays between GPUs" "$(grep -E '^(JAX|CUPY)' "$OUT/$fw.log" || echo FAILED)" "rows: $(db "$OUT/$fw.db" "select group_concat(api||' '||bytes||' '||path, '; ') from transfers" 2>/dev/null)"
-done
+if want frameworks; then
+	for fw in jax cupy; do
+		enough 40 || { row "$fw" "SKIPPED (time)" ""; continue; }
+		rm -f "$OUT/$fw.db"*
+		P2PGUARD_DB=$OUT/$fw.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB timeout 90 python3 tests/gpu/${fw}_move.py >"$OUT/$fw.log" 2>&1
+		row "$fw moving arrays between GPUs" "$(grep -E '^(JAX|CUPY)' "$OUT/$fw.log" || echo FAILED)" "rows: $(db "$OUT/$fw.db" "select group_concat(api||' '||bytes||' '||path, '; ') from transfers" 2>/dev/null)"
+	done
+fi
 
 # 3. nvcc binaries: default static runtime (driver calls through cuGetProcAddress only), and shared.
-for rt in static shared; do
-	enough 30 || { row "nvcc -cudart $rt" "SKIPPED (time)" ""; continue; }
-	bin=$OUT/rt_peer_$rt
-	nvcc -cudart "$rt" -o "$bin" tests/programs/rt_peer.c -lpthread >"$OUT/nvcc-$rt.log" 2>&1 || { row "nvcc -cudart $rt" "BUILD FAILED" "$(tail -1 "$OUT/nvcc-$rt.log")"; continue; }
-	rm -f "$OUT/nvcc-$rt.db"*
-	out=$(P2PGUARD_DB=$OUT/nvcc-$rt.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB "$bin" basic 2>&1)
-	want=$(echo "$out" | sed -n 's/.*transfers=\([0-9]*\).*/\1/p')
-	bytes=$(echo "$out" | sed -n 's/.* bytes=\([0-9]*\).*/\1/p')
-	got=$(db "$OUT/nvcc-$rt.db" "select count(*) from transfers")
-	gotb=$(db "$OUT/nvcc-$rt.db" "select sum(bytes) from transfers")
-	apis=$(db "$OUT/nvcc-$rt.db" "select group_concat(distinct api) from transfers")
-	row "nvcc -cudart $rt, basic" "$([ "$got" = "$want" ] && [ "$gotb" = "$bytes" ] && echo "rows $got = calls $want, bytes match" || echo "MISMATCH rows $got calls $want bytes $gotb/$bytes")" "$apis"
-done
+if want nvcc; then
+	for rt in static shared; do
+		enough 30 || { row "nvcc -cudart $rt" "SKIPPED (time)" ""; continue; }
+		bin=$OUT/rt_peer_$rt
+		nvcc -cudart "$rt" -o "$bin" tests/programs/rt_peer.c -lpthread >"$OUT/nvcc-$rt.log" 2>&1 || { row "nvcc -cudart $rt" "BUILD FAILED" "$(tail -1 "$OUT/nvcc-$rt.log")"; continue; }
+		rm -f "$OUT/nvcc-$rt.db"*
+		out=$(P2PGUARD_DB=$OUT/nvcc-$rt.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB "$bin" basic 2>&1)
+		expected=$(echo "$out" | sed -n 's/.*transfers=\([0-9]*\).*/\1/p')
+		bytes=$(echo "$out" | sed -n 's/.* bytes=\([0-9]*\).*/\1/p')
+		got=$(db "$OUT/nvcc-$rt.db" "select count(*) from transfers")
+		gotb=$(db "$OUT/nvcc-$rt.db" "select sum(bytes) from transfers")
+		apis=$(db "$OUT/nvcc-$rt.db" "select group_concat(distinct api) from transfers")
+		row "nvcc -cudart $rt, basic" "$([ "$got" = "$expected" ] && [ "$gotb" = "$bytes" ] && echo "rows $got = calls $expected, bytes match" || echo "MISMATCH rows $got calls $expected bytes $gotb/$bytes")" "$apis"
+	done
+fi
 
-if enough 40; then
+if want sigkill && enough 40; then
 	P2PG_KILL_RUNS=10 timeout 120 python3 tests/preload/test_sigkill.py >"$OUT/preload-sigkill.log" 2>&1
 	row "SIGKILL x10 (real CUDA)" "$([ $? = 0 ] && echo pass || echo FAIL)" "$(tail -2 "$OUT/preload-sigkill.log" | head -1 | cut -c1-90)"
 fi
 
 # 9. topo.
-if enough 20; then
+if want topo && enough 20; then
 	timeout 60 "$CLI" topo --db "$OUT/topo.db" >"$OUT/topo.txt" 2>&1
 	row "p2pguard topo" "exit $?" "$(grep -A3 'P2P matrix' "$OUT/topo.txt" | tail -2 | tr -s ' ' | paste -sd';' -)"
 fi
