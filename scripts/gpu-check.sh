@@ -40,7 +40,8 @@ ROWS=()
 row() { ROWS+=("| $1 | $2 | $3 |"); echo "== $1: $2 ($3)"; }
 left() { echo $((BUDGET - ($(date +%s) - START))); }
 enough() { [ "$(left)" -gt "$1" ]; }
-# SECTIONS="conformance preload ..." runs only those (default: all of them, in this order).
+# SECTIONS="conformance preload overhead torch torch-overhead bench recorder ddp frameworks nvcc
+# sigkill topo" runs only those (default: all, in this order); PRELOAD_TESTS narrows "preload".
 med() { echo "$1" | tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 want() { [[ " ${SECTIONS:-all} " == *" all "* || " ${SECTIONS:-} " == *" $1 "* ]]; }
 db() { python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(c.execute(sys.argv[2]).fetchone()[0])" "$@"; }
@@ -146,7 +147,7 @@ if want bench && enough 80; then
 	timeout 120 "$BUILD/tests/bench/bench_staged" --iters 3 --calls 2000 >"$OUT/bench-staged.txt" 2>&1
 	row "bench_staged" "$([ $? = 0 ] && echo done || echo FAILED)" "table in bench-staged.txt"
 fi
-if want bench && enough 40; then
+if want recorder && enough 40; then
 	for part in record drain latency; do
 		timeout 60 "$BUILD/tests/bench/bench_recorder" /tmp/p2pguard-bench-$part $part >>"$OUT/bench-recorder.txt" 2>&1
 	done
