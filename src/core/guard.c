@@ -398,16 +398,27 @@ static bool staged_pair(const struct p2pg_peer *p)
 	       p2pg_settings_pair_selected(&settings, p->device, p->peer);
 }
 
+/* Fallback: a pair the health probe found broken never gets its real mapping back; the guard
+ * answers the program's enables and disables of it, as staged mode does. */
+static bool broken_pair(const struct p2pg_peer *p)
+{
+	return settings.mode == P2PG_MODE_FALLBACK && p->device != p->peer &&
+	       (pair_get(p->device, p->peer) & PAIR_BROKEN);
+}
+
 enum p2pg_peer_route p2pg_peer_begin(struct p2pg_peer *p)
 {
 	p->t0 = p2pg_now_ns();
 	p->action = P2PG_ACTION_PASSED;
 	p->clear_runtime_error = false;
-	if (!staged_pair(p))
+	p->answered = false;
+	if (!staged_pair(p) && !broken_pair(p))
 		return P2PG_PEER_REAL;
 	/* Flags other than 0 are a programming error the driver must still report. */
-	if ((p->kind == P2PG_PEER_ENABLE && p->flags == 0) || p->kind == P2PG_PEER_DISABLE)
+	if ((p->kind == P2PG_PEER_ENABLE && p->flags == 0) || p->kind == P2PG_PEER_DISABLE) {
+		p->answered = true;
 		return P2PG_PEER_SKIP;
+	}
 	return P2PG_PEER_REAL;
 }
 
@@ -476,8 +487,10 @@ static void probe_after_enable(const struct p2pg_peer *p, uint32_t serial, uint6
 int p2pg_peer_end(struct p2pg_peer *p, int status)
 {
 	int real_status = status;
-	bool skipped = staged_pair(p) && ((p->kind == P2PG_PEER_ENABLE && p->flags == 0) ||
-					  p->kind == P2PG_PEER_DISABLE);
+	bool skipped = p->answered;
+	/* What the program believes it enabled: a staged pair's virtual access, or the mapping the
+	 * health probe took away from a broken pair. */
+	uint8_t believed = staged_pair(p) ? PAIR_VIRTUAL : PAIR_ABSORBED;
 	int distinct = p->device != p->peer && valid_device(p->device) && valid_device(p->peer);
 
 	switch (p->kind) {
@@ -501,10 +514,10 @@ int p2pg_peer_end(struct p2pg_peer *p, int status)
 		break;
 	case P2PG_PEER_ENABLE:
 		if (skipped) {
-			bool was = pair_get(p->device, p->peer) & PAIR_VIRTUAL;
+			bool was = pair_get(p->device, p->peer) & believed;
 			status = real_status =
 			    was ? CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED : CUDA_SUCCESS;
-			pair_set(p->device, p->peer, PAIR_VIRTUAL);
+			pair_set(p->device, p->peer, believed);
 			p->action = P2PG_ACTION_STAGED;
 		} else if (status == CUDA_SUCCESS) {
 			pair_set(p->device, p->peer, PAIR_ENABLED);
@@ -522,10 +535,10 @@ int p2pg_peer_end(struct p2pg_peer *p, int status)
 		break;
 	case P2PG_PEER_DISABLE:
 		if (skipped) {
-			bool was = pair_get(p->device, p->peer) & PAIR_VIRTUAL;
+			bool was = pair_get(p->device, p->peer) & believed;
 			status = real_status =
 			    was ? CUDA_SUCCESS : CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
-			pair_clear(p->device, p->peer, PAIR_VIRTUAL);
+			pair_clear(p->device, p->peer, believed);
 			p->action = P2PG_ACTION_STAGED;
 		} else if (status == CUDA_SUCCESS) {
 			pair_clear(p->device, p->peer, PAIR_ENABLED);

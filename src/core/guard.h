@@ -111,6 +111,7 @@ struct p2pg_peer {
 	/* set by the core */
 	bool clear_runtime_error; /* an absorbed runtime failure: the entry point resets
 				     cudaGetLastError */
+	bool answered; /* an enable or disable the guard answered itself, without the driver */
 	uint64_t t0;
 	uint8_t action;
 };
