@@ -40,7 +40,7 @@ ROWS=()
 row() { ROWS+=("| $1 | $2 | $3 |"); echo "== $1: $2 ($3)"; }
 left() { echo $((BUDGET - ($(date +%s) - START))); }
 enough() { [ "$(left)" -gt "$1" ]; }
-# SECTIONS="conformance preload overhead torch torch-overhead bench recorder ddp frameworks nvcc
+# SECTIONS="conformance preload overhead classify torch torch-overhead bench recorder ddp frameworks nvcc
 # sigkill topo" runs only those (default: all, in this order); PRELOAD_TESTS narrows "preload".
 med() { echo "$1" | tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 want() { [[ " ${SECTIONS:-all} " == *" all "* || " ${SECTIONS:-} " == *" $1 "* ]]; }
@@ -94,6 +94,20 @@ if want overhead; then
 	done
 	echo "bare: ${OV[bare]} | off: ${OV[off]} | sampled: ${OV[sampled]} | all: ${OV[all]}" >"$OUT/overhead.txt"
 	row "rows for the timed runs" "$(db "$OUT/ov.db" "select count(*) from transfers") transfers, $(db "$OUT/ov.db" "select count(gpu_ns) from transfers") with gpu_ns" "$(db "$OUT/ov.db" "select sum(records_dropped) from processes") dropped"
+fi
+
+# 4b. What a copy that does not cross devices pays (budget: 0.2 us): same-device async copies.
+if want classify; then
+	local_bench() { "$BUILD/tests/programs/rt_peer" bench-local 20000 256 2>/dev/null | sed -n 's/.*ns_per_call=\([0-9.]*\).*/\1/p'; }
+	LB=""
+	LG=""
+	for rep in 1 2 3 4 5; do
+		LB+="$(local_bench) "
+		LG+="$(P2PGUARD_DB=$OUT/local.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB local_bench) "
+	done
+	b=$(med "$LB")
+	m=$(med "$LG")
+	row "cudaMemcpyAsync 256 B within one GPU (not recorded)" "$(awk -v m="$m" -v b="$b" 'BEGIN {printf "%.3f us vs %.3f us bare: %+.3f us", m/1000, b/1000, (m-b)/1000}')" "bare: $LB; guarded: $LG; budget +0.2 us"
 fi
 
 # 5. PyTorch: a split model, 200 steps, bare and under every mode.

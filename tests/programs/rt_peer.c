@@ -213,9 +213,10 @@ static void *worker_main(void *arg)
 			atomic_store(w->published, k + 1);
 		if ((k & 63) == 63)
 			CHECK(cudaStreamSynchronize(s));
-		/* The copier stands for a program, not a flood: a real job's peer copies come between
-		 * kernels. Unthrottled, the simulated copies outrun any drain and the rings overflow
-		 * (by design those records are dropped and counted, which this test is not about). */
+		/* The copier stands for a program, not a flood: a real job's peer copies come
+		 * between kernels. Unthrottled, the simulated copies outrun any drain and the rings
+		 * overflow (by design those records are dropped and counted, which this test is not
+		 * about). */
 		if (w->published && (k & 7) == 7)
 			usleep(100);
 	}
@@ -365,6 +366,36 @@ static int mode_bench(long n, size_t size)
 	return 0;
 }
 
+/* Copies that never cross devices: what every cudaMemcpyAsync pays for the guard's question "does
+ * this cross devices?" (device to device within GPU 0, kind Default so both pointers are asked). */
+static int mode_bench_local(long n, size_t size)
+{
+	void *a, *b;
+	cudaStream_t s;
+	CHECK(cudaSetDevice(0));
+	CHECK(cudaMalloc(&a, size));
+	CHECK(cudaMalloc(&b, size));
+	CHECK(cudaStreamCreate(&s));
+	for (int k = 0; k < 100; k++)
+		CHECK(cudaMemcpyAsync(b, a, size, cudaMemcpyDefault, s));
+	CHECK(cudaStreamSynchronize(s));
+	long done = 0;
+	double total_ns = 0;
+	while (done < n) {
+		long batch = n - done < 256 ? n - done : 256;
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (long k = 0; k < batch; k++)
+			CHECK(cudaMemcpyAsync(b, a, size, cudaMemcpyDefault, s));
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		total_ns += (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
+		done += batch;
+		CHECK(cudaStreamSynchronize(s));
+	}
+	printf("BENCH calls=%ld bytes=%zu ns_per_call=%.1f local=1\n", n, size, total_ns / n);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "basic";
@@ -380,6 +411,9 @@ int main(int argc, char **argv)
 		return mode_crash();
 	if (strcmp(mode, "copier") == 0 && argc > 3)
 		return mode_copier(argv[2], atoi(argv[3]));
+	if (strcmp(mode, "bench-local") == 0)
+		return mode_bench_local(argc > 2 ? atol(argv[2]) : 20000,
+					argc > 3 ? (size_t)atol(argv[3]) : 256);
 	if (strcmp(mode, "bench") == 0)
 		return mode_bench(argc > 2 ? atol(argv[2]) : 20000,
 				  argc > 3 ? (size_t)atol(argv[3]) : 256);
