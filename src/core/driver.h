@@ -87,6 +87,8 @@ int p2pg_driver_load(void);
 
 /* The real dlsym, never the guard's own: the core resolves symbols of other libraries with it. */
 void *p2pg_real_dlsym(void *handle, const char *symbol);
+/* glibc's dlsym itself (the preload layer jumps to it for RTLD_NEXT lookups). */
+void *p2pg_real_dlsym_function(void);
 
 /* "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED" for a driver status; a static string, never NULL. */
 const char *p2pg_cu_error_name(int status);

@@ -11,6 +11,54 @@
 #include "driver.h"
 #include "entry.h"
 
+/*
+ * dlsym(RTLD_NEXT, name) means "the next definition after the caller", and glibc finds the caller
+ * from its own return address. A C wrapper that called the real dlsym would make the guard the
+ * caller: an interposing library asking for the next getpid would be handed its own back. So the
+ * exported dlsym is a stub: RTLD_NEXT jumps straight into glibc's dlsym with the caller's return
+ * address untouched; everything else goes to p2pg_dlsym_impl.
+ */
+#if !defined(__x86_64__)
+#error "the dlsym stub is written for x86-64; port its six instructions for this architecture"
+#endif
+
+void *p2pg_next_dlsym __attribute__((visibility("hidden")));
+void *p2pg_dlsym_impl(void *handle, const char *symbol) __attribute__((visibility("hidden")));
+
+__asm__(".text\n"
+	".globl dlsym\n"
+	".type dlsym, @function\n"
+	"dlsym:\n"
+	"	cmpq $-1, %rdi\n"
+	"	jne 1f\n"
+	"	movq p2pg_next_dlsym(%rip), %rax\n"
+	"	testq %rax, %rax\n"
+	"	je 1f\n"
+	"	jmp *%rax\n"
+	"1:	jmp p2pg_dlsym_impl\n"
+	".size dlsym, .-dlsym\n");
+
+/* Before the guard's constructor ran (another library's constructor may call dlsym first): walk
+ * the link maps after the caller's and ask each object, through a handle of its own. */
+static void *lookup_next_slow(const void *caller, const char *symbol)
+{
+	Dl_info info;
+	struct link_map *map = NULL;
+	if (!dladdr1(caller, &info, (void **)&map, RTLD_DL_LINKMAP) || !map)
+		return NULL;
+	for (struct link_map *l = map->l_next; l; l = l->l_next) {
+		void *h =
+		    dlopen(l->l_name && *l->l_name ? l->l_name : NULL, RTLD_LAZY | RTLD_NOLOAD);
+		if (!h)
+			continue;
+		void *fn = p2pg_real_dlsym(h, symbol);
+		dlclose(h);
+		if (fn)
+			return fn;
+	}
+	return NULL;
+}
+
 static bool from_cuda_library(void *fn, enum p2pg_library library)
 {
 	Dl_info info;
@@ -23,28 +71,17 @@ static bool from_cuda_library(void *fn, enum p2pg_library library)
 	return strncmp(base, "libcudart.so", 12) == 0;
 }
 
-/*
- * RTLD_NEXT means "after the caller", and the real dlsym would take the guard for the caller. So
- * walk the link maps that follow the caller's object and ask each in turn, as the loader does.
- */
-static void *lookup_next(const void *caller, const char *symbol)
+void p2pg_dlsym_prepare(void)
 {
-	Dl_info info;
-	struct link_map *map = NULL;
-	if (!dladdr1(caller, &info, (void **)&map, RTLD_DL_LINKMAP) || !map)
-		return NULL;
-	for (struct link_map *l = map->l_next; l; l = l->l_next) {
-		void *fn = p2pg_real_dlsym(l, symbol);
-		if (fn)
-			return fn;
-	}
-	return NULL;
+	if (!__atomic_load_n(&p2pg_next_dlsym, __ATOMIC_ACQUIRE))
+		__atomic_store_n(&p2pg_next_dlsym, p2pg_real_dlsym_function(), __ATOMIC_RELEASE);
 }
 
-P2PG_EXPORT void *dlsym(void *handle, const char *symbol)
+void *p2pg_dlsym_impl(void *handle, const char *symbol)
 {
-	void *fn = handle == RTLD_NEXT ? lookup_next(__builtin_return_address(0), symbol)
+	void *fn = handle == RTLD_NEXT ? lookup_next_slow(__builtin_return_address(0), symbol)
 				       : p2pg_real_dlsym(handle, symbol);
+	p2pg_dlsym_prepare();
 	if (!fn)
 		return NULL;
 	const struct p2pg_hook *hook = p2pg_hook_by_name(symbol);

@@ -5,10 +5,12 @@
  */
 #include "crash.h"
 #include "guard.h"
+#include "resolve.h"
 #include "settings.h"
 
 __attribute__((constructor)) static void p2pguard_load(void)
 {
+	p2pg_dlsym_prepare();
 	p2pg_init_early();
 	const struct p2pg_settings *s = p2pg_settings_get();
 	if (s->enabled)
