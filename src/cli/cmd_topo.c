@@ -82,6 +82,39 @@ static void record_probe(int src, int dst, const struct pair_report *r, size_t b
 	}
 }
 
+static void verdict_cell(const struct pair_report *r, char *cell, size_t len)
+{
+	snprintf(cell, len, "%s/%s", r->can ? "yes" : "no", r->can ? r->probe.verdict : "staged");
+}
+
+static void bandwidth_cell(const struct pair_report *r, char *cell, size_t len)
+{
+	if (r->can)
+		snprintf(cell, len, "%.1f | %.1f", r->probe.p2p_gbps, r->probe.staged_gbps);
+	else
+		snprintf(cell, len, "- | %.1f", r->probe.staged_gbps);
+}
+
+/* A GPU x GPU table, source rows and destination columns, one cell per ordered pair. */
+static void print_matrix(struct pair_report rep[MAX_GPUS][MAX_GPUS], int n,
+			 void (*cell)(const struct pair_report *, char *, size_t))
+{
+	printf("        ");
+	for (int d = 0; d < n; d++)
+		printf("GPU%-12d", d);
+	printf("\n");
+	for (int s = 0; s < n; s++) {
+		printf("  GPU%-3d", s);
+		for (int d = 0; d < n; d++) {
+			char text[32] = "-";
+			if (s != d)
+				cell(&rep[s][d], text, sizeof(text));
+			printf("%-15s", text);
+		}
+		printf("\n");
+	}
+}
+
 static void usage(void)
 {
 	fputs("usage: p2pguard topo [--db PATH] [--bytes N] [--no-record]\n", stderr);
@@ -155,45 +188,10 @@ int p2pg_cmd_topo(int argc, char **argv)
 				record_probe(s, d, r, bytes);
 		}
 
-	printf("\nP2P matrix (src row -> dst column): can-access / probe verdict\n        ");
-	for (int d = 0; d < n; d++)
-		printf("GPU%-12d", d);
-	printf("\n");
-	for (int s = 0; s < n; s++) {
-		printf("  GPU%-3d", s);
-		for (int d = 0; d < n; d++) {
-			if (s == d) {
-				printf("%-15s", "-");
-				continue;
-			}
-			char cell[32];
-			snprintf(cell, sizeof(cell), "%s/%s", rep[s][d].can ? "yes" : "no",
-				 rep[s][d].can ? rep[s][d].probe.verdict : "staged");
-			printf("%-15s", cell);
-		}
-		printf("\n");
-	}
-	printf("\nbandwidth, %zu MiB copies (GB/s): p2p | staged\n        ", bytes >> 20);
-	for (int d = 0; d < n; d++)
-		printf("GPU%-12d", d);
-	printf("\n");
-	for (int s = 0; s < n; s++) {
-		printf("  GPU%-3d", s);
-		for (int d = 0; d < n; d++) {
-			if (s == d) {
-				printf("%-15s", "-");
-				continue;
-			}
-			char cell[32], p2p[12];
-			if (rep[s][d].can)
-				snprintf(p2p, sizeof(p2p), "%.1f", rep[s][d].probe.p2p_gbps);
-			else
-				snprintf(p2p, sizeof(p2p), "-");
-			snprintf(cell, sizeof(cell), "%s | %.1f", p2p, rep[s][d].probe.staged_gbps);
-			printf("%-15s", cell);
-		}
-		printf("\n");
-	}
+	printf("\nP2P matrix (src row -> dst column): can-access / probe verdict\n");
+	print_matrix(rep, n, verdict_cell);
+	printf("\nbandwidth, %zu MiB copies (GB/s): p2p | staged\n", bytes >> 20);
+	print_matrix(rep, n, bandwidth_cell);
 	if (record) {
 		p2pg_recorder_shutdown();
 		printf("\nrecorded in %s\n", p2pg_cli_db_path(db));

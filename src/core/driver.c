@@ -135,6 +135,18 @@ static const struct error_names *error_lookup(int status)
 	return NULL;
 }
 
+bool p2pg_status_spellings(int status, const char **ret_driver, const char **ret_runtime,
+			   const char **ret_message)
+{
+	const struct error_names *e = error_lookup(status);
+	if (!e)
+		return false;
+	*ret_driver = e->cu_name;
+	*ret_runtime = e->cuda_name;
+	*ret_message = e->message;
+	return true;
+}
+
 const char *p2pg_cu_error_name(int status)
 {
 	const struct error_names *e = error_lookup(status);

@@ -94,5 +94,9 @@ void *p2pg_real_dlsym_function(void);
 const char *p2pg_cu_error_name(int status);
 /* "cudaErrorPeerAccessUnsupported" for a runtime status; a static string, never NULL. */
 const char *p2pg_cuda_error_name(int status);
+/* The three spellings of a status the guard knows (driver name, runtime name, runtime message);
+ * false for a status it does not know. Used to understand pasted log lines. */
+bool p2pg_status_spellings(int status, const char **ret_driver, const char **ret_runtime,
+			   const char **ret_message);
 /* The runtime's message for a status ("peer access is not supported between these two devices"). */
 const char *p2pg_cuda_error_string(int status);

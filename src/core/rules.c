@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "driver.h"
 #include "json.h"
 #include "rules-builtin.h"
 
@@ -131,40 +132,6 @@ static const char *kind_name(enum kind kind)
 	}
 	return "a value";
 }
-
-/* ---- CUDA status names, for explain: the peer statuses and their three spellings ---- */
-
-struct status_name {
-	int code;
-	const char *driver;  /* cuGetErrorName */
-	const char *runtime; /* cudaGetErrorName */
-	const char *message; /* cudaGetErrorString */
-};
-
-static const struct status_name status_names[] = {
-    {1, "CUDA_ERROR_INVALID_VALUE", "cudaErrorInvalidValue", "invalid argument"},
-    {46, "CUDA_ERROR_DEVICE_UNAVAILABLE", "cudaErrorDevicesUnavailable",
-     "CUDA-capable device(s) is/are busy or unavailable"},
-    {101, "CUDA_ERROR_INVALID_DEVICE", "cudaErrorInvalidDevice", "invalid device ordinal"},
-    {201, "CUDA_ERROR_INVALID_CONTEXT", "cudaErrorDeviceUninitialized", "invalid device context"},
-    {205, "CUDA_ERROR_MAP_FAILED", "cudaErrorMapBufferObjectFailed",
-     "mapping of buffer object failed"},
-    {217, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", "cudaErrorPeerAccessUnsupported",
-     "peer access is not supported between these two devices"},
-    {220, "CUDA_ERROR_NVLINK_UNCORRECTABLE", "cudaErrorNvlinkUncorrectable",
-     "uncorrectable NVLink error detected during the execution"},
-    {226, "CUDA_ERROR_CONTAINED", "cudaErrorContained", NULL},
-    {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "cudaErrorIllegalAddress",
-     "an illegal memory access was encountered"},
-    {704, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED", "cudaErrorPeerAccessAlreadyEnabled",
-     "peer access is already enabled"},
-    {705, "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED", "cudaErrorPeerAccessNotEnabled",
-     "peer access has not been enabled"},
-    {709, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "cudaErrorContextIsDestroyed", "context is destroyed"},
-    {711, "CUDA_ERROR_TOO_MANY_PEERS", "cudaErrorTooManyPeers", "peer mapping resources exhausted"},
-    {801, "CUDA_ERROR_NOT_SUPPORTED", "cudaErrorNotSupported", "operation not supported"},
-    {802, "CUDA_ERROR_SYSTEM_NOT_READY", "cudaErrorSystemNotReady", "system not yet initialized"},
-};
 
 /* ---- The rule ---- */
 
@@ -1764,15 +1731,11 @@ static bool mentions_number(const char *text, int code)
 static size_t code_score(const char *text, int code)
 {
 	size_t best = 0;
-	for (size_t k = 0; k < sizeof(status_names) / sizeof(status_names[0]); k++) {
-		const struct status_name *s = &status_names[k];
-		if (s->code != code)
-			continue;
-		const char *names[] = {s->driver, s->runtime, s->message};
+	const char *names[3];
+	if (p2pg_status_spellings(code, &names[0], &names[1], &names[2]))
 		for (size_t m = 0; m < 3; m++)
 			if (names[m] && strlen(names[m]) > best && find_word(text, names[m]))
 				best = strlen(names[m]);
-	}
 	if (best == 0 && mentions_number(text, code)) {
 		char digits[16];
 		best = (size_t)snprintf(digits, sizeof(digits), "%d", code);
