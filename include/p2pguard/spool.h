@@ -127,7 +127,7 @@ struct p2pg_spool_header {
 	_Atomic uint32_t next_serial;
 	_Atomic uint64_t dropped_no_slot; /* records lost because every thread ring was taken */
 	_Atomic uint32_t clean_exit;
-	uint8_t pad0[4];
+	uint32_t record; /* the writer's P2PGUARD_RECORD (enum p2pg_record_mode) + 1; 0: not said */
 	char cmdline[2048];
 	uint8_t pad[4096 - 2256];
 };

@@ -103,6 +103,7 @@ static void process_info(struct p2pg_process_info *info)
 	info->rank = rank && *rank ? atoi(rank) : -1;
 	info->local_rank = local && *local ? atoi(local) : -1;
 	info->mode = rec.mode_name;
+	info->record = rec.settings.record;
 	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		ssize_t n = read(fd, info->cmdline, sizeof(info->cmdline) - 1);

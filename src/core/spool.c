@@ -91,6 +91,7 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 	h->rank = info->rank;
 	h->local_rank = info->local_rank;
 	snprintf(h->mode, sizeof(h->mode), "%s", info->mode);
+	h->record = (uint32_t)info->record + 1;
 	snprintf(h->guard_version, sizeof(h->guard_version), "%s", P2PGUARD_VERSION);
 	snprintf(h->cmdline, sizeof(h->cmdline), "%s", info->cmdline);
 	/* The magic goes last: a reader ignores a file whose header is not complete. */

@@ -9,6 +9,7 @@ struct p2pg_process_info {
 	int rank;
 	int local_rank;
 	const char *mode;
+	int record; /* enum p2pg_record_mode: how the rows of this spool are to be imported */
 	char cmdline[2048];
 };
 

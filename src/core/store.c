@@ -738,8 +738,13 @@ int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
 		    mmap(NULL, P2PG_SPOOL_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (spool == MAP_FAILED)
 			continue;
+		/* A dead process's rows are imported the way it recorded them, not the way the
+		 * recoverer does. */
+		uint32_t said = spool->header.record;
 		struct p2pg_importer im;
-		p2pg_importer_init(&im, record);
+		p2pg_importer_init(&im, said == P2PG_RECORD_SUMMARY + 1 ? P2PG_RECORD_SUMMARY
+					: said == P2PG_RECORD_ALL + 1	? P2PG_RECORD_ALL
+									: record);
 		int rc = -EINVAL;
 		if (memcmp(spool->header.magic, P2PG_SPOOL_MAGIC, 8) == 0)
 			rc = p2pg_store_import(db, spool, &im, true);

@@ -54,7 +54,9 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 
 /*
  * Imports every spool file under dir whose owner is gone (its flock is free), then deletes it.
- * skip_path: this process's own spool. Returns the number of files imported, or a negative errno.
+ * skip_path: this process's own spool. Each file is imported the way its writer recorded (all or
+ * summary); record is used only for a file that does not say (written by an older guard). Returns
+ * the number of files imported, or a negative errno.
  */
 int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
 			   enum p2pg_record_mode record);
