@@ -10,6 +10,7 @@
  *   rt_peer fork              copies in the parent, then a child calling the runtime
  *   rt_peer crash             a copy, then SIGSEGV in crash_here()
  *   rt_peer copier FILE T     T threads copying forever, publishing counts in FILE (SIGKILL test)
+ *   rt_peer crasher FILE T MS as copier, then SIGSEGV in crash_here() MS ms after all copied
  *   rt_peer bench N SIZE      N async peer copies of SIZE bytes, prints ns per call
  */
 #include <cuda_runtime_api.h>
@@ -331,6 +332,60 @@ static int mode_copier(const char *file, int threads)
 	return 0;
 }
 
+struct crasher {
+	_Atomic long *count;
+	int threads, ms;
+};
+
+/* Once every copier has returned from a copy, waits ms and faults in a thread of its own. */
+static void *crasher_main(void *arg)
+{
+	struct crasher *c = arg;
+	for (int k = 0; k < c->threads; k++)
+		while (atomic_load(&c->count[k]) == 0)
+			usleep(100);
+	usleep((useconds_t)c->ms * 1000);
+	volatile uintptr_t bad = 0;
+	crash_here((volatile int *)bad);
+	return NULL;
+}
+
+/* Copier threads as in copier mode, killed by a SIGSEGV of the program's own. */
+static int mode_crasher(const char *file, int threads, int ms)
+{
+	need_two_devices();
+	int fd = open(file, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	size_t len = 4096;
+	if (fd < 0 || ftruncate(fd, (off_t)len) < 0)
+		return 2;
+	struct shared {
+		_Atomic long count[64];
+		uint32_t tid[64];
+	} *sh = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (sh == MAP_FAILED)
+		return 2;
+	if (threads < 1)
+		threads = 1;
+	if (threads > 64)
+		threads = 64;
+	pthread_t tids[64], crash_tid;
+	struct worker w[64];
+	for (int k = 0; k < threads; k++) {
+		w[k] = (struct worker){.index = k,
+				       .copies = -1,
+				       .bytes = 256,
+				       .published = &sh->count[k],
+				       .tid_out = &sh->tid[k]};
+		pthread_create(&tids[k], NULL, worker_main, &w[k]);
+	}
+	struct crasher c = {.count = sh->count, .threads = threads, .ms = ms};
+	pthread_create(&crash_tid, NULL, crasher_main, &c);
+	printf("READY\n");
+	fflush(stdout);
+	pthread_join(crash_tid, NULL);
+	return 0;
+}
+
 static int mode_bench(long n, size_t size)
 {
 	need_two_devices();
@@ -414,10 +469,13 @@ int main(int argc, char **argv)
 	if (strcmp(mode, "bench-local") == 0)
 		return mode_bench_local(argc > 2 ? atol(argv[2]) : 20000,
 					argc > 3 ? (size_t)atol(argv[3]) : 256);
+	if (strcmp(mode, "crasher") == 0 && argc > 4)
+		return mode_crasher(argv[2], atoi(argv[3]), atoi(argv[4]));
 	if (strcmp(mode, "bench") == 0)
 		return mode_bench(argc > 2 ? atol(argv[2]) : 20000,
 				  argc > 3 ? (size_t)atol(argv[3]) : 256);
 	fprintf(stderr,
-		"usage: rt_peer basic|errors|threads T N|fork|crash|copier FILE T|bench N SIZE\n");
+		"usage: rt_peer basic|errors|threads T N|fork|crash|copier FILE T|crasher FILE T "
+		"MS|bench N SIZE\n");
 	return 2;
 }

@@ -1,0 +1,107 @@
+"""p2pguard topo against the simulated GPUs: the matrix it prints, its exit status, and what it
+records (a failure row per lying direction, the measured bandwidth per path)."""
+import os
+import re
+from harness import *
+
+BYTES = 1048576
+
+
+def topo(db, **extra):
+    return subprocess.run([CLI, "topo", "--db", db, "--bytes", str(BYTES)], capture_output=True, text=True,
+                          env=environment(preload=False, **extra), timeout=120)
+
+
+def matrix(stdout):
+    """{(src, dst): cell} from the 'P2P matrix' table."""
+    cells = {}
+    lines = stdout.splitlines()
+    start = [n for n, l in enumerate(lines) if l.startswith("P2P matrix")]
+    if not start:
+        return cells
+    for line in lines[start[0] + 2:]:
+        m = re.match(r"\s+GPU(\d+)\s+(.*)$", line)
+        if not m:
+            break
+        for dst, cell in enumerate(m.group(2).split()):
+            if cell != "-":
+                cells[(int(m.group(1)), dst)] = cell
+    return cells
+
+
+def bandwidth(db):
+    return {(r[0], r[1], r[2]): r[3:] for r in query(db, "SELECT src_device, dst_device, path, count, bytes, p50_gbps "
+                                                         "FROM peer_bandwidth")}
+
+
+# ---- every pair does P2P, correctly ----
+# 'ok' against 'slow' is a timing judgement (best of three 1 MiB copies, P2P against staging, both
+# plain memmove here): on two busy cores a preempted P2P copy can lose. Only that verdict is retried.
+for attempt in range(3):
+    db = tempdb()
+    proc = topo(db, SIMCUDA_P2P="all")
+    check("wrong_data" not in proc.stdout and "error" not in proc.stdout,
+          "P2P all, attempt %d: no pair judged lying or broken" % (attempt + 1))
+    if "/slow" not in proc.stdout:
+        break
+    print("# attempt %d judged a pair slow (timing noise): %s" % (attempt + 1, matrix(proc.stdout)))
+equal(proc.returncode, 0, "P2P all: exit 0")
+equal(matrix(proc.stdout), {(0, 1): "yes/ok", (1, 0): "yes/ok"}, "P2P all: the matrix says yes/ok")
+check("recorded in " + db in proc.stdout, "P2P all: says where it recorded")
+equal(scalar(db, "SELECT count(*) FROM failures"), 0, "P2P all: no failure rows")
+bw = bandwidth(db)
+equal(sorted(bw), [(0, 1, "p2p"), (0, 1, "staged"), (1, 0, "p2p"), (1, 0, "staged")],
+      "P2P all: peer_bandwidth has both paths of both directions")
+check(all(v[0] == 1 and v[1] == BYTES and v[2] > 0 for v in bw.values()),
+      "P2P all: one probe copy of %d bytes per path, positive bandwidth (%s)" % (BYTES, bw))
+equal(query(db, "SELECT mode FROM processes"), [("topo",)], "P2P all: the topo run is a process row of its own")
+equal({r[0] for r in query(db, "SELECT DISTINCT api FROM transfers")}, {"p2pguard_probe"},
+      "P2P all: the probe's rows are marked as such")
+
+# ---- P2P between 0 and 1 delivers wrong data ----
+db = tempdb()
+proc = topo(db, SIMCUDA_P2P_CORRUPT="0-1")
+equal(proc.returncode, 1, "P2P corrupt: exit 1")
+equal(matrix(proc.stdout), {(0, 1): "yes/wrong_data", (1, 0): "yes/wrong_data"}, "P2P corrupt: the matrix says wrong_data")
+check("2 pairs where P2P is claimed but lies" in proc.stdout, "P2P corrupt: and says what to do about it")
+rows = query(db, "SELECT device, peer_device, api, rule_id, status FROM failures ORDER BY device")
+equal(rows, [(0, 1, "p2pguard_probe", "p2p/copy-returns-wrong-data", 0),
+             (1, 0, "p2pguard_probe", "p2p/copy-returns-wrong-data", 0)],
+      "P2P corrupt: a failure row per direction, rule p2p/copy-returns-wrong-data")
+check(all("WRONG DATA" in (a or "") for (a,) in query(db, "SELECT args FROM failures")),
+      "P2P corrupt: each row's args say WRONG DATA")
+bw = bandwidth(db)
+equal(sorted(bw), [(0, 1, "p2p"), (0, 1, "staged"), (1, 0, "p2p"), (1, 0, "staged")],
+      "P2P corrupt: peer_bandwidth rows for paths p2p and staged")
+report = subprocess.run([CLI, "report", db], capture_output=True, text=True, env=environment(preload=False))
+check("p2p/copy-returns-wrong-data" in report.stdout, "P2P corrupt: p2pguard report shows the finding")
+
+# ---- no P2P at all ----
+db = tempdb()
+proc = topo(db, SIMCUDA_P2P="none")
+equal(proc.returncode, 0, "P2P none: exit 0 (nothing claims P2P, nothing lies)")
+equal(matrix(proc.stdout), {(0, 1): "no/staged", (1, 0): "no/staged"}, "P2P none: the matrix says no/staged")
+equal(scalar(db, "SELECT count(*) FROM failures"), 0, "P2P none: no failure rows")
+equal(sorted(bandwidth(db)), [(0, 1, "staged"), (1, 0, "staged")], "P2P none: only the staged path measured")
+
+# ---- four GPUs, P2P within 0-1 and 2-3 only, one of them lying ----
+db = tempdb()
+proc = topo(db, SIMCUDA_DEVICES=4, SIMCUDA_P2P="0-1,2-3", SIMCUDA_P2P_CORRUPT="2-3")
+equal(proc.returncode, 1, "four GPUs: exit 1 (2-3 lies)")
+cells = matrix(proc.stdout)
+equal(len(cells), 12, "four GPUs: twelve ordered pairs")
+equal({k: v for k, v in cells.items() if not v.startswith("no/")},
+      {(0, 1): cells.get((0, 1)), (1, 0): cells.get((1, 0)), (2, 3): "yes/wrong_data", (3, 2): "yes/wrong_data"},
+      "four GPUs: only 0-1 and 2-3 can access, 2-3 lies")
+check(all(cells.get(k, "").startswith("yes/") and "wrong_data" not in cells[k] for k in ((0, 1), (1, 0))),
+      "four GPUs: 0-1 is fine (%s, %s)" % (cells.get((0, 1)), cells.get((1, 0))))
+equal(sorted(r[:2] for r in query(db, "SELECT device, peer_device FROM failures WHERE rule_id = 'p2p/copy-returns-wrong-data'")),
+      [(2, 3), (3, 2)], "four GPUs: failure rows for 2->3 and 3->2 only")
+
+# ---- --no-record ----
+folder = tempfile.mkdtemp(prefix="p2pg-test-")
+proc = subprocess.run([CLI, "topo", "--no-record", "--bytes", str(BYTES)], capture_output=True, text=True,
+                      env=environment(preload=False), timeout=120, cwd=folder)
+check(proc.returncode in (0, 1) and "P2P matrix" in proc.stdout, "--no-record: still prints the matrix")
+equal(os.listdir(folder), [], "--no-record: writes nothing")
+done()
