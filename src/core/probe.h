@@ -16,7 +16,7 @@ struct p2pg_probe_result {
 	double p2p_gbps; /* best of the timed runs, GB/s (1e9 bytes per second) */
 	double staged_gbps;
 	double elapsed_ms;   /* what the probe cost */
-	const char *verdict; /* "ok", "wrong_data", "slow", "error" */
+	const char *verdict; /* "ok", "wrong_data", "slow" (P2P below 80% of staging), "error" */
 };
 
 /*
