@@ -135,6 +135,9 @@ static void init(void)
 		return;
 	}
 	pthread_atfork(NULL, NULL, atfork_child);
+	/* Registered at the first intercepted call, after the program's CUDA runtime registered its
+	 * own teardown, so it runs before that teardown: GPU timing stops asking events then. */
+	atexit(p2pg_recorder_exit_begins);
 	__atomic_store_n(&p2pg_active, 1, __ATOMIC_RELEASE);
 }
 

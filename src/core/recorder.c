@@ -43,6 +43,7 @@ static struct {
 	bool drainer_running;
 	bool stop;
 	bool drained_all; /* the last pass before shutdown imported everything */
+	_Atomic bool exiting; /* exit has begun: the drainer makes no more CUDA calls */
 
 	/* drainer-private */
 	struct pending *pending;
@@ -330,7 +331,7 @@ static void *drainer_main(void *arg)
 			rec.drained_all = rc >= 0;
 			break;
 		}
-		if (rec.npending)
+		if (rec.npending && !atomic_load(&rec.exiting))
 			poll_timings(db);
 
 		pthread_mutex_lock(&rec.lock);
@@ -351,6 +352,11 @@ static void *drainer_main(void *arg)
 	p2pg_importer_release(&im);
 	sqlite3_close(db);
 	return NULL;
+}
+
+void p2pg_recorder_exit_begins(void)
+{
+	atomic_store(&rec.exiting, true);
 }
 
 void p2pg_recorder_shutdown(void)

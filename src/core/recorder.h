@@ -35,6 +35,10 @@ void p2pg_recorder_set_driver_version(int version);
  */
 void p2pg_recorder_atfork_child(void);
 
+/* Called by an atexit handler registered after the CUDA runtime's own: from then on the drainer
+ * makes no CUDA call (the runtime is about to tear its contexts down). */
+void p2pg_recorder_exit_begins(void);
+
 /* Exit: a final drain, bounded to one second; no CUDA call. */
 void p2pg_recorder_shutdown(void);
 
