@@ -135,8 +135,10 @@ static void init(void)
 		return;
 	}
 	pthread_atfork(NULL, NULL, atfork_child);
-	/* Registered at the first intercepted call, after the program's CUDA runtime registered its
-	 * own teardown, so it runs before that teardown: GPU timing stops asking events then. */
+	/* exit() runs atexit handlers before any library destructor: from there on the drainer asks
+	 * no more timing events, so nothing of the guard's touches CUDA while it is torn down. (A
+	 * runtime whose own atexit teardown was registered later runs first; an event query racing
+	 * it fails with an error and nothing else.) */
 	atexit(p2pg_recorder_exit_begins);
 	__atomic_store_n(&p2pg_active, 1, __ATOMIC_RELEASE);
 }
