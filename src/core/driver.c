@@ -10,7 +10,7 @@ struct p2pg_driver p2pg_drv;
 
 typedef void *(*dlsym_fn)(void *, const char *);
 
-static dlsym_fn find_real_dlsym(void)
+P2PG_NO_ASAN static dlsym_fn find_real_dlsym(void)
 {
 	/* RTLD_NEXT from inside this library skips the guard's own exported dlsym. glibc 2.34 moved
 	 * dlsym into libc under a new version; older glibc only has the original one. */
@@ -20,12 +20,12 @@ static dlsym_fn find_real_dlsym(void)
 	return fn;
 }
 
-void *p2pg_real_dlsym_function(void)
+P2PG_NO_ASAN void *p2pg_real_dlsym_function(void)
 {
 	return (void *)find_real_dlsym();
 }
 
-void *p2pg_real_dlsym(void *handle, const char *symbol)
+P2PG_NO_ASAN void *p2pg_real_dlsym(void *handle, const char *symbol)
 {
 	static dlsym_fn real;
 	dlsym_fn fn = __atomic_load_n(&real, __ATOMIC_ACQUIRE);

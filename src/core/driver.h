@@ -85,10 +85,18 @@ extern struct p2pg_driver p2pg_drv;
  */
 int p2pg_driver_load(void);
 
+/*
+ * For code the guard's exported dlsym runs: a sanitizer runtime preloaded first (libasan) resolves
+ * its interceptors with dlsym while it initialises, before its shadow memory is mapped, and in a
+ * process that preloads the guard those calls land in the guard. Instrumented code there would
+ * touch the unmapped shadow and fault.
+ */
+#define P2PG_NO_ASAN __attribute__((no_sanitize("address")))
+
 /* The real dlsym, never the guard's own: the core resolves symbols of other libraries with it. */
-void *p2pg_real_dlsym(void *handle, const char *symbol);
+P2PG_NO_ASAN void *p2pg_real_dlsym(void *handle, const char *symbol);
 /* glibc's dlsym itself (the preload layer jumps to it for RTLD_NEXT lookups). */
-void *p2pg_real_dlsym_function(void);
+P2PG_NO_ASAN void *p2pg_real_dlsym_function(void);
 
 /* "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED" for a driver status; a static string, never NULL. */
 const char *p2pg_cu_error_name(int status);
