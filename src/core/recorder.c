@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,18 +120,50 @@ static void process_info(struct p2pg_process_info *info)
 
 static void *drainer_main(void *arg);
 
+/*
+ * Held by the drainer except while it waits between passes. A fork() in the middle of a pass would
+ * copy SQLite's global mutexes (and, under ASan, the allocator's) held by a thread the child does
+ * not have, and the child's own drainer, or its next malloc, would wait on them forever. So a fork
+ * waits for the pass to end; and start_drainer returns only once the new thread holds the lock,
+ * so that a fork cannot come while the thread is still starting (ASan allocates then).
+ */
+static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t fork_handlers_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&pass_lock);
+}
+
+static void fork_release(void)
+{
+	pthread_mutex_unlock(&pass_lock);
+}
+
+static void install_fork_handlers(void)
+{
+	pthread_atfork(fork_prepare, fork_release, fork_release);
+}
+
 /* The drainer's thread must not take the program's signals, nor be seen by it in any way. */
 static bool start_drainer(void)
 {
+	pthread_once(&fork_handlers_once, install_fork_handlers);
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 << 10);
-	int rc = pthread_create(&rec.drainer, &attr, drainer_main, NULL);
+	sem_t started;
+	sem_init(&started, 0, 0);
+	int rc = pthread_create(&rec.drainer, &attr, drainer_main, &started);
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc == 0)
+		while (sem_wait(&started) < 0 && errno == EINTR)
+			;
+	sem_destroy(&started);
 	if (rc != 0)
 		return false;
 	rec.drainer_running = true;
@@ -278,15 +311,17 @@ static void write_rules(sqlite3 *db)
 
 static void *drainer_main(void *arg)
 {
-	(void)arg;
 	/* Whatever the drainer calls (SQLite, the driver for event queries) must never be taken for
 	 * the program's own calls. */
 	p2pg_depth = 1;
 	struct p2pg_spool_layout *spool = atomic_load(&rec.spool);
 	sqlite3 *db = NULL;
 	char err[256];
+	pthread_mutex_lock(&pass_lock);
+	sem_post(arg); /* start_drainer's, which returns now */
 	int rc = p2pg_store_open(rec.settings.db_path, &db, err, sizeof(err));
 	if (rc < 0) {
+		pthread_mutex_unlock(&pass_lock);
 		p2pg_notice(
 		    "cannot use the database %s (%s); records stay in %s for `p2pguard recover`, "
 		    "the program runs on",
@@ -334,6 +369,7 @@ static void *drainer_main(void *arg)
 		if (rec.npending && !atomic_load(&rec.exiting))
 			poll_timings(db);
 
+		pthread_mutex_unlock(&pass_lock);
 		pthread_mutex_lock(&rec.lock);
 		/* A busy pass means busy rings: go again at once rather than let them fill. */
 		if (!rec.stop && rc < 1024) {
@@ -348,9 +384,13 @@ static void *drainer_main(void *arg)
 			}
 			pthread_cond_timedwait(&rec.wake, &rec.lock, &until);
 		}
+		pthread_mutex_unlock(&rec.lock);
+		pthread_mutex_lock(&pass_lock);
+		pthread_mutex_lock(&rec.lock);
 	}
 	p2pg_importer_release(&im);
 	sqlite3_close(db);
+	pthread_mutex_unlock(&pass_lock);
 	return NULL;
 }
 
