@@ -43,6 +43,35 @@ static bool find_library(char *buf, size_t len)
 	return false;
 }
 
+/*
+ * The length of the sanitizer runtimes (libasan, ...) that LD_PRELOAD starts with. The guard goes
+ * first in the program, except before those: a sanitizer runtime has to be the first object in a
+ * process, and an instrumented program or an instrumented guard cannot start without it there.
+ */
+static size_t sanitizer_prefix(const char *list)
+{
+	static const char *const runtimes[] = {"libasan.", "libhwasan.", "libtsan.",
+					       "libclang_rt.asan", "libclang_rt.hwasan",
+					       "libclang_rt.tsan"};
+	size_t end = 0;
+	for (;;) {
+		size_t start = end + strspn(list + end, ": ");
+		size_t len = strcspn(list + start, ": ");
+		if (len == 0)
+			return end;
+		const char *base = list + start;
+		for (size_t i = 0; i < len; i++)
+			if (list[start + i] == '/')
+				base = list + start + i + 1;
+		bool runtime = false;
+		for (size_t k = 0; k < sizeof(runtimes) / sizeof(runtimes[0]); k++)
+			runtime = runtime || strncmp(base, runtimes[k], strlen(runtimes[k])) == 0;
+		if (!runtime)
+			return end;
+		end = start + len;
+	}
+}
+
 static void usage(void)
 {
 	fputs("usage: p2pguard run [--db PATH] [--mode observe|fallback|staged] [--pairs "
@@ -114,7 +143,10 @@ int p2pg_cmd_run(int argc, char **argv)
 
 	const char *old = getenv("LD_PRELOAD");
 	char preload[2 * PATH_MAX];
-	if (old && *old)
+	size_t keep = old ? sanitizer_prefix(old) : 0;
+	if (keep)
+		snprintf(preload, sizeof(preload), "%.*s:%s%s", (int)keep, old, lib, old + keep);
+	else if (old && *old)
 		snprintf(preload, sizeof(preload), "%s:%s", lib, old);
 	else
 		snprintf(preload, sizeof(preload), "%s", lib);
