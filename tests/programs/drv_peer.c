@@ -184,7 +184,10 @@ static int mode_basic(void)
 	transfers++, bytes += 1 << 20;
 	CHECK(cu.CtxSetCurrent(ctx[1]));
 	CHECK(cu.MemcpyDtoH(back, b1, 1 << 20));
-	if (memcmp(h, back, 1 << 20) != 0) {
+	int same = memcmp(h, back, 1 << 20) == 0;
+	free(h);
+	free(back);
+	if (!same) {
 		fprintf(stderr, "drv_peer: data mismatch\n");
 		return 1;
 	}

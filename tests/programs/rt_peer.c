@@ -117,7 +117,10 @@ static int mode_basic(void)
 	transfers++, bytes += big;
 	CHECK(cudaSetDevice(1));
 	CHECK(cudaMemcpy(back, b1, big, cudaMemcpyDeviceToHost));
-	if (memcmp(h, back, big) != 0) {
+	int same = memcmp(h, back, big) == 0;
+	free(h);
+	free(back);
+	if (!same) {
 		fprintf(stderr, "rt_peer: data mismatch after peer copy\n");
 		return 1;
 	}
