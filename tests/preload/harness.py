@@ -3,8 +3,10 @@
 By default programs run against the simulated CUDA in the build tree. With P2PG_REAL_CUDA=1 (as
 scripts/gpu-check.sh sets it) they run against the machine's real driver and runtime instead.
 """
+import functools
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -17,6 +19,37 @@ CLI = os.path.join(BUILD, "src/cli/p2pguard")
 SIM = os.path.join(BUILD, "tests/simcuda")
 PROGRAMS = os.path.join(BUILD, "tests/programs")
 REAL = os.environ.get("P2PG_REAL_CUDA") == "1"
+
+
+def _sanitizer_runtimes(lib):
+    """The ASan runtime, as a path for LD_PRELOAD, when lib links it (a -Db_sanitize build).
+
+    The ASan runtime has to be the first object in a process: it refuses to start otherwise (or,
+    with verify_asan_link_order=0, misses what was resolved before it). So in a sanitized build
+    every process a test starts gets it first in LD_PRELOAD: the instrumented programs (already
+    linked to it, so only the order changes), the guard's CLI, and Python, which is not
+    instrumented and would load it only with the guard or with the simulated CUDA it opens through
+    ctypes. libubsan need not come first; it is loaded with the guard.
+    """
+    try:
+        dynamic = subprocess.run(["readelf", "-d", lib], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    paths = []
+    for soname in re.findall(r"\(NEEDED\)\s+Shared library: \[(libasan\.so[^\]]*)\]", dynamic):
+        try:
+            path = subprocess.run(os.environ.get("CC", "gcc").split() + ["-print-file-name=" + soname],
+                                  capture_output=True, text=True, check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            path = soname
+        # -print-file-name echoes a name it cannot find; the loader then searches its own path.
+        paths.append(path if os.path.isabs(path) else soname)
+    return paths
+
+
+SANITIZER_PRELOAD = _sanitizer_runtimes(LIB)
+# Leak checking as the caller's ASAN_OPTIONS has it (ASan's default: on).
+LEAK_CHECKS = (re.findall(r"detect_leaks=(\w+)", os.environ.get("ASAN_OPTIONS", "")) or ["1"])[-1] not in ("0", "false")
 
 # Kept in every environment a test builds: NVLink multicast stays off on multi-GPU machines.
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -37,8 +70,19 @@ def environment(db=None, preload=True, **extra):
     if not REAL:
         env["LD_LIBRARY_PATH"] = SIM + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
         env.setdefault("SIMCUDA_DEVICES", "2")
-    if preload:
-        env["LD_PRELOAD"] = LIB
+    preloads = SANITIZER_PRELOAD + ([LIB] if preload else [])
+    if SANITIZER_PRELOAD:
+        # The guard's own crash handler is under test (a crash row, the signal re-raised, a
+        # program's handler such as Python's faulthandler still run): ASan must not take fatal
+        # signals over and turn a SIGSEGV into its report and exit status 1. Memory errors that
+        # the instrumentation finds are still reported.
+        # LeakSanitizer is off here and on in run() for the programs built with the sanitizer:
+        # Python, which the preload tests also run, never frees its objects at exit.
+        env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"),
+                                                     "handle_segv=0:handle_sigbus=0:handle_sigfpe=0",
+                                                     "detect_leaks=0"]))
+    if preloads:
+        env["LD_PRELOAD"] = ":".join(preloads)
     else:
         env.pop("LD_PRELOAD", None)
     if db:
@@ -52,9 +96,22 @@ def environment(db=None, preload=True, **extra):
     return env
 
 
+@functools.lru_cache(maxsize=None)
+def _instrumented(path):
+    """Whether the program at path was built with the sanitizer (links its runtime)."""
+    path = shutil.which(path) or path
+    try:
+        dynamic = subprocess.run(["readelf", "-d", path], capture_output=True, text=True).stdout
+    except OSError:
+        return False
+    return any("[" + os.path.basename(r) in dynamic for r in SANITIZER_PRELOAD)
+
+
 def run(args, db=None, preload=True, check=True, timeout=120, **extra):
-    proc = subprocess.run(args, env=environment(db, preload, **extra), capture_output=True,
-                          text=True, timeout=timeout)
+    env = environment(db, preload, **extra)
+    if SANITIZER_PRELOAD and LEAK_CHECKS and _instrumented(args[0]):
+        env["ASAN_OPTIONS"] += ":detect_leaks=1"  # the guard's leaks show in the test programs
+    proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         sys.stderr.write(proc.stdout + proc.stderr)
         raise SystemExit("%s exited with %d" % (" ".join(args), proc.returncode))
