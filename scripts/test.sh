@@ -6,6 +6,7 @@
 # counts as one failure), and the exit status is non-zero if anything failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/install-deps.sh
 build=${1:-build}
 shift || true
 

@@ -328,6 +328,10 @@ static void *drainer_main(void *arg)
 		    rec.settings.db_path, err, rec.spool_path);
 		return NULL;
 	}
+	/* A pass holds pass_lock, which a fork() in the program waits for: a pass must never sit in
+	 * SQLite's busy handler for long. Another rank holding the write lock costs at most 100 ms;
+	 * the records wait in the ring for the next pass. */
+	sqlite3_busy_timeout(db, 100);
 	struct p2pg_importer im;
 	p2pg_importer_init(&im, rec.settings.record);
 	im.on_timed = on_timed;
