@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,24 +304,24 @@ static int mode_crash(void)
 	return 0;
 }
 
-/* Threads copy until killed; FILE holds, per thread, its tid and the number of calls returned. */
-static int mode_copier(const char *file, int threads)
+/* What copier threads publish for the SIGKILL and SIGSEGV tests: per thread, its tid and the
+ * number of calls that had returned. */
+struct shared_counts {
+	_Atomic long count[64];
+	uint32_t tid[64];
+};
+
+/* Maps FILE and starts `threads` (1..64) copier threads that copy until the process dies. */
+static struct shared_counts *start_copiers(const char *file, int threads, pthread_t *tids,
+					   struct worker *w)
 {
-	need_two_devices();
 	int fd = open(file, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	size_t len = 4096;
-	if (fd < 0 || ftruncate(fd, (off_t)len) < 0)
-		return 2;
-	struct shared {
-		_Atomic long count[64];
-		uint32_t tid[64];
-	} *sh = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (fd < 0 || ftruncate(fd, (off_t)sizeof(struct shared_counts)) < 0)
+		return NULL;
+	struct shared_counts *sh =
+	    mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (sh == MAP_FAILED)
-		return 2;
-	if (threads > 64)
-		threads = 64;
-	pthread_t tids[64];
-	struct worker w[64];
+		return NULL;
 	for (int k = 0; k < threads; k++) {
 		w[k] = (struct worker){.index = k,
 				       .copies = -1,
@@ -329,6 +330,23 @@ static int mode_copier(const char *file, int threads)
 				       .tid_out = &sh->tid[k]};
 		pthread_create(&tids[k], NULL, worker_main, &w[k]);
 	}
+	return sh;
+}
+
+static int clamp_threads(int threads)
+{
+	return threads < 1 ? 1 : threads > 64 ? 64 : threads;
+}
+
+/* Threads copy until killed. */
+static int mode_copier(const char *file, int threads)
+{
+	need_two_devices();
+	threads = clamp_threads(threads);
+	pthread_t tids[64];
+	struct worker w[64];
+	if (!start_copiers(file, threads, tids, w))
+		return 2;
 	printf("READY\n");
 	fflush(stdout);
 	for (int k = 0; k < threads; k++)
@@ -358,30 +376,12 @@ static void *crasher_main(void *arg)
 static int mode_crasher(const char *file, int threads, int ms)
 {
 	need_two_devices();
-	int fd = open(file, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	size_t len = 4096;
-	if (fd < 0 || ftruncate(fd, (off_t)len) < 0)
-		return 2;
-	struct shared {
-		_Atomic long count[64];
-		uint32_t tid[64];
-	} *sh = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (sh == MAP_FAILED)
-		return 2;
-	if (threads < 1)
-		threads = 1;
-	if (threads > 64)
-		threads = 64;
+	threads = clamp_threads(threads);
 	pthread_t tids[64], crash_tid;
 	struct worker w[64];
-	for (int k = 0; k < threads; k++) {
-		w[k] = (struct worker){.index = k,
-				       .copies = -1,
-				       .bytes = 256,
-				       .published = &sh->count[k],
-				       .tid_out = &sh->tid[k]};
-		pthread_create(&tids[k], NULL, worker_main, &w[k]);
-	}
+	struct shared_counts *sh = start_copiers(file, threads, tids, w);
+	if (!sh)
+		return 2;
 	struct crasher c = {.count = sh->count, .threads = threads, .ms = ms};
 	pthread_create(&crash_tid, NULL, crasher_main, &c);
 	printf("READY\n");
@@ -390,68 +390,73 @@ static int mode_crasher(const char *file, int threads, int ms)
 	return 0;
 }
 
+struct bench_copy {
+	void *dst, *src;
+	size_t size;
+	cudaStream_t stream;
+	bool peer; /* device 0 -> 1 with cudaMemcpyPeerAsync, else within one device */
+};
+
+static void bench_enqueue(const struct bench_copy *c)
+{
+	if (c->peer)
+		CHECK(cudaMemcpyPeerAsync(c->dst, 1, c->src, 0, c->size, c->stream));
+	else
+		CHECK(cudaMemcpyAsync(c->dst, c->src, c->size, cudaMemcpyDefault, c->stream));
+}
+
+/* Host time per enqueued copy, in batches small enough that the queue never fills. */
+static double enqueue_ns_per_call(const struct bench_copy *c, long n)
+{
+	for (int k = 0; k < 100; k++)
+		bench_enqueue(c);
+	CHECK(cudaStreamSynchronize(c->stream));
+	long done = 0;
+	double total_ns = 0;
+	while (done < n) {
+		long batch = n - done < 256 ? n - done : 256;
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (long k = 0; k < batch; k++)
+			bench_enqueue(c);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		total_ns += (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
+		done += batch;
+		CHECK(cudaStreamSynchronize(c->stream));
+	}
+	return total_ns / n;
+}
+
+/* Peer copies with peer access enabled: the guard's cost per intercepted call. */
 static int mode_bench(long n, size_t size)
 {
 	need_two_devices();
-	void *a, *b;
-	cudaStream_t s;
+	struct bench_copy c = {.size = size, .peer = true};
 	CHECK(cudaSetDevice(1));
-	CHECK(cudaMalloc(&b, size));
+	CHECK(cudaMalloc(&c.dst, size));
 	CHECK(cudaSetDevice(0));
-	CHECK(cudaMalloc(&a, size));
-	CHECK(cudaStreamCreate(&s));
+	CHECK(cudaMalloc(&c.src, size));
+	CHECK(cudaStreamCreate(&c.stream));
 	int can = 0;
 	CHECK(cudaDeviceCanAccessPeer(&can, 0, 1));
 	if (can)
 		cudaDeviceEnablePeerAccess(1, 0);
-	for (int k = 0; k < 100; k++)
-		CHECK(cudaMemcpyPeerAsync(b, 1, a, 0, size, s));
-	CHECK(cudaStreamSynchronize(s));
-	/* Per-call enqueue cost, in batches small enough that the queue never fills. */
-	long done = 0;
-	double total_ns = 0;
-	while (done < n) {
-		long batch = n - done < 256 ? n - done : 256;
-		struct timespec t0, t1;
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		for (long k = 0; k < batch; k++)
-			CHECK(cudaMemcpyPeerAsync(b, 1, a, 0, size, s));
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		total_ns += (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
-		done += batch;
-		CHECK(cudaStreamSynchronize(s));
-	}
-	printf("BENCH calls=%ld bytes=%zu ns_per_call=%.1f p2p=%d\n", n, size, total_ns / n, can);
+	printf("BENCH calls=%ld bytes=%zu ns_per_call=%.1f p2p=%d\n", n, size,
+	       enqueue_ns_per_call(&c, n), can);
 	return 0;
 }
 
 /* Copies that never cross devices: what every cudaMemcpyAsync pays for the guard's question "does
- * this cross devices?" (device to device within GPU 0, kind Default so both pointers are asked). */
+ * this cross devices?" (within GPU 0, kind Default so both pointers are asked). */
 static int mode_bench_local(long n, size_t size)
 {
-	void *a, *b;
-	cudaStream_t s;
+	struct bench_copy c = {.size = size, .peer = false};
 	CHECK(cudaSetDevice(0));
-	CHECK(cudaMalloc(&a, size));
-	CHECK(cudaMalloc(&b, size));
-	CHECK(cudaStreamCreate(&s));
-	for (int k = 0; k < 100; k++)
-		CHECK(cudaMemcpyAsync(b, a, size, cudaMemcpyDefault, s));
-	CHECK(cudaStreamSynchronize(s));
-	long done = 0;
-	double total_ns = 0;
-	while (done < n) {
-		long batch = n - done < 256 ? n - done : 256;
-		struct timespec t0, t1;
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		for (long k = 0; k < batch; k++)
-			CHECK(cudaMemcpyAsync(b, a, size, cudaMemcpyDefault, s));
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		total_ns += (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
-		done += batch;
-		CHECK(cudaStreamSynchronize(s));
-	}
-	printf("BENCH calls=%ld bytes=%zu ns_per_call=%.1f local=1\n", n, size, total_ns / n);
+	CHECK(cudaMalloc(&c.src, size));
+	CHECK(cudaMalloc(&c.dst, size));
+	CHECK(cudaStreamCreate(&c.stream));
+	printf("BENCH calls=%ld bytes=%zu ns_per_call=%.1f local=1\n", n, size,
+	       enqueue_ns_per_call(&c, n));
 	return 0;
 }
 
