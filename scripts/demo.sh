@@ -30,5 +30,5 @@ sqlite3 -box "$db" "SELECT api, status, pair, rule_id, c_where FROM failure_repo
 step sqlite3 "$db" "SELECT diagnosis, advice FROM failures WHERE status = 217"
 sqlite3 -line "$db" "SELECT diagnosis, advice FROM failures WHERE status = 217"
 step p2pguard explain "RuntimeError: CUDA error: peer access is not supported between these two devices"
-$p2pguard explain "RuntimeError: CUDA error: peer access is not supported between these two devices" | head -25
+$p2pguard explain "RuntimeError: CUDA error: peer access is not supported between these two devices" | sed -n '1,25p'
 printf '\nThe database is %s\n' "$db"
