@@ -288,16 +288,21 @@ enum p2pg_route p2pg_copy_begin(struct p2pg_copy *c)
 			return P2PG_ROUTE_REAL;
 		}
 	}
+	enum p2pg_route route = P2PG_ROUTE_REAL;
 	if (!c->not_stageable && pair_is_staged(c->src_device, c->dst_device)) {
 		c->path = P2PG_PATH_STAGED;
-		return P2PG_ROUTE_STAGED;
+		route = P2PG_ROUTE_STAGED;
+	} else {
+		uint8_t bits =
+		    pair_get(c->src_device, c->dst_device) | pair_get(c->dst_device, c->src_device);
+		c->path = (bits & PAIR_ENABLED) ? P2PG_PATH_P2P : P2PG_PATH_DRIVER;
 	}
-	uint8_t bits =
-	    pair_get(c->src_device, c->dst_device) | pair_get(c->dst_device, c->src_device);
-	c->path = (bits & PAIR_ENABLED) ? P2PG_PATH_P2P : P2PG_PATH_DRIVER;
+	/* The events sit on the caller's stream around whatever moves the data: the staged engine
+	 * orders the caller's stream after its last chunk, so a staged copy is timed the same way.
+	 */
 	if (c->async)
 		c->timing = p2pg_timing_begin(stream, c->bytes, &c->ev_end);
-	return P2PG_ROUTE_REAL;
+	return route;
 }
 
 int p2pg_copy_staged(struct p2pg_copy *c)
