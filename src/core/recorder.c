@@ -446,6 +446,10 @@ void p2pg_recorder_atfork_child(void)
 	pthread_mutex_init(&rec.lock, NULL);
 	pthread_mutex_init(&rec.start_lock, NULL);
 	pthread_cond_init(&rec.wake, NULL);
+	/* The forking thread's ring lies in the parent's spool, unmapped above: its thread-exit
+	 * destructor must not retire it. */
+	if (tls_ring)
+		pthread_setspecific(ring_key, NULL);
 	tls_ring = NULL;
 	tls_tid = 0;
 	tls_no_ring = false;
