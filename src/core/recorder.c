@@ -319,7 +319,26 @@ static void *drainer_main(void *arg)
 	char err[256];
 	pthread_mutex_lock(&pass_lock);
 	sem_post(arg); /* start_drainer's, which returns now */
-	int rc = p2pg_store_open(rec.settings.db_path, &db, err, sizeof(err));
+	/* Opening writes the schema: like a pass, it waits at most 100 ms for another rank's lock
+	 * with pass_lock held, and tries again later with it released. */
+	int rc;
+	while ((rc = p2pg_store_open_wait(rec.settings.db_path, &db, err, sizeof(err), 100)) ==
+	       -EBUSY) {
+		pthread_mutex_unlock(&pass_lock);
+		pthread_mutex_lock(&rec.lock);
+		if (!rec.stop) {
+			struct timespec until;
+			clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_nsec += 50 * 1000 * 1000;
+			if (until.tv_nsec >= 1000000000) {
+				until.tv_sec++;
+				until.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&rec.wake, &rec.lock, &until);
+		}
+		pthread_mutex_unlock(&rec.lock);
+		pthread_mutex_lock(&pass_lock);
+	}
 	if (rc < 0) {
 		pthread_mutex_unlock(&pass_lock);
 		p2pg_notice(

@@ -20,6 +20,12 @@
 
 int p2pg_store_open(const char *path, sqlite3 **ret_db, char *err, size_t err_len)
 {
+	return p2pg_store_open_wait(path, ret_db, err, err_len, 10000);
+}
+
+int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t err_len,
+			 int busy_ms)
+{
 	sqlite3 *db = NULL;
 	int rc = sqlite3_open_v2(
 	    path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
@@ -28,7 +34,7 @@ int p2pg_store_open(const char *path, sqlite3 **ret_db, char *err, size_t err_le
 		sqlite3_close(db);
 		return -EIO;
 	}
-	sqlite3_busy_timeout(db, 10000);
+	sqlite3_busy_timeout(db, busy_ms);
 	char *msg = NULL;
 	/* WAL lets ranks write while a user reads; NORMAL sync is durable against process death,
 	 * which is what the guard promises (the spool covers the rest). */

@@ -18,6 +18,9 @@
  * database"). *ret_db is set only on success.
  */
 int p2pg_store_open(const char *path, sqlite3 **ret_db, char *err, size_t err_len);
+/* The same, waiting at most busy_ms for another connection's lock (-EBUSY past it). */
+int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t err_len,
+			 int busy_ms);
 
 struct p2pg_summary_bucket;
 
