@@ -5,6 +5,7 @@
  * the spool. Then the previous handler runs, so Python's faulthandler and the frameworks' own
  * handlers still work, and the process ends with the same signal.
  */
+#include <errno.h>
 #include <libunwind.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -68,9 +69,15 @@ static void on_fatal_signal(int sig, siginfo_t *info, void *uctx)
 	int k = signal_index(sig);
 	if (k < 0)
 		return;
+	int saved_errno = errno;
 	/* A second fault inside the handler must not loop: straight to the previous handler. */
-	if (atomic_exchange(&in_handler, 1) == 0)
+	if (atomic_exchange(&in_handler, 1) == 0) {
 		write_crash(sig, uctx);
+		/* A previous handler may recover (longjmp out, or fix and return): the next fault
+		 * is recorded again. */
+		atomic_store(&in_handler, 0);
+	}
+	errno = saved_errno;
 
 	struct sigaction *prev = &previous[k];
 	if (prev->sa_flags & SA_SIGINFO) {

@@ -45,6 +45,7 @@
 	X(cuStreamQuery, 2000, (CUstream stream))                                                \
 	X(cuStreamWaitEvent, 3020, (CUstream stream, CUevent event, unsigned int flags))         \
 	X(cuStreamIsCapturing, 10000, (CUstream stream, CUstreamCaptureStatus * status))         \
+	X(cuThreadExchangeStreamCaptureMode, 10010, (CUstreamCaptureMode * mode))                \
 	X(cuStreamGetCtx, 9020, (CUstream stream, CUcontext * ctx))                              \
 	X(cuStreamGetId, 12000, (CUstream stream, unsigned long long *id))                       \
 	X(cuEventCreate, 2000, (CUevent * event, unsigned int flags))                            \

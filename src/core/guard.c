@@ -448,10 +448,10 @@ static void probe_after_enable(const struct p2pg_peer *p, uint32_t serial, uint6
 {
 	if (settings.mode != P2PG_MODE_FALLBACK || !settings.probe)
 		return;
-	uint8_t before = pair_get(p->device, p->peer);
-	if (before & PAIR_PROBED)
+	/* Test and set in one step: two threads enabling the same pair probe it once. */
+	if (!valid_device(p->device) || !valid_device(p->peer) ||
+	    (atomic_fetch_or(&pairs[p->device][p->peer], PAIR_PROBED) & PAIR_PROBED))
 		return;
-	pair_set(p->device, p->peer, PAIR_PROBED);
 	struct p2pg_probe_result res;
 	p2pg_probe_pair(p->device, p->peer, 4 << 20, 2, true, &res);
 	if (res.status != 0 || strcmp(res.verdict, "ok") == 0)

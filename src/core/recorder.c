@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "driver.h"
 #include "guard.h"
 #include "notice.h"
 #include "p2pguard/rules.h"
@@ -43,7 +44,7 @@ static struct {
 	pthread_t drainer;
 	bool drainer_running;
 	bool stop;
-	bool drained_all; /* the last pass before shutdown imported everything */
+	bool drained_all;     /* the last pass before shutdown imported everything */
 	_Atomic bool exiting; /* exit has begun: the drainer makes no more CUDA calls */
 
 	/* drainer-private */
@@ -259,9 +260,15 @@ void p2pg_recorder_set_driver_version(int version)
 
 /* ---- the drainer ---- */
 
-static void on_timed(void *userdata, int64_t row, const struct p2pg_record *r)
+static void on_timed(void *userdata, int64_t row, uint32_t slot)
 {
 	(void)userdata;
+	if (row == 0) {
+		/* Summarised: no row to put the time in. The pair may be reused at once (a new
+		 * record of the same events supersedes the old). */
+		p2pg_timing_cancel((int)slot);
+		return;
+	}
 	if (rec.npending == rec.cap_pending) {
 		size_t cap = rec.cap_pending ? rec.cap_pending * 2 : 256;
 		struct pending *grown = realloc(rec.pending, cap * sizeof(*grown));
@@ -270,11 +277,20 @@ static void on_timed(void *userdata, int64_t row, const struct p2pg_record *r)
 		rec.pending = grown;
 		rec.cap_pending = cap;
 	}
-	rec.pending[rec.npending++] = (struct pending){row, (unsigned)r->value};
+	rec.pending[rec.npending++] = (struct pending){row, slot};
 }
 
 static void poll_timings(sqlite3 *db)
 {
+	/* Asking an event is harmless, but while another thread of the program captures a graph in
+	 * global mode the driver may refuse calls from any thread that has not relaxed its own
+	 * capture mode: this thread never captures anything, so it relaxes once. */
+	static bool relaxed;
+	if (!relaxed && p2pg_drv.cuThreadExchangeStreamCaptureMode) {
+		CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+		p2pg_drv.cuThreadExchangeStreamCaptureMode(&mode);
+		relaxed = true;
+	}
 	size_t kept = 0;
 	bool began = false;
 	for (size_t k = 0; k < rec.npending; k++) {

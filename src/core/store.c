@@ -23,8 +23,7 @@ int p2pg_store_open(const char *path, sqlite3 **ret_db, char *err, size_t err_le
 	return p2pg_store_open_wait(path, ret_db, err, err_len, 10000);
 }
 
-int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t err_len,
-			 int busy_ms)
+int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t err_len, int busy_ms)
 {
 	sqlite3 *db = NULL;
 	int rc = sqlite3_open_v2(
@@ -96,6 +95,9 @@ void p2pg_importer_init(struct p2pg_importer *im, enum p2pg_record_mode record)
 
 void p2pg_importer_release(struct p2pg_importer *im)
 {
+	free(im->timed);
+	im->timed = NULL;
+	im->ntimed = im->cap_timed = 0;
 	free(im->buckets);
 	im->buckets = NULL;
 	im->nbuckets = 0;
@@ -368,6 +370,22 @@ static int64_t process_row(sqlite3 *db, const struct p2pg_spool_header *h, bool 
 	return id;
 }
 
+/* Remembers a timed copy's row until the pass commits (a rolled-back pass hands nothing over). */
+static void note_timed(struct p2pg_importer *im, int64_t row, const struct p2pg_record *r)
+{
+	if (!(r->flags & P2PG_REC_F_TIMED) || r->gpu_ns || !im->on_timed)
+		return;
+	if (im->ntimed == im->cap_timed) {
+		size_t cap = im->cap_timed ? im->cap_timed * 2 : 256;
+		struct p2pg_pending_timing *grown = realloc(im->timed, cap * sizeof(*grown));
+		if (!grown)
+			return;
+		im->timed = grown;
+		im->cap_timed = cap;
+	}
+	im->timed[im->ntimed++] = (struct p2pg_pending_timing){row, (uint32_t)r->value};
+}
+
 static void bind_transfer(sqlite3_stmt *st, int base, int64_t process_id,
 			  const struct pending_transfer *p)
 {
@@ -409,8 +427,7 @@ static int flush_transfers(sqlite3 *db, struct statements *s, struct p2pg_import
 		last = sqlite3_last_insert_rowid(db);
 		for (int k = 0; k < n; k++) {
 			const struct p2pg_record *r = &s->batch[k].r;
-			if ((r->flags & P2PG_REC_F_TIMED) && !r->gpu_ns && im->on_timed)
-				im->on_timed(im->userdata, last - (n - 1 - k), r);
+			note_timed(im, last - (n - 1 - k), r);
 		}
 		return 0;
 	}
@@ -420,8 +437,7 @@ static int flush_transfers(sqlite3 *db, struct statements *s, struct p2pg_import
 		if (sqlite3_step(s->transfer) != SQLITE_DONE)
 			return -EIO;
 		const struct p2pg_record *r = &s->batch[k].r;
-		if ((r->flags & P2PG_REC_F_TIMED) && !r->gpu_ns && im->on_timed)
-			im->on_timed(im->userdata, sqlite3_last_insert_rowid(db), r);
+		note_timed(im, sqlite3_last_insert_rowid(db), r);
 	}
 	return 0;
 }
@@ -432,8 +448,10 @@ static int insert_record(sqlite3 *db, struct statements *s, struct p2pg_importer
 {
 	sqlite3_stmt *st;
 	if (r->kind == P2PG_REC_TRANSFER) {
-		if (im->record == P2PG_RECORD_SUMMARY && summarise(im, r))
+		if (im->record == P2PG_RECORD_SUMMARY && summarise(im, r)) {
+			note_timed(im, 0, r);
 			return 0;
+		}
 		s->batch[s->batched++] = (struct pending_transfer){*r, t->serial, seq};
 		if (s->batched == TRANSFER_BATCH && flush_transfers(db, s, im) < 0)
 			return -EIO;
@@ -674,6 +692,9 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 	}
 	statements_finalize(&s);
 	im->dropped_reported = dropped;
+	for (size_t k = 0; k < im->ntimed; k++)
+		im->on_timed(im->userdata, im->timed[k].row, im->timed[k].slot);
+	im->ntimed = 0;
 	/* Only now, with the rows durable, may the writers reuse their ring space. */
 	for (int k = 0; k < P2PG_SPOOL_THREADS; k++) {
 		struct p2pg_spool_thread *t = &spool->threads[k];
@@ -691,6 +712,8 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 fail:
 	statements_finalize(&s);
 	sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	/* Their rows are gone: the next pass imports those records again and notes them then. */
+	im->ntimed = 0;
 	/* The rollback undid the progress rows: forget what this pass believed it imported. */
 	memset(im->serial, 0, sizeof(im->serial));
 	memset(im->imported, 0, sizeof(im->imported));

@@ -38,9 +38,16 @@ struct p2pg_importer {
 	uint64_t dropped_reported;
 	struct p2pg_summary_bucket *buckets; /* summary mode */
 	size_t nbuckets;
-	/* Timed copies whose GPU time is not known yet (the owning process only). */
-	void (*on_timed)(void *userdata, int64_t row, const struct p2pg_record *r);
+	/*
+	 * Timed copies whose GPU time is not known yet (the owning process only): called after the
+	 * transaction that wrote their rows committed, with the row, or with row 0 for a copy that
+	 * got no row of its own (summary mode), whose event pair is then free again. slot: the
+	 * record's event pair.
+	 */
+	void (*on_timed)(void *userdata, int64_t row, uint32_t slot);
 	void *userdata;
+	struct p2pg_pending_timing *timed; /* this pass's, handed over at commit */
+	size_t ntimed, cap_timed;
 };
 
 void p2pg_importer_init(struct p2pg_importer *im, enum p2pg_record_mode record);

@@ -25,6 +25,35 @@ static long long one(sqlite3 *db, const char *sql)
 	return v;
 }
 
+static int timed_calls, timed_rows, timed_without_row;
+
+static void count_timed(void *userdata, int64_t row, uint32_t slot)
+{
+	(void)userdata;
+	(void)slot;
+	timed_calls++;
+	if (row > 0)
+		timed_rows++;
+	else
+		timed_without_row++;
+}
+
+static void publish_timed(struct p2pg_spool_thread *t, int n)
+{
+	for (int k = 0; k < n; k++) {
+		struct p2pg_record r = {.host_ns = 1000,
+					.bytes = 256,
+					.api = 5,
+					.kind = P2PG_REC_TRANSFER,
+					.path = P2PG_PATH_P2P,
+					.flags = P2PG_REC_F_TIMED,
+					.value = k,
+					.src_device = 0,
+					.dst_device = 1};
+		p2pg_spool_put(t, &r);
+	}
+}
+
 static void publish(struct p2pg_spool_thread *t, int n, int status)
 {
 	for (int k = 0; k < n; k++) {
@@ -156,6 +185,33 @@ int main(void)
 	CHECK(one(db, "SELECT count(*) FROM transfers WHERE status = 1") == 3,
 	      "failed transfers are still rows");
 	p2pg_importer_release(&sum);
+
+	/* Timed copies are handed to the owner only once their rows are committed; summarised ones
+	 * come back without a row, so their event pairs are freed. */
+	struct p2pg_spool_thread *tt = p2pg_spool_claim_thread(spool, 22);
+	struct p2pg_importer timed_all, timed_sum;
+	p2pg_importer_init(&timed_all, P2PG_RECORD_ALL);
+	p2pg_importer_init(&timed_sum, P2PG_RECORD_SUMMARY);
+	timed_all.on_timed = timed_sum.on_timed = count_timed;
+	publish_timed(tt, 40);
+	sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL); /* the import must fail: busy */
+	sqlite3 *other = NULL;
+	sqlite3_open(db_path, &other);
+	sqlite3_busy_timeout(other, 1);
+	sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	CHECK(p2pg_store_import(other, spool, &timed_all, false) < 0 && timed_calls == 0,
+	      "a failed pass hands no timed copy over");
+	sqlite3_close(other);
+	sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+	CHECK(p2pg_store_import(db, spool, &timed_all, false) == 40 && timed_rows == 40,
+	      "after the commit, 40 timed copies with their rows (%d)", timed_rows);
+	publish_timed(tt, 30);
+	p2pg_store_import(db, spool, &timed_sum, false);
+	CHECK(timed_without_row + timed_rows - 40 == 30 && timed_without_row > 0,
+	      "summary mode hands summarised timed copies back without a row (%d)",
+	      timed_without_row);
+	p2pg_importer_release(&timed_all);
+	p2pg_importer_release(&timed_sum);
 	p2pg_importer_release(&im);
 	p2pg_importer_release(&fresh);
 	munmap(spool, P2PG_SPOOL_FILE_SIZE);
