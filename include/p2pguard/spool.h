@@ -18,9 +18,9 @@
 #include <stdint.h>
 
 #define P2PG_SPOOL_MAGIC     "P2PGSPL2"
-#define P2PG_SPOOL_THREADS   128  /* thread rings per process */
-#define P2PG_SPOOL_RING 16384 /* records per thread ring (1 MiB); a power of two */
-#define P2PG_SPOOL_BLOBS     128  /* variable-size records: failures, crashes */
+#define P2PG_SPOOL_THREADS   128   /* thread rings per process */
+#define P2PG_SPOOL_RING	     16384 /* records per thread ring (1 MiB); a power of two */
+#define P2PG_SPOOL_BLOBS     128   /* variable-size records: failures, crashes */
 #define P2PG_SPOOL_BLOB_SIZE (24 << 10)
 
 enum p2pg_record_kind {

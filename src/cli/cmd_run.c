@@ -50,9 +50,9 @@ static bool find_library(char *buf, size_t len)
  */
 static size_t sanitizer_prefix(const char *list)
 {
-	static const char *const runtimes[] = {"libasan.", "libhwasan.", "libtsan.",
-					       "libclang_rt.asan", "libclang_rt.hwasan",
-					       "libclang_rt.tsan"};
+	static const char *const runtimes[] = {"libasan.",	     "libhwasan.",
+					       "libtsan.",	     "libclang_rt.asan",
+					       "libclang_rt.hwasan", "libclang_rt.tsan"};
 	size_t end = 0;
 	for (;;) {
 		size_t start = end + strspn(list + end, ": ");

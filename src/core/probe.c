@@ -143,8 +143,8 @@ void p2pg_probe_pair(int src, int dst, size_t bytes, int repeats, bool enable,
 		out->verdict = "wrong_data";
 	else if (!out->p2p_correct)
 		out->verdict = "error"; /* both wrong: the devices, not the path */
-	/* "Slower than staging" needs a clear margin: two healthy paths of similar speed must not be
-	 * judged differently from one run to the next. */
+	/* "Slower than staging" needs a clear margin: two healthy paths of similar speed must not
+	 * be judged differently from one run to the next. */
 	else if (out->p2p_gbps < 0.8 * out->staged_gbps)
 		out->verdict = "slow";
 	else

@@ -243,15 +243,18 @@ static void bench_latency(const char *dir)
 		r.started_ns = (uint64_t)k;
 		p2pg_record(&r, NULL);
 		/* Poll until this row shows, through a connection of its own each time: the view a
-		 * user's sqlite3 gets, not the writer's. Bounded, so a stuck drainer shows as a miss. */
+		 * user's sqlite3 gets, not the writer's. Bounded, so a stuck drainer shows as a
+		 * miss. */
 		bool visible = false;
 		while (!visible && now_ns() - written[k] < 5000000000ull) {
 			sqlite3 *reader = NULL;
 			sqlite3_stmt *st = NULL;
-			if (sqlite3_open_v2(db_path, &reader, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+			if (sqlite3_open_v2(db_path, &reader, SQLITE_OPEN_READONLY, NULL) ==
+				SQLITE_OK &&
 			    sqlite3_prepare_v2(reader, "SELECT max(bytes) FROM transfers", -1, &st,
 					       NULL) == SQLITE_OK &&
-			    sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+			    sqlite3_step(st) == SQLITE_ROW &&
+			    sqlite3_column_type(st, 0) != SQLITE_NULL)
 				visible = sqlite3_column_int64(st, 0) >= k;
 			sqlite3_finalize(st);
 			sqlite3_close(reader);

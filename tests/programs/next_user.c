@@ -10,6 +10,7 @@ int main(void)
 {
 	pid_t via_shim = getpid();
 	pid_t real = (pid_t)syscall(SYS_getpid);
-	printf("RTLD_NEXT %s (shim calls %d)\n", via_shim == real ? "ok" : "WRONG", next_shim_calls);
+	printf("RTLD_NEXT %s (shim calls %d)\n", via_shim == real ? "ok" : "WRONG",
+	       next_shim_calls);
 	return via_shim == real ? 0 : 1;
 }
