@@ -415,6 +415,24 @@ static int add_item(struct parser *ps, struct p2pg_json *container, struct p2pg_
 	return 0;
 }
 
+/* After an array element or object member: 1 when a ',' says another follows, 0 when the closing
+ * bracket ends the container, or the parse error. */
+static int after_item(struct parser *ps, char close, const char *what)
+{
+	skip_whitespace(ps);
+	if (ps->p < ps->end && *ps->p == ',') {
+		ps->p++;
+		return 1;
+	}
+	if (ps->p < ps->end && *ps->p == close) {
+		ps->p++;
+		return 0;
+	}
+	if (ps->p >= ps->end)
+		return fail(ps, "unexpected end of input");
+	return fail(ps, "expected ',' or '%c' after %s", close, what);
+}
+
 static int parse_array(struct parser *ps, struct p2pg_json *v)
 {
 	v->type = P2PG_JSON_ARRAY;
@@ -434,18 +452,9 @@ static int parse_array(struct parser *ps, struct p2pg_json *v)
 			p2pg_json_free(item);
 			return r;
 		}
-		skip_whitespace(ps);
-		if (ps->p < ps->end && *ps->p == ',') {
-			ps->p++;
-			continue;
-		}
-		if (ps->p < ps->end && *ps->p == ']') {
-			ps->p++;
-			return 0;
-		}
-		if (ps->p >= ps->end)
-			return fail(ps, "unexpected end of input");
-		return fail(ps, "expected ',' or ']' after array element");
+		r = after_item(ps, ']', "array element");
+		if (r <= 0)
+			return r;
 	}
 }
 
@@ -496,18 +505,9 @@ static int parse_object(struct parser *ps, struct p2pg_json *v)
 			p2pg_json_free(item);
 			return r;
 		}
-		skip_whitespace(ps);
-		if (ps->p < ps->end && *ps->p == ',') {
-			ps->p++;
-			continue;
-		}
-		if (ps->p < ps->end && *ps->p == '}') {
-			ps->p++;
-			return 0;
-		}
-		if (ps->p >= ps->end)
-			return fail(ps, "unexpected end of input");
-		return fail(ps, "expected ',' or '}' after object member");
+		r = after_item(ps, '}', "object member");
+		if (r <= 0)
+			return r;
 	}
 }
 
