@@ -40,8 +40,8 @@ ROWS=()
 row() { ROWS+=("| $1 | $2 | $3 |"); echo "== $1: $2 ($3)"; }
 left() { echo $((BUDGET - ($(date +%s) - START))); }
 enough() { [ "$(left)" -gt "$1" ]; }
-# SECTIONS="conformance preload overhead classify torch torch-overhead bench recorder ddp frameworks nvcc
-# sigkill topo" runs only those (default: all, in this order); PRELOAD_TESTS narrows "preload".
+# SECTIONS="conformance preload overhead classify torch torch-overhead bench probe timing recorder ddp
+# frameworks nvcc sigkill topo" runs only those (default: all, in this order); PRELOAD_TESTS narrows "preload".
 med() { echo "$1" | tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 want() { [[ " ${SECTIONS:-all} " == *" all "* || " ${SECTIONS:-} " == *" $1 "* ]]; }
 db() { python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(c.execute(sys.argv[2]).fetchone()[0])" "$@"; }
@@ -83,9 +83,9 @@ if want overhead; then
 	declare -A OV
 	for rep in 1 2 3 4 5; do
 		OV[bare]+="$(bench) "
-		OV[sampled]+="$(P2PGUARD_DB=$OUT/ov.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB bench) "
-		OV[off]+="$(P2PGUARD_DB=$OUT/ov.db P2PGUARD_QUIET=1 P2PGUARD_GPU_TIMING=off LD_PRELOAD=$LIB bench) "
-		OV[all]+="$(P2PGUARD_DB=$OUT/ov.db P2PGUARD_QUIET=1 P2PGUARD_GPU_TIMING=all LD_PRELOAD=$LIB bench) "
+		for k in off sampled all; do
+			OV[$k]+="$(P2PGUARD_DB=$OUT/ov-$k.db P2PGUARD_QUIET=1 P2PGUARD_GPU_TIMING=$k LD_PRELOAD=$LIB bench) "
+		done
 	done
 	b=$(med "${OV[bare]}")
 	for k in off sampled all; do
@@ -93,7 +93,9 @@ if want overhead; then
 		row "cudaMemcpyPeerAsync 256 B enqueue, guard timing=$k" "$(awk -v m="$m" -v b="$b" 'BEGIN {printf "%.2f us vs %.2f us bare: %+.2f us", m/1000, b/1000, (m-b)/1000}')" "median of 5 runs x 20000 calls; budget +1 us"
 	done
 	echo "bare: ${OV[bare]} | off: ${OV[off]} | sampled: ${OV[sampled]} | all: ${OV[all]}" >"$OUT/overhead.txt"
-	row "rows for the timed runs" "$(db "$OUT/ov.db" "select count(*) from transfers") transfers, $(db "$OUT/ov.db" "select count(gpu_ns) from transfers") with gpu_ns" "$(db "$OUT/ov.db" "select sum(records_dropped) from processes") dropped"
+	for k in off sampled all; do
+		row "rows of the timing=$k runs" "$(db "$OUT/ov-$k.db" "select count(*) from transfers") transfers, $(db "$OUT/ov-$k.db" "select count(gpu_ns) from transfers") with gpu_ns" "$(db "$OUT/ov-$k.db" "select sum(records_dropped) from processes") records dropped (ring full)"
+	done
 fi
 
 # 4b. What a copy that does not cross devices pays (budget: 0.2 us): same-device async copies.
@@ -136,30 +138,42 @@ if want torch; then
 	done
 fi
 
-# 5b. Observe mode's cost per PyTorch step, bare and observe interleaved three times each.
+# 5b. Observe mode's cost per PyTorch step: bare and observe alternate TORCH_REPS times (default 6),
+# each process pinned to the same cores so that where the scheduler puts a run does not decide it;
+# reported: the median of the run medians, and the median of the paired differences (each observe
+# run against the bare run just before it), which cancels slow drift of the machine.
 if want torch-overhead; then
 	declare -A TOV
-	for rep in 1 2 3; do
+	PAIRS=""
+	CORES=${TORCH_CORES:-2-5}
+	for rep in $(seq 1 "${TORCH_REPS:-6}"); do
+		enough 40 || continue
 		for mode in bare observe; do
-			enough 40 || continue
 			log=$OUT/torchov-$mode-$rep.log
 			if [ "$mode" = bare ]; then
-				STEPS=300 timeout 120 python3 tests/gpu/torch_split.py >"$log" 2>&1
+				STEPS=300 timeout 120 taskset -c "$CORES" python3 tests/gpu/torch_split.py >"$log" 2>&1
 			else
-				P2PGUARD_DB=$OUT/torchov.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB STEPS=300 timeout 120 python3 tests/gpu/torch_split.py >"$log" 2>&1
+				P2PGUARD_DB=$OUT/torchov.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB STEPS=300 timeout 120 taskset -c "$CORES" python3 tests/gpu/torch_split.py >"$log" 2>&1
 			fi
 			TOV[$mode]+="$(sed -n 's/.*median_ms=\(\S*\).*/\1/p' "$log") "
 		done
+		b=$(sed -n 's/.*median_ms=\(\S*\).*/\1/p' "$OUT/torchov-bare-$rep.log")
+		o=$(sed -n 's/.*median_ms=\(\S*\).*/\1/p' "$OUT/torchov-observe-$rep.log")
+		[ -n "$b" ] && [ -n "$o" ] && PAIRS+="$(awk -v o="$o" -v b="$b" 'BEGIN {printf "%.3f", (o/b-1)*100}') "
 	done
 	mb=$(med "${TOV[bare]:-}")
 	mo=$(med "${TOV[observe]:-}")
-	row "torch split, observe vs bare, interleaved" "$(awk -v o="${mo:-0}" -v b="${mb:-1}" 'BEGIN {printf "%+.2f%% (median of run medians %.4f vs %.4f ms)", (o/b-1)*100, o, b}')" "bare: ${TOV[bare]:-}; observe: ${TOV[observe]:-}"
+	row "torch split, observe vs bare, interleaved" "$(awk -v o="${mo:-0}" -v b="${mb:-1}" -v p="$(med "$PAIRS")" 'BEGIN {printf "%+.2f%% (median of run medians %.4f vs %.4f ms); median paired difference %+.2f%%", (o/b-1)*100, o, b, p}')" "bare: ${TOV[bare]:-}; observe: ${TOV[observe]:-}; paired %: $PAIRS; cores $CORES"
 fi
 
 # 8. Staged engine bandwidth beside the driver's own path, and the recorder's budgets.
 if want bench && enough 80; then
 	timeout 120 "$BUILD/tests/bench/bench_staged" --iters 3 --calls 2000 >"$OUT/bench-staged.txt" 2>&1
 	row "bench_staged" "$([ $? = 0 ] && echo done || echo FAILED)" "table in bench-staged.txt"
+fi
+if want probe && enough 20; then
+	timeout 60 "$BUILD/tests/bench/bench_probe" --rounds 3 >"$OUT/bench-probe.txt" 2>&1
+	row "health probe, 4 MiB x 2 per path (fallback mode's)" "$(awk '$1 ~ /^[0-9]+$/ {if (!first) first=$3; if ($3 > max) max=$3; v=v" "$4} END {printf "first %.1f ms, slowest %.1f ms", first, max}' "$OUT/bench-probe.txt")" "verdicts:$(awk '$1 ~ /^[0-9]+$/ {printf " %s", $4}' "$OUT/bench-probe.txt"); table in bench-probe.txt; budget 50 ms per pair"
 fi
 if want recorder && enough 40; then
 	for part in record drain latency; do

@@ -20,7 +20,10 @@
 #include "timing.h"
 
 #define POOL_CONTEXTS 32
-#define POOL_SLOTS    256
+/* Copies in flight per context between two drainer passes (every ~5 ms): at the ~2 us a small peer
+ * copy takes to enqueue, 4096 cover a pass of back-to-back copies from one thread. Zero pages until
+ * used; a slot's events are created at its first use. */
+#define POOL_SLOTS 4096
 
 enum slot_state { SLOT_FREE, SLOT_ARMED, SLOT_PENDING };
 
@@ -207,6 +210,8 @@ enum p2pg_timing_poll p2pg_timing_poll(unsigned index, uint64_t *ret_ns)
 
 void p2pg_timing_reset_after_fork(void)
 {
-	/* The child cannot use the parent's CUDA state: forget every event without touching it. */
-	memset(pools, 0, sizeof(pools));
+	/* The child cannot use the parent's CUDA state: forget every event without touching it.
+	 * Only pools in use are cleared, so the child does not touch pages it never needs. */
+	for (int k = 0; k < POOL_CONTEXTS && atomic_load(&pools[k].ctx); k++)
+		memset(&pools[k], 0, sizeof(pools[k]));
 }
