@@ -184,7 +184,7 @@ fi
 
 # 6. torchrun DDP over NCCL, observe and staged.
 if want ddp; then
-	for mode in observe staged; do
+	for mode in observe fallback staged; do
 		enough 60 || { row "torchrun DDP $mode" "SKIPPED (time)" ""; continue; }
 		rm -f "$OUT/ddp-$mode.db"*
 		P2PGUARD_DB=$OUT/ddp-$mode.db P2PGUARD_MODE=$mode P2PGUARD_QUIET=1 LD_PRELOAD=$LIB NCCL_DEBUG=INFO timeout 150 \
@@ -199,10 +199,12 @@ fi
 # 7. JAX and CuPy.
 if want frameworks; then
 	for fw in jax cupy; do
-		enough 40 || { row "$fw" "SKIPPED (time)" ""; continue; }
-		rm -f "$OUT/$fw.db"*
-		P2PGUARD_DB=$OUT/$fw.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB timeout 90 python3 tests/gpu/${fw}_move.py >"$OUT/$fw.log" 2>&1
-		row "$fw moving arrays between GPUs" "$(grep -E '^(JAX|CUPY)' "$OUT/$fw.log" || echo FAILED)" "rows: $(db "$OUT/$fw.db" "select group_concat(api||' '||bytes||' '||path, '; ') from transfers" 2>/dev/null)"
+		for mode in observe fallback staged; do
+			enough 40 || { row "$fw $mode" "SKIPPED (time)" ""; continue; }
+			rm -f "$OUT/$fw-$mode.db"*
+			P2PGUARD_DB=$OUT/$fw-$mode.db P2PGUARD_MODE=$mode P2PGUARD_QUIET=1 LD_PRELOAD=$LIB timeout 90 python3 tests/gpu/${fw}_move.py >"$OUT/$fw-$mode.log" 2>&1
+			row "$fw $mode, arrays between GPUs" "$(grep -E '^(JAX|CUPY)' "$OUT/$fw-$mode.log" || echo FAILED)" "rows: $(db "$OUT/$fw-$mode.db" "select group_concat(api||' '||bytes||' '||path, '; ') from transfers" 2>/dev/null)"
+		done
 	done
 fi
 
@@ -212,14 +214,18 @@ if want nvcc; then
 		enough 30 || { row "nvcc -cudart $rt" "SKIPPED (time)" ""; continue; }
 		bin=$OUT/rt_peer_$rt
 		nvcc -cudart "$rt" -o "$bin" tests/programs/rt_peer.c -lpthread >"$OUT/nvcc-$rt.log" 2>&1 || { row "nvcc -cudart $rt" "BUILD FAILED" "$(tail -1 "$OUT/nvcc-$rt.log")"; continue; }
-		rm -f "$OUT/nvcc-$rt.db"*
-		out=$(P2PGUARD_DB=$OUT/nvcc-$rt.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB "$bin" basic 2>&1)
-		expected=$(echo "$out" | sed -n 's/.*transfers=\([0-9]*\).*/\1/p')
-		bytes=$(echo "$out" | sed -n 's/.* bytes=\([0-9]*\).*/\1/p')
-		got=$(db "$OUT/nvcc-$rt.db" "select count(*) from transfers")
-		gotb=$(db "$OUT/nvcc-$rt.db" "select sum(bytes) from transfers")
-		apis=$(db "$OUT/nvcc-$rt.db" "select group_concat(distinct api) from transfers")
-		row "nvcc -cudart $rt, basic" "$([ "$got" = "$expected" ] && [ "$gotb" = "$bytes" ] && echo "rows $got = calls $expected, bytes match" || echo "MISMATCH rows $got calls $expected bytes $gotb/$bytes")" "$apis"
+		for mode in observe fallback staged; do
+			db_=$OUT/nvcc-$rt-$mode.db
+			rm -f "$db_"*
+			out=$(P2PGUARD_DB=$db_ P2PGUARD_MODE=$mode P2PGUARD_QUIET=1 LD_PRELOAD=$LIB "$bin" basic 2>&1)
+			rc=$?
+			expected=$(echo "$out" | sed -n 's/.*transfers=\([0-9]*\).*/\1/p')
+			bytes=$(echo "$out" | sed -n 's/.* bytes=\([0-9]*\).*/\1/p')
+			got=$(db "$db_" "select count(*) from transfers")
+			gotb=$(db "$db_" "select sum(bytes) from transfers")
+			apis=$(db "$db_" "select group_concat(distinct api||':'||path) from transfers")
+			row "nvcc -cudart $rt, basic, $mode" "$([ $rc = 0 ] && [ "$got" = "$expected" ] && [ "$gotb" = "$bytes" ] && echo "data checked, rows $got = calls $expected, bytes match" || echo "FAIL rc=$rc rows $got calls $expected bytes $gotb/$bytes")" "$apis"
+		done
 	done
 fi
 
