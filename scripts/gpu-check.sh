@@ -171,6 +171,12 @@ if want bench && enough 80; then
 	timeout 120 "$BUILD/tests/bench/bench_staged" --iters 3 --calls 2000 >"$OUT/bench-staged.txt" 2>&1
 	row "bench_staged" "$([ $? = 0 ] && echo done || echo FAILED)" "table in bench-staged.txt"
 fi
+# 8b. What each way of giving a copy its GPU time costs per call (the choice behind P2PGUARD_GPU_TIMING).
+if want timing && enough 40; then
+	cupti=$( (ls /usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13 /usr/local/cuda/lib64/libcupti.so.13 2>/dev/null; python3 -c 'import nvidia, glob, os; [print(f) for p in nvidia.__path__ for f in glob.glob(os.path.join(p, "*", "lib", "libcupti.so*"))]' 2>/dev/null) | head -1)
+	timeout 120 "$BUILD/tests/bench/bench_timing" ${cupti:+--cupti "$cupti"} >"$OUT/bench-timing.txt" 2>&1
+	row "bench_timing (events vs CUPTI per copy)" "$([ $? = 0 ] && echo done || echo FAILED)" "per copy vs bare: $(awk '/^(events2|events1|notiming2|cupti)/ && !seen[$1]++ {printf "%s %s ns; ", $1, $2 == "unavailable:" ? "unavailable" : $8}' "$OUT/bench-timing.txt")table in bench-timing.txt"
+fi
 if want probe && enough 20; then
 	timeout 60 "$BUILD/tests/bench/bench_probe" --rounds 3 >"$OUT/bench-probe.txt" 2>&1
 	row "health probe, 4 MiB x 2 per path (fallback mode's)" "$(awk '$1 ~ /^[0-9]+$/ {if (!first) first=$3; if ($3 > max) max=$3; v=v" "$4} END {printf "first %.1f ms, slowest %.1f ms", first, max}' "$OUT/bench-probe.txt")" "verdicts:$(awk '$1 ~ /^[0-9]+$/ {printf " %s", $4}' "$OUT/bench-probe.txt"); table in bench-probe.txt; budget 50 ms per pair"
