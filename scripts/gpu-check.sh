@@ -175,7 +175,7 @@ fi
 if want timing && enough 40; then
 	cupti=$( (ls /usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13 /usr/local/cuda/lib64/libcupti.so.13 2>/dev/null; python3 -c 'import nvidia, glob, os; [print(f) for p in nvidia.__path__ for f in glob.glob(os.path.join(p, "*", "lib", "libcupti.so*"))]' 2>/dev/null) | head -1)
 	timeout 120 "$BUILD/tests/bench/bench_timing" ${cupti:+--cupti "$cupti"} >"$OUT/bench-timing.txt" 2>&1
-	row "bench_timing (events vs CUPTI per copy)" "$([ $? = 0 ] && echo done || echo FAILED)" "per copy vs bare: $(awk '/^(events2|events1|notiming2|cupti)/ && ($2 ~ /^[0-9.]+$/ || $2 == "unavailable:") && !seen[$1]++ {printf "%s %s ns; ", $1, $2 == "unavailable:" ? "unavailable" : $8}' "$OUT/bench-timing.txt")table in bench-timing.txt"
+	row "bench_timing (events vs CUPTI per copy)" "$([ $? = 0 ] && echo done || echo FAILED)" "per copy vs bare: $(awk '$1 ~ /^(events2|events1|notiming2|cupti|cupti\+corr)$/ && ($2 ~ /^[0-9.]+$/ || $2 == "unavailable:") && !seen[$1]++ {printf "%s %s ns; ", $1, $2 == "unavailable:" ? "unavailable" : $8}' "$OUT/bench-timing.txt")table in bench-timing.txt"
 fi
 if want probe && enough 20; then
 	timeout 60 "$BUILD/tests/bench/bench_probe" --rounds 3 >"$OUT/bench-probe.txt" 2>&1
