@@ -20,22 +20,27 @@
 #include "timing.h"
 
 #define POOL_CONTEXTS 32
-/* Copies in flight per context between two drainer passes (every ~5 ms): at the ~2 us a small peer
- * copy takes to enqueue, 4096 cover a pass of back-to-back copies from one thread. Zero pages until
- * used; a slot's events are created at its first use. */
+/*
+ * Copies in flight per context between two drainer passes (every ~5 ms): at the ~2 us a small peer
+ * copy takes to enqueue, 4096 cover a pass of back-to-back copies from one thread. The pool grows
+ * only when every pair it has is in flight: creating an event costs microseconds (on the H200 a
+ * pool walked round-robin through 4096 fresh pairs cost short runs +1.4 us per sampled copy), so
+ * pairs are reused first. Pages of slots never grown into stay untouched.
+ */
 #define POOL_SLOTS 4096
 
-enum slot_state { SLOT_FREE, SLOT_ARMED, SLOT_PENDING };
+/* SLOT_NEW (zero) is a slot whose events do not exist yet. */
+enum slot_state { SLOT_NEW, SLOT_FREE, SLOT_ARMED, SLOT_PENDING };
 
 struct timing_slot {
 	_Atomic int state;
-	bool created;
 	CUevent start, end;
 };
 
 struct context_pool {
 	_Atomic(CUcontext) ctx;
 	_Atomic unsigned next;
+	_Atomic unsigned grown; /* slots [0, grown) are created or being created */
 	struct timing_slot slots[POOL_SLOTS];
 };
 
@@ -111,6 +116,52 @@ static bool sampled(size_t bytes)
 	return ++sample_counter % timing_cfg.every == 0;
 }
 
+/* A free pair among those created, armed for the caller; a few tries, never a wait. */
+static struct timing_slot *slot_take(struct context_pool *pool)
+{
+	unsigned n = atomic_load_explicit(&pool->grown, memory_order_acquire);
+	if (n > POOL_SLOTS)
+		n = POOL_SLOTS;
+	if (!n)
+		return NULL;
+	for (int tries = 0; tries < 4; tries++) {
+		unsigned k = atomic_fetch_add_explicit(&pool->next, 1, memory_order_relaxed) % n;
+		struct timing_slot *slot = &pool->slots[k];
+		int expected = SLOT_FREE;
+		if (atomic_compare_exchange_strong(&slot->state, &expected, SLOT_ARMED))
+			return slot;
+	}
+	return NULL;
+}
+
+/* Every created pair is in flight: create the next one, armed for the caller. */
+static struct timing_slot *slot_grow(struct context_pool *pool, CUcontext ctx)
+{
+	/* Checked first so that a full pool's counter stops growing (and never wraps). */
+	if (atomic_load_explicit(&pool->grown, memory_order_relaxed) >= POOL_SLOTS)
+		return NULL;
+	unsigned k = atomic_fetch_add_explicit(&pool->grown, 1, memory_order_acq_rel);
+	if (k >= POOL_SLOTS)
+		return NULL;
+	struct timing_slot *slot = &pool->slots[k];
+	/* Events must live in the stream's context: make that context current briefly. */
+	CUcontext current = NULL;
+	p2pg_drv.cuCtxGetCurrent(&current);
+	bool switched = current != ctx && p2pg_drv.cuCtxSetCurrent(ctx) == CUDA_SUCCESS;
+	bool ok = p2pg_drv.cuEventCreate(&slot->start, CU_EVENT_DEFAULT) == CUDA_SUCCESS;
+	if (ok && p2pg_drv.cuEventCreate(&slot->end, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+		p2pg_drv.cuEventDestroy(slot->start);
+		ok = false;
+	}
+	if (switched)
+		p2pg_drv.cuCtxSetCurrent(current);
+	/* A slot whose events could not be made stays SLOT_NEW: nobody can take it. */
+	if (!ok)
+		return NULL;
+	atomic_store_explicit(&slot->state, SLOT_ARMED, memory_order_release);
+	return slot;
+}
+
 int p2pg_timing_begin(CUstream stream, size_t bytes, CUevent *ret_end)
 {
 	if (!sampled(bytes) || !p2pg_drv.cuEventRecord || !p2pg_drv.cuEventCreate)
@@ -127,43 +178,17 @@ int p2pg_timing_begin(CUstream stream, size_t bytes, CUevent *ret_end)
 	struct context_pool *pool = pool_for(ctx);
 	if (!pool)
 		return -1;
-	for (int tries = 0; tries < 4; tries++) {
-		unsigned k =
-		    atomic_fetch_add_explicit(&pool->next, 1, memory_order_relaxed) % POOL_SLOTS;
-		struct timing_slot *slot = &pool->slots[k];
-		int expected = SLOT_FREE;
-		if (!atomic_compare_exchange_strong(&slot->state, &expected, SLOT_ARMED))
-			continue;
-		if (!slot->created) {
-			/* Events must live in the stream's context: make that context current
-			 * briefly. */
-			CUcontext current = NULL;
-			p2pg_drv.cuCtxGetCurrent(&current);
-			bool switched =
-			    current != ctx && p2pg_drv.cuCtxSetCurrent(ctx) == CUDA_SUCCESS;
-			bool ok =
-			    p2pg_drv.cuEventCreate(&slot->start, CU_EVENT_DEFAULT) == CUDA_SUCCESS;
-			if (ok &&
-			    p2pg_drv.cuEventCreate(&slot->end, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
-				p2pg_drv.cuEventDestroy(slot->start);
-				ok = false;
-			}
-			if (switched)
-				p2pg_drv.cuCtxSetCurrent(current);
-			if (!ok) {
-				atomic_store(&slot->state, SLOT_FREE);
-				return -1;
-			}
-			slot->created = true;
-		}
-		if (p2pg_drv.cuEventRecord(slot->start, stream) != CUDA_SUCCESS) {
-			atomic_store(&slot->state, SLOT_FREE);
-			return -1;
-		}
-		*ret_end = slot->end;
-		return (int)slot_index(pool, slot);
+	struct timing_slot *slot = slot_take(pool);
+	if (!slot)
+		slot = slot_grow(pool, ctx);
+	if (!slot)
+		return -1;
+	if (p2pg_drv.cuEventRecord(slot->start, stream) != CUDA_SUCCESS) {
+		atomic_store(&slot->state, SLOT_FREE);
+		return -1;
 	}
-	return -1;
+	*ret_end = slot->end;
+	return (int)slot_index(pool, slot);
 }
 
 bool p2pg_timing_finish(int index, CUevent end, CUstream stream)
