@@ -79,7 +79,7 @@ fi
 
 # 4. Overhead per async peer copy (256 B, P2P on), side by side, alternating, median of 5 each.
 if want overhead; then
-	bench() { "$BUILD/tests/programs/rt_peer" bench 20000 256 2>/dev/null | sed -n 's/.*ns_per_call=\([0-9.]*\).*/\1/p'; }
+	bench() { taskset -c "${BENCH_CORES:-2-5}" "$BUILD/tests/programs/rt_peer" bench 20000 256 2>/dev/null | sed -n 's/.*ns_per_call=\([0-9.]*\).*/\1/p'; }
 	declare -A OV
 	for rep in 1 2 3 4 5; do
 		OV[bare]+="$(bench) "
@@ -90,7 +90,7 @@ if want overhead; then
 	b=$(med "${OV[bare]}")
 	for k in off sampled all; do
 		m=$(med "${OV[$k]}")
-		row "cudaMemcpyPeerAsync 256 B enqueue, guard timing=$k" "$(awk -v m="$m" -v b="$b" 'BEGIN {printf "%.2f us vs %.2f us bare: %+.2f us", m/1000, b/1000, (m-b)/1000}')" "median of 5 runs x 20000 calls; budget +1 us"
+		row "cudaMemcpyPeerAsync 256 B enqueue, guard timing=$k" "$(awk -v m="$m" -v b="$b" 'BEGIN {printf "%.2f us vs %.2f us bare: %+.2f us", m/1000, b/1000, (m-b)/1000}')" "median of 5 runs x 20000 calls (a run: median of its batches of 256); budget +1 us"
 	done
 	echo "bare: ${OV[bare]} | off: ${OV[off]} | sampled: ${OV[sampled]} | all: ${OV[all]}" >"$OUT/overhead.txt"
 	for k in off sampled all; do
@@ -100,16 +100,16 @@ fi
 
 # 4b. What a copy that does not cross devices pays (budget: 0.2 us): same-device async copies.
 if want classify; then
-	local_bench() { "$BUILD/tests/programs/rt_peer" bench-local 20000 256 2>/dev/null | sed -n 's/.*ns_per_call=\([0-9.]*\).*/\1/p'; }
+	local_bench() { taskset -c "${BENCH_CORES:-2-5}" "$BUILD/tests/programs/rt_peer" bench-local 20000 256 2>/dev/null | sed -n 's/.*ns_per_call=\([0-9.]*\).*/\1/p'; }
 	LB=""
 	LG=""
-	for rep in 1 2 3 4 5; do
+	for rep in 1 2 3 4 5 6 7 8 9; do
 		LB+="$(local_bench) "
 		LG+="$(P2PGUARD_DB=$OUT/local.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB local_bench) "
 	done
 	b=$(med "$LB")
 	m=$(med "$LG")
-	row "cudaMemcpyAsync 256 B within one GPU (not recorded)" "$(awk -v m="$m" -v b="$b" 'BEGIN {printf "%.3f us vs %.3f us bare: %+.3f us", m/1000, b/1000, (m-b)/1000}')" "bare: $LB; guarded: $LG; budget +0.2 us"
+	row "cudaMemcpyAsync 256 B within one GPU (not recorded)" "$(awk -v m="$m" -v b="$b" 'BEGIN {printf "%.3f us vs %.3f us bare: %+.3f us", m/1000, b/1000, (m-b)/1000}')" "median of 9 runs each, alternating; a run's figure is the median of its batches of 256; bare: $LB; guarded: $LG; budget +0.2 us"
 fi
 
 # 5. PyTorch: a split model, 200 steps, bare and under every mode.

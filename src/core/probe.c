@@ -16,15 +16,17 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* A pattern no zero-filled or stale buffer matches by accident. */
+/* A pattern no zero-filled or stale buffer matches by accident. Eight bytes a step: byte by byte,
+ * 4 MiB took milliseconds of the probe's budget. */
 static void canary(unsigned char *p, size_t n, unsigned seed)
 {
-	uint32_t x = 0x9e3779b9u ^ seed;
-	for (size_t k = 0; k < n; k++) {
+	uint64_t x = 0x9e3779b97f4a7c15ull ^ seed;
+	for (size_t k = 0; k < n; k += sizeof(x)) {
 		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		p[k] = (unsigned char)x;
+		x ^= x >> 7;
+		x ^= x << 17;
+		size_t left = n - k < sizeof(x) ? n - k : sizeof(x);
+		memcpy(p + k, &x, left);
 	}
 }
 

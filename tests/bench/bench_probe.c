@@ -2,11 +2,13 @@
 /*
  * bench_probe: what the health probe costs a program in fallback mode (issue: <= 50 ms per pair).
  *
- * The guard probes a pair at its first successful enable, with the same call this program makes:
- * p2pg_probe_pair(src, dst, 4 MiB, 2 repeats, enable). The first probe of a process also pays for
- * the staged engine's set-up (pinned ring, engine streams), so it is the figure that counts; later
- * probes show the steady cost. Every ordered pair of devices 0..N-1 is probed --rounds times, one
- * line per probe: elapsed ms, verdict, both bandwidths.
+ * The guard probes a pair right after the program's first successful enable, with the same call
+ * this program makes: p2pg_probe_pair(src, dst, 4 MiB, 2 repeats, enable). So the program's state
+ * is set up first as it would be there: every device's primary context in use (an allocation in
+ * each) and peer access enabled where the driver allows it. The first probe of a process also pays
+ * for the staged engine's set-up (pinned ring, engine streams), so it is the figure that counts;
+ * later probes show the steady cost. Every ordered pair of devices 0..N-1 is probed --rounds
+ * times, one line per probe: elapsed ms, verdict, both bandwidths.
  *
  *   bench_probe [--rounds N] [--bytes N]
  *
@@ -43,15 +45,35 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_probe: needs two devices, found %d\n", n);
 		return 1;
 	}
-	/* A program has a current context when it enables peer access; so does this one. */
-	CUdevice d0;
-	CUcontext c0;
-	if (p2pg_drv.cuDeviceGet(&d0, 0) != CUDA_SUCCESS ||
-	    p2pg_drv.cuDevicePrimaryCtxRetain(&c0, d0) != CUDA_SUCCESS ||
-	    p2pg_drv.cuCtxSetCurrent(c0) != CUDA_SUCCESS) {
-		fprintf(stderr, "bench_probe: no context on device 0\n");
-		return 1;
+	if (n > 16)
+		n = 16;
+	CUcontext ctx[16];
+	for (int d = 0; d < n; d++) {
+		CUdevice dev;
+		CUdeviceptr mem;
+		if (p2pg_drv.cuDeviceGet(&dev, d) != CUDA_SUCCESS ||
+		    p2pg_drv.cuDevicePrimaryCtxRetain(&ctx[d], dev) != CUDA_SUCCESS ||
+		    p2pg_drv.cuCtxSetCurrent(ctx[d]) != CUDA_SUCCESS ||
+		    p2pg_drv.cuMemAlloc(&mem, 1 << 20) != CUDA_SUCCESS) {
+			fprintf(stderr, "bench_probe: no context on device %d\n", d);
+			return 1;
+		}
 	}
+	for (int s = 0; s < n; s++)
+		for (int d = 0; d < n; d++) {
+			int can = 0;
+			if (s == d || p2pg_drv.cuDeviceCanAccessPeer(&can, s, d) != CUDA_SUCCESS ||
+			    !can)
+				continue;
+			p2pg_drv.cuCtxSetCurrent(ctx[s]);
+			CUresult e = p2pg_drv.cuCtxEnablePeerAccess(ctx[d], 0);
+			if (e != CUDA_SUCCESS && e != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
+				fprintf(stderr, "bench_probe: enabling peer access %d->%d: %s\n", s,
+					d, p2pg_cu_error_name(e));
+				return 1;
+			}
+		}
+	p2pg_drv.cuCtxSetCurrent(ctx[0]);
 	printf(
 	    "bench_probe: %d devices, %zu KiB canary, 2 repeats per path (as in fallback mode)\n",
 	    n, bytes >> 10);
