@@ -39,9 +39,10 @@ int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t e
 	 * which is what the guard promises (the spool covers the rest). 16 KiB pages (for a new
 	 * database; an existing one keeps its own): the transfers table only ever grows at its end,
 	 * and fewer, larger pages cut the B-tree's per-page work in the drainer by 5-10%. */
-	rc = sqlite3_exec(
-	    db, "PRAGMA page_size=16384; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF;",
-	    NULL, NULL, &msg);
+	rc = sqlite3_exec(db,
+			  "PRAGMA page_size=16384; PRAGMA journal_mode=WAL; PRAGMA "
+			  "synchronous=NORMAL; PRAGMA foreign_keys=OFF;",
+			  NULL, NULL, &msg);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(db, p2pg_schema_sql, NULL, NULL, &msg);
 	if (rc != SQLITE_OK) {
