@@ -141,29 +141,34 @@ fi
 # 5b. Observe mode's cost per PyTorch step: bare and observe alternate TORCH_REPS times (default 6),
 # each process pinned to the same cores so that where the scheduler puts a run does not decide it;
 # reported: the median of the run medians, and the median of the paired differences (each observe
-# run against the bare run just before it), which cancels slow drift of the machine.
+# run against the bare run just before it), which cancels slow drift of the machine. Two sizes:
+# the launch-bound default model (the guard's host cost weighs most there) and a GPU-bound one
+# (BATCH=2048 WIDTH=4096), whose run-to-run spread is small enough to resolve 1%.
 if want torch-overhead; then
-	declare -A TOV
-	PAIRS=""
 	CORES=${TORCH_CORES:-2-5}
-	for rep in $(seq 1 "${TORCH_REPS:-6}"); do
-		enough 40 || continue
-		for mode in bare observe; do
-			log=$OUT/torchov-$mode-$rep.log
-			if [ "$mode" = bare ]; then
-				STEPS=300 timeout 120 taskset -c "$CORES" python3 tests/gpu/torch_split.py >"$log" 2>&1
-			else
-				P2PGUARD_DB=$OUT/torchov.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB STEPS=300 timeout 120 taskset -c "$CORES" python3 tests/gpu/torch_split.py >"$log" 2>&1
-			fi
-			TOV[$mode]+="$(sed -n 's/.*median_ms=\(\S*\).*/\1/p' "$log") "
+	for size in small:256:1024:300 gpu-bound:2048:4096:200; do
+		IFS=: read -r label batch width steps <<<"$size"
+		declare -A TOV=()
+		PAIRS=""
+		for rep in $(seq 1 "${TORCH_REPS:-6}"); do
+			enough 40 || continue
+			for mode in bare observe; do
+				log=$OUT/torchov-$label-$mode-$rep.log
+				if [ "$mode" = bare ]; then
+					BATCH=$batch WIDTH=$width STEPS=$steps timeout 120 taskset -c "$CORES" python3 tests/gpu/torch_split.py >"$log" 2>&1
+				else
+					P2PGUARD_DB=$OUT/torchov.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB BATCH=$batch WIDTH=$width STEPS=$steps timeout 120 taskset -c "$CORES" python3 tests/gpu/torch_split.py >"$log" 2>&1
+				fi
+				TOV[$mode]+="$(sed -n 's/.*median_ms=\(\S*\).*/\1/p' "$log") "
+			done
+			b=$(sed -n 's/.*median_ms=\(\S*\).*/\1/p' "$OUT/torchov-$label-bare-$rep.log")
+			o=$(sed -n 's/.*median_ms=\(\S*\).*/\1/p' "$OUT/torchov-$label-observe-$rep.log")
+			[ -n "$b" ] && [ -n "$o" ] && PAIRS+="$(awk -v o="$o" -v b="$b" 'BEGIN {printf "%.3f", (o/b-1)*100}') "
 		done
-		b=$(sed -n 's/.*median_ms=\(\S*\).*/\1/p' "$OUT/torchov-bare-$rep.log")
-		o=$(sed -n 's/.*median_ms=\(\S*\).*/\1/p' "$OUT/torchov-observe-$rep.log")
-		[ -n "$b" ] && [ -n "$o" ] && PAIRS+="$(awk -v o="$o" -v b="$b" 'BEGIN {printf "%.3f", (o/b-1)*100}') "
+		mb=$(med "${TOV[bare]:-}")
+		mo=$(med "${TOV[observe]:-}")
+		row "torch split ($label, batch $batch, width $width), observe vs bare, interleaved" "$(awk -v o="${mo:-0}" -v b="${mb:-1}" -v p="$(med "$PAIRS")" 'BEGIN {printf "%+.2f%% (median of run medians %.4f vs %.4f ms); median paired difference %+.2f%%", (o/b-1)*100, o, b, p}')" "bare: ${TOV[bare]:-}; observe: ${TOV[observe]:-}; paired %: $PAIRS; cores $CORES"
 	done
-	mb=$(med "${TOV[bare]:-}")
-	mo=$(med "${TOV[observe]:-}")
-	row "torch split, observe vs bare, interleaved" "$(awk -v o="${mo:-0}" -v b="${mb:-1}" -v p="$(med "$PAIRS")" 'BEGIN {printf "%+.2f%% (median of run medians %.4f vs %.4f ms); median paired difference %+.2f%%", (o/b-1)*100, o, b, p}')" "bare: ${TOV[bare]:-}; observe: ${TOV[observe]:-}; paired %: $PAIRS; cores $CORES"
 fi
 
 # 8. Staged engine bandwidth beside the driver's own path, and the recorder's budgets.

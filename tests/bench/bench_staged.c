@@ -47,7 +47,9 @@ struct opts {
 struct row {
 	size_t bytes;
 	double staged, driver, p2p, d2h, h2d, bi_staged, bi_driver; /* GB/s, <0: not measured */
-	double enq_staged, enq_driver, enq_p2p;			    /* us/call, <0: not measured */
+	/* us per call, <0: not measured; [0] batched enqueue, [1] in one long loop (FACTS.md's
+	 * way: past a queue depth the driver makes the enqueueing thread wait for the GPU) */
+	double enq_staged[2], enq_driver[2], enq_p2p[2];
 	bool check_failed;
 };
 
@@ -200,11 +202,12 @@ static int measure_enqueue(struct bench *b, enum method m, size_t bytes, double 
 }
 
 /* Median bandwidth (GB/s) of `iters` runs; both: direction 0 and 1 interleaved on their streams. */
+/* *ret_enq: batched enqueue time, ret_enq[1]: host time per call inside the long loop. */
 static int measure(struct bench *b, enum method m, bool both, size_t bytes, double *ret_gbs,
 		   double *ret_enq)
 {
 	unsigned calls = loop_calls(b, bytes);
-	double gbs[64];
+	double gbs[64], loop[64];
 	unsigned iters = b->o.iters > 64 ? 64 : b->o.iters;
 	/* Warm-up: the engine's lazy set-up and the driver's own first-use costs stay out. */
 	CHECK(one_copy(b, m, 0, bytes));
@@ -219,14 +222,19 @@ static int measure(struct bench *b, enum method m, bool both, size_t bytes, doub
 			if (both)
 				CHECK(one_copy(b, m, 1, bytes));
 		}
+		double t1 = now_s();
 		CHECK(p2pg_drv.cuStreamSynchronize(b->s0));
 		CHECK(p2pg_drv.cuStreamSynchronize(b->s1));
 		double t2 = now_s();
 		double moved = (double)bytes * calls * (both ? 2 : 1);
 		gbs[it] = moved / (t2 - t0) / 1e9;
+		loop[it] = (t1 - t0) * 1e6 / (calls * (both ? 2 : 1));
 	}
 	*ret_gbs = median(gbs, iters);
-	return ret_enq ? measure_enqueue(b, m, bytes, ret_enq) : 0;
+	if (!ret_enq)
+		return 0;
+	ret_enq[1] = median(loop, iters);
+	return measure_enqueue(b, m, bytes, ret_enq);
 }
 
 static uint32_t rng_next(uint32_t *s)
@@ -266,6 +274,30 @@ static void print_gbs(double v)
 		printf(" %9s", "-");
 	else
 		printf(" %9.2f", v);
+}
+
+struct cell {
+	char s[16];
+};
+
+static struct cell fmt_us(double v)
+{
+	struct cell c;
+	if (v < 0)
+		snprintf(c.s, sizeof(c.s), "-");
+	else
+		snprintf(c.s, sizeof(c.s), "%.2f", v);
+	return c;
+}
+
+static struct cell fmt_ratio(double v)
+{
+	struct cell c;
+	if (v < 0)
+		snprintf(c.s, sizeof(c.s), "-");
+	else
+		snprintf(c.s, sizeof(c.s), "%.2fx", v);
+	return c;
 }
 
 static void print_size(size_t bytes)
@@ -418,9 +450,9 @@ int main(int argc, char **argv)
 		struct row *r = &rows[nrows++];
 		*r = (struct row){.bytes = sizes[k],
 				  .p2p = -1,
-				  .enq_staged = -1,
-				  .enq_driver = -1,
-				  .enq_p2p = -1};
+				  .enq_staged = {-1, -1},
+				  .enq_driver = {-1, -1},
+				  .enq_p2p = {-1, -1}};
 		bool small = r->bytes <= SMALL_LIMIT;
 		if (b.o.check) {
 			bool ok = false;
@@ -431,15 +463,15 @@ int main(int argc, char **argv)
 		r->driver = r->d2h = r->h2d = r->bi_driver = -1;
 		if (b.o.staged_only) {
 			if (measure(&b, M_STAGED, false, r->bytes, &r->staged,
-				    small ? &r->enq_staged : NULL) ||
+				    small ? r->enq_staged : NULL) ||
 			    measure(&b, M_STAGED, true, r->bytes, &r->bi_staged, NULL))
 				return 1;
 			continue;
 		}
 		if (measure(&b, M_STAGED, false, r->bytes, &r->staged,
-			    small ? &r->enq_staged : NULL) ||
+			    small ? r->enq_staged : NULL) ||
 		    measure(&b, M_DRIVER, false, r->bytes, &r->driver,
-			    small ? &r->enq_driver : NULL) ||
+			    small ? r->enq_driver : NULL) ||
 		    measure(&b, M_D2H, false, r->bytes, &r->d2h, NULL) ||
 		    measure(&b, M_H2D, false, r->bytes, &r->h2d, NULL) ||
 		    measure(&b, M_STAGED, true, r->bytes, &r->bi_staged, NULL) ||
@@ -453,7 +485,7 @@ int main(int argc, char **argv)
 		for (unsigned k = 0; k < nrows; k++) {
 			struct row *r = &rows[k];
 			if (measure(&b, M_DRIVER, false, r->bytes, &r->p2p,
-				    r->bytes <= SMALL_LIMIT ? &r->enq_p2p : NULL))
+				    r->bytes <= SMALL_LIMIT ? r->enq_p2p : NULL))
 				return 1;
 		}
 		if (peer_access(&b, false) < 0)
@@ -489,33 +521,33 @@ int main(int argc, char **argv)
 		printf(" %9s\n", !b.o.check ? "-" : r->check_failed ? "FAILED" : "ok");
 		failed |= r->check_failed;
 	}
-	if (nrows == 0 || rows[0].enq_staged < 0)
+	if (nrows == 0 || rows[0].enq_staged[0] < 0)
 		return failed ? 1 : 0;
-	printf("\nsmall copies, us per call: enqueue (host time per call, batches of %d with a "
-	       "synchronise "
-	       "between them, untimed) and completed (a loop of calls plus synchronise, from the "
-	       "bandwidth "
-	       "runs); drv/stg = driver / staged\n",
-	       ENQ_BATCH);
-	printf("%-9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "size", "enq-stg", "enq-drv", "enq-p2p",
-	       "drv/stg", "done-stg", "done-drv", "done-p2p", "drv/stg");
+	printf(
+	    "\nsmall copies, us per call. enq: host time per call in batches of %d with an untimed "
+	    "synchronise between them (the API's own cost); loop: host time per call inside the "
+	    "long loop of the bandwidth runs (FACTS.md's way: once the GPU falls behind, the "
+	    "driver makes the thread wait); done: that loop plus its synchronise, per copy. "
+	    "d/s = driver / staged\n",
+	    ENQ_BATCH);
+	printf("%-9s %8s %8s %8s %6s %8s %8s %8s %6s %8s %8s %8s %6s\n", "size", "enq-stg",
+	       "enq-drv", "enq-p2p", "d/s", "loop-stg", "loop-drv", "loop-p2p", "d/s", "done-stg",
+	       "done-drv", "done-p2p", "d/s");
 	for (unsigned k = 0; k < nrows; k++) {
 		struct row *r = &rows[k];
-		if (r->enq_staged < 0)
+		if (r->enq_staged[0] < 0)
 			continue;
-		double done_s = r->staged > 0 ? (double)r->bytes / r->staged / 1e3 : -1;
-		double done_d = r->driver > 0 ? (double)r->bytes / r->driver / 1e3 : -1;
-		double done_p = r->p2p > 0 ? (double)r->bytes / r->p2p / 1e3 : -1;
+		double done[3] = {r->staged > 0 ? (double)r->bytes / r->staged / 1e3 : -1,
+				  r->driver > 0 ? (double)r->bytes / r->driver / 1e3 : -1,
+				  r->p2p > 0 ? (double)r->bytes / r->p2p / 1e3 : -1};
 		print_size(r->bytes);
-		print_gbs(r->enq_staged);
-		print_gbs(r->enq_driver);
-		print_gbs(r->enq_p2p);
-		print_gbs(r->enq_staged > 0 && r->enq_driver > 0 ? r->enq_driver / r->enq_staged
-								 : -1);
-		print_gbs(done_s);
-		print_gbs(done_d);
-		print_gbs(done_p);
-		print_gbs(done_s > 0 && done_d > 0 ? done_d / done_s : -1);
+		for (int w = 0; w < 3; w++) {
+			double st = w < 2 ? r->enq_staged[w] : done[0];
+			double dr = w < 2 ? r->enq_driver[w] : done[1];
+			double pp = w < 2 ? r->enq_p2p[w] : done[2];
+			printf(" %8s %8s %8s %6s", fmt_us(st).s, fmt_us(dr).s, fmt_us(pp).s,
+			       fmt_ratio(st > 0 && dr > 0 ? dr / st : -1).s);
+		}
 		printf("\n");
 	}
 	return failed ? 1 : 0;
