@@ -36,12 +36,15 @@ fi
 export LD_LIBRARY_PATH=$CARRY/lib:$CUDART_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export P2PG_BUILD_ROOT=$BUILD P2PG_SOURCE_ROOT=$ROOT P2PG_REAL_CUDA=$REAL PYTHONPATH=$ROOT/tests/preload
 
+# Benchmarks run pinned to the same cores, so that where the scheduler puts a run does not decide it.
+if [ "$(nproc)" -ge 6 ]; then PIN_DEFAULT=2-5; else PIN_DEFAULT=0-$(($(nproc) - 1)); fi
+BENCH_CORES=${BENCH_CORES:-$PIN_DEFAULT}
 ROWS=()
 row() { ROWS+=("| $1 | $2 | $3 |"); echo "== $1: $2 ($3)"; }
 left() { echo $((BUDGET - ($(date +%s) - START))); }
 enough() { [ "$(left)" -gt "$1" ]; }
-# SECTIONS="conformance preload overhead classify torch torch-overhead bench probe timing recorder ddp
-# frameworks nvcc sigkill topo" runs only those (default: all, in this order); PRELOAD_TESTS narrows "preload".
+# SECTIONS="conformance preload overhead classify ab torch torch-overhead bench probe timing recorder
+# ddp frameworks nvcc sigkill topo" runs only those (default: all, in this order); PRELOAD_TESTS narrows "preload".
 med() { echo "$1" | tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 want() { [[ " ${SECTIONS:-all} " == *" all "* || " ${SECTIONS:-} " == *" $1 "* ]]; }
 db() { python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(c.execute(sys.argv[2]).fetchone()[0])" "$@"; }
@@ -79,7 +82,7 @@ fi
 
 # 4. Overhead per async peer copy (256 B, P2P on), side by side, alternating, median of 5 each.
 if want overhead; then
-	bench() { taskset -c "${BENCH_CORES:-2-5}" "$BUILD/tests/programs/rt_peer" bench 20000 256 2>/dev/null | sed -n 's/.*ns_per_call=\([0-9.]*\).*/\1/p'; }
+	bench() { taskset -c "$BENCH_CORES" "$BUILD/tests/programs/rt_peer" bench 20000 256 2>/dev/null | sed -n 's/.*ns_per_call=\([0-9.]*\).*/\1/p'; }
 	declare -A OV
 	for rep in 1 2 3 4 5; do
 		OV[bare]+="$(bench) "
@@ -100,7 +103,7 @@ fi
 
 # 4b. What a copy that does not cross devices pays (budget: 0.2 us): same-device async copies.
 if want classify; then
-	local_bench() { taskset -c "${BENCH_CORES:-2-5}" "$BUILD/tests/programs/rt_peer" bench-local 20000 256 2>/dev/null | sed -n 's/.*ns_per_call=\([0-9.]*\).*/\1/p'; }
+	local_bench() { taskset -c "$BENCH_CORES" "$BUILD/tests/programs/rt_peer" bench-local 20000 256 2>/dev/null | sed -n 's/.*ns_per_call=\([0-9.]*\).*/\1/p'; }
 	LB=""
 	LG=""
 	for rep in 1 2 3 4 5 6 7 8 9; do
@@ -110,6 +113,27 @@ if want classify; then
 	b=$(med "$LB")
 	m=$(med "$LG")
 	row "cudaMemcpyAsync 256 B within one GPU (not recorded)" "$(awk -v m="$m" -v b="$b" 'BEGIN {printf "%.3f us vs %.3f us bare: %+.3f us", m/1000, b/1000, (m-b)/1000}')" "median of 9 runs each, alternating; a run's figure is the median of its batches of 256; bare: $LB; guarded: $LG; budget +0.2 us"
+fi
+
+# 4c. The same costs measured inside one process (drv_peer bench-ab): batches through the guard's
+# function alternate with batches through libcuda's own, so machine drift cancels; without the guard
+# the two are one function and the difference shows the method's noise. Three runs each.
+if want ab; then
+	ab() { taskset -c "$BENCH_CORES" "$BUILD/tests/programs/drv_peer" procaddr bench-ab 40000 256 "$@" 2>/dev/null | sed -n 's/.*diff_ns=\([-0-9.]*\).*/\1/p'; }
+	declare -A AB=()
+	for rep in 1 2 3; do
+		for kind in local peer; do
+			AB[$kind-bare]+="$(ab "$kind") "
+			for t in off sampled all; do
+				[ "$kind" = local ] && [ "$t" != sampled ] && continue
+				AB[$kind-$t]+="$(P2PGUARD_DB=$OUT/ab.db P2PGUARD_QUIET=1 P2PGUARD_GPU_TIMING=$t LD_PRELOAD=$LIB ab "$kind") "
+			done
+		done
+	done
+	row "guard's cost inside one process, cuMemcpyAsync 256 B within GPU 0" "$(med "${AB[local-sampled]}") ns (no guard, same method: $(med "${AB[local-bare]}") ns)" "median paired difference per call, 3 runs: ${AB[local-sampled]}; budget 200 ns"
+	for t in off sampled all; do
+		row "guard's cost inside one process, cuMemcpyPeerAsync 256 B, timing=$t" "$(med "${AB[peer-$t]}") ns (no guard, same method: $(med "${AB[peer-bare]}") ns)" "median paired difference per call, 3 runs: ${AB[peer-$t]}; budget 1000 ns"
+	done
 fi
 
 # 5. PyTorch: a split model, 200 steps, bare and under every mode.
@@ -145,7 +169,7 @@ fi
 # the launch-bound default model (the guard's host cost weighs most there) and a GPU-bound one
 # (BATCH=2048 WIDTH=4096), whose run-to-run spread is small enough to resolve 1%.
 if want torch-overhead; then
-	CORES=${TORCH_CORES:-2-5}
+	CORES=${TORCH_CORES:-$BENCH_CORES}
 	for size in small:256:1024:300 gpu-bound:2048:4096:200; do
 		IFS=: read -r label batch width steps <<<"$size"
 		declare -A TOV=()

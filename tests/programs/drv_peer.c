@@ -6,12 +6,22 @@
  *
  *   drv_peer procaddr|dlsym basic    peer access and copies, legacy and per-thread stream forms
  *   drv_peer procaddr|dlsym errors   217 (own device), 704, 705, invalid flags at driver level
+ *   drv_peer procaddr|dlsym bench-ab N SIZE peer|local
+ *        the guard's cost per call measured inside one process: batches of 256 async copies
+ *        (cuMemcpyPeerAsync 0 -> 1 with peer access on, or cuMemcpyAsync within device 0) through
+ *        the function the program found (the guard's, when it is preloaded) alternate with
+ *        batches through libcuda's own function, found with glibc's dlsym itself (the guard
+ *        interposes dlsym; dlvsym reaches glibc's). Without the guard both are one function,
+ *        which shows the method's own noise. Prints medians of the batches' ns per call and the
+ *        median (and quartiles) of the paired differences.
  */
 #include <cuda.h>
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef CUresult(CUDAAPI *proc_v2_fn)(const char *, void **, int, cuuint64_t,
 				      CUdriverProcAddressQueryResult *);
@@ -243,10 +253,112 @@ static int mode_errors(void)
 	return 0;
 }
 
+typedef void *(*dlsym_fn)(void *, const char *);
+
+/* libcuda's own function, past any interposed dlsym. */
+static void *own_function(const char *name)
+{
+	dlsym_fn glibc_dlsym = (dlsym_fn)dlvsym(RTLD_DEFAULT, "dlsym", "GLIBC_2.34");
+	if (!glibc_dlsym)
+		glibc_dlsym = (dlsym_fn)dlvsym(RTLD_DEFAULT, "dlsym", "GLIBC_2.2.5");
+	void *fn = glibc_dlsym ? glibc_dlsym(lib, name) : NULL;
+	if (!fn) {
+		fprintf(stderr, "drv_peer: libcuda's own %s not found\n", name);
+		exit(1);
+	}
+	return fn;
+}
+
+#define AB_BATCH 256
+
+struct ab {
+	bool peer;
+	size_t size;
+	CUstream stream;
+	CUdeviceptr local_dst;
+	CUresult(CUDAAPI *own_peer)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t,
+				    CUstream);
+	CUresult(CUDAAPI *own_local)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+};
+
+static double ab_batch(const struct ab *b, bool own)
+{
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int k = 0; k < AB_BATCH; k++) {
+		if (b->peer)
+			CHECK((own ? b->own_peer : cu.MemcpyPeerAsync)(b1, ctx[1], a0, ctx[0],
+								       b->size, b->stream));
+		else
+			CHECK((own ? b->own_local : cu.MemcpyAsync)(b->local_dst, a0, b->size,
+								    b->stream));
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	CHECK(cu.StreamSynchronize(b->stream));
+	return ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) /
+	       AB_BATCH;
+}
+
+static int compare_double(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+	return (a > b) - (a < b);
+}
+
+static int mode_bench_ab(long n, size_t size, bool peer)
+{
+	setup();
+	if (size > 1 << 20)
+		size = 1 << 20;
+	struct ab b = {.peer = peer, .size = size};
+	b.own_peer = own_function("cuMemcpyPeerAsync");
+	b.own_local = own_function("cuMemcpyAsync");
+	CHECK(cu.StreamCreate(&b.stream, 0));
+	CHECK(cu.MemAlloc(&b.local_dst, 1 << 20));
+	if (peer) {
+		int can = 0;
+		CUdevice d0, d1;
+		CHECK(cu.DeviceGet(&d0, 0));
+		CHECK(cu.DeviceGet(&d1, 1));
+		CHECK(cu.CanAccessPeer(&can, d0, d1));
+		if (can)
+			CHECK(cu.CtxEnablePeerAccess(ctx[1], 0));
+	}
+	long pairs = n / AB_BATCH / 2 > 0 ? n / AB_BATCH / 2 : 1;
+	double *guard = calloc((size_t)pairs, sizeof(double));
+	double *own = calloc((size_t)pairs, sizeof(double));
+	double *diff = calloc((size_t)pairs, sizeof(double));
+	if (!guard || !own || !diff)
+		return 1;
+	ab_batch(&b, false);
+	ab_batch(&b, true);
+	for (long k = 0; k < pairs; k++) {
+		/* Which goes first alternates: neither always follows the other's synchronise. */
+		if (k & 1)
+			own[k] = ab_batch(&b, true);
+		guard[k] = ab_batch(&b, false);
+		if (!(k & 1))
+			own[k] = ab_batch(&b, true);
+		diff[k] = guard[k] - own[k];
+	}
+	qsort(guard, (size_t)pairs, sizeof(double), compare_double);
+	qsort(own, (size_t)pairs, sizeof(double), compare_double);
+	qsort(diff, (size_t)pairs, sizeof(double), compare_double);
+	printf("BENCHAB calls=%ld bytes=%zu %s found_ns=%.1f own_ns=%.1f diff_ns=%.1f "
+	       "diff_p25_ns=%.1f diff_p75_ns=%.1f\n",
+	       pairs * 2 * AB_BATCH, size, peer ? "peer" : "local", guard[pairs / 2],
+	       own[pairs / 2], diff[pairs / 2], diff[pairs / 4], diff[pairs * 3 / 4]);
+	free(guard);
+	free(own);
+	free(diff);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3 || (strcmp(argv[1], "procaddr") != 0 && strcmp(argv[1], "dlsym") != 0)) {
-		fprintf(stderr, "usage: drv_peer procaddr|dlsym basic|errors\n");
+		fprintf(stderr, "usage: drv_peer procaddr|dlsym basic|errors|bench-ab [N SIZE "
+				"peer|local]\n");
 		return 2;
 	}
 	use_dlsym = strcmp(argv[1], "dlsym") == 0;
@@ -255,5 +367,9 @@ int main(int argc, char **argv)
 		return mode_basic();
 	if (strcmp(argv[2], "errors") == 0)
 		return mode_errors();
+	if (strcmp(argv[2], "bench-ab") == 0)
+		return mode_bench_ab(argc > 3 ? atol(argv[3]) : 20000,
+				     argc > 4 ? (size_t)atol(argv[4]) : 256,
+				     !(argc > 5 && strcmp(argv[5], "local") == 0));
 	return 2;
 }
