@@ -6,10 +6,12 @@
  * FREE (drainer, once the end event completed and the elapsed time is read). Nothing here waits:
  * the drainer only ever queries.
  *
- * Why events and why sampled: a timing event costs ~2.8 us to record on the H200 (FACTS.md), so
- * two per copy would cost more than the 2.1 us P2P enqueue itself. Copies of at least
- * gpu_timing_min_bytes (where the copy dwarfs the cost) are always timed; smaller ones every Nth
- * per thread. docs/PERFORMANCE.md has the measurements behind the defaults.
+ * Why events and why sampled (tests/bench/bench_timing on the H200 pair): two timing events add
+ * 1.7-2.4 us to a 256 B peer copy whose own enqueue takes ~2 us, so timing every copy would break
+ * the guard's 1 us budget; CUPTI's activity records (+0.77 us) would take the process's one CUPTI
+ * subscription away from profilers. Copies of at least gpu_timing_min_bytes (where the copy dwarfs
+ * the cost) are always timed; smaller ones every Nth per thread. docs/PERFORMANCE.md has the
+ * figures.
  */
 #include <pthread.h>
 #include <stdatomic.h>
