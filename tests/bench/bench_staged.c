@@ -280,23 +280,14 @@ struct cell {
 	char s[16];
 };
 
-static struct cell fmt_us(double v)
+/* "-" for a figure not measured (< 0), else two decimals and the unit. */
+static struct cell fmt(double v, const char *unit)
 {
 	struct cell c;
 	if (v < 0)
 		snprintf(c.s, sizeof(c.s), "-");
 	else
-		snprintf(c.s, sizeof(c.s), "%.2f", v);
-	return c;
-}
-
-static struct cell fmt_ratio(double v)
-{
-	struct cell c;
-	if (v < 0)
-		snprintf(c.s, sizeof(c.s), "-");
-	else
-		snprintf(c.s, sizeof(c.s), "%.2fx", v);
+		snprintf(c.s, sizeof(c.s), "%.2f%s", v, unit);
 	return c;
 }
 
@@ -545,8 +536,8 @@ int main(int argc, char **argv)
 			double st = w < 2 ? r->enq_staged[w] : done[0];
 			double dr = w < 2 ? r->enq_driver[w] : done[1];
 			double pp = w < 2 ? r->enq_p2p[w] : done[2];
-			printf(" %8s %8s %8s %6s", fmt_us(st).s, fmt_us(dr).s, fmt_us(pp).s,
-			       fmt_ratio(st > 0 && dr > 0 ? dr / st : -1).s);
+			printf(" %8s %8s %8s %6s", fmt(st, "").s, fmt(dr, "").s, fmt(pp, "").s,
+			       fmt(st > 0 && dr > 0 ? dr / st : -1, "x").s);
 		}
 		printf("\n");
 	}
