@@ -96,6 +96,10 @@ if want overhead; then
 		row "cudaMemcpyPeerAsync 256 B enqueue, guard timing=$k" "$(awk -v m="$m" -v b="$b" 'BEGIN {printf "%.2f us vs %.2f us bare: %+.2f us", m/1000, b/1000, (m-b)/1000}')" "median of 5 runs x 20000 calls (a run: median of its batches of 256); budget +1 us"
 	done
 	echo "bare: ${OV[bare]} | off: ${OV[off]} | sampled: ${OV[sampled]} | all: ${OV[all]}" >"$OUT/overhead.txt"
+	# A program whose copies come between kernels: with the default every copy gets its GPU time.
+	rm -f "$OUT/spaced.db"*
+	P2PGUARD_DB=$OUT/spaced.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB "$BUILD/tests/programs/rt_peer" spaced 2000 100 >/dev/null 2>&1
+	row "async peer copies 100 us apart, default timing" "$(db "$OUT/spaced.db" "select count(gpu_ns) || ' of ' || count(*) || ' timed, median gpu_ns ' || (select gpu_ns from transfers order by gpu_ns limit 1 offset (select count(gpu_ns)/2 from transfers where gpu_ns is not null) ) from transfers")" "rt_peer spaced 2000 100"
 	for k in off sampled all; do
 		row "rows of the timing=$k runs" "$(db "$OUT/ov-$k.db" "select count(*) from transfers") transfers, $(db "$OUT/ov-$k.db" "select count(gpu_ns) from transfers") with gpu_ns" "$(db "$OUT/ov-$k.db" "select sum(records_dropped) from processes") records dropped (ring full)"
 	done

@@ -301,7 +301,7 @@ enum p2pg_route p2pg_copy_begin(struct p2pg_copy *c)
 	 * orders the caller's stream after its last chunk, so a staged copy is timed the same way.
 	 */
 	if (c->async)
-		c->timing = p2pg_timing_begin(stream, c->bytes, &c->ev_end);
+		c->timing = p2pg_timing_begin(stream, c->bytes, c->t0, &c->ev_end);
 	return route;
 }
 

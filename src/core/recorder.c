@@ -93,7 +93,8 @@ void p2pg_recorder_configure(const struct p2pg_settings *s, const char *mode_nam
 	snprintf(rec.mode_name, sizeof(rec.mode_name), "%s", mode_name);
 	if (p2pg_spool_dir_for(s->db_path, rec.spool_dir, sizeof(rec.spool_dir)) < 0)
 		rec.spool_dir[0] = '\0';
-	p2pg_timing_configure(s->gpu_timing, s->gpu_timing_every, s->gpu_timing_min_bytes);
+	p2pg_timing_configure(s->gpu_timing, (uint64_t)s->gpu_timing_interval_us * 1000,
+			      s->gpu_timing_min_bytes);
 }
 
 static void process_info(struct p2pg_process_info *info)
@@ -379,6 +380,10 @@ static void *drainer_main(void *arg)
 		pthread_mutex_unlock(&rec.lock);
 
 		rc = p2pg_store_import(db, spool, &im, false);
+		/* GPU times before the housekeeping below (the first pass writes the rules): a
+		 * short program's copies are read while it still runs. */
+		if (rec.npending && !stopping && !atomic_load(&rec.exiting))
+			poll_timings(db);
 		/* Children that left with _exit, ranks that were killed: their spools are imported
 		 * by whoever is still alive, about once a second and once more at exit. */
 		if (passes++ == 0) {
@@ -405,9 +410,6 @@ static void *drainer_main(void *arg)
 			rec.drained_all = rc >= 0;
 			break;
 		}
-		if (rec.npending && !atomic_load(&rec.exiting))
-			poll_timings(db);
-
 		pthread_mutex_unlock(&pass_lock);
 		pthread_mutex_lock(&rec.lock);
 		/* A busy pass means busy rings: go again at once rather than let them fill. */

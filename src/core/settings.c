@@ -114,7 +114,7 @@ void p2pg_settings_parse(struct p2pg_settings *s, char *(*get)(const char *name)
 	snprintf(s->db_path, sizeof(s->db_path), "p2pguard.db");
 	s->record = P2PG_RECORD_ALL;
 	s->gpu_timing = P2PG_GPU_TIMING_SAMPLED;
-	s->gpu_timing_every = 16;
+	s->gpu_timing_interval_us = 50;
 	s->gpu_timing_min_bytes = 1 << 20;
 	s->staging_bytes = 256u << 20;
 	s->pairs_all = true;
@@ -174,13 +174,13 @@ void p2pg_settings_parse(struct p2pg_settings *s, char *(*get)(const char *name)
 			      "all); using sampled",
 			      v);
 	}
-	if ((v = get("P2PGUARD_GPU_TIMING_EVERY")) && *v) {
-		if (parse_ulong(v, 1, 1000000, &n))
-			s->gpu_timing_every = (unsigned)n;
+	if ((v = get("P2PGUARD_GPU_TIMING_INTERVAL_US")) && *v) {
+		if (parse_ulong(v, 0, 60000000, &n))
+			s->gpu_timing_interval_us = (unsigned)n;
 		else
 			warnf(warn,
-			      "P2PGUARD_GPU_TIMING_EVERY=%s is not a number from 1 to 1000000; "
-			      "using 16",
+			      "P2PGUARD_GPU_TIMING_INTERVAL_US=%s is not a number of microseconds "
+			      "from 0 to 60000000; using 50",
 			      v);
 	}
 	if ((v = get("P2PGUARD_STAGING_MB")) && *v) {

@@ -33,7 +33,7 @@ struct p2pg_settings {
 	char db_path[4096];
 	enum p2pg_record_mode record;
 	enum p2pg_gpu_timing gpu_timing;
-	unsigned gpu_timing_every;   /* P2PGUARD_GPU_TIMING_EVERY */
+	unsigned gpu_timing_interval_us; /* P2PGUARD_GPU_TIMING_INTERVAL_US */
 	size_t gpu_timing_min_bytes; /* copies at least this large are always timed when sampling */
 	size_t staging_bytes;	     /* P2PGUARD_STAGING_MB */
 	bool pairs_all;		     /* P2PGUARD_PAIRS=all */

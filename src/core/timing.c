@@ -51,16 +51,17 @@ static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct p2pg_settings_timing {
 	enum p2pg_gpu_timing mode;
-	unsigned every;
+	uint64_t interval_ns;
 	size_t min_bytes;
-} timing_cfg = {P2PG_GPU_TIMING_SAMPLED, 16, 1 << 20};
+} timing_cfg = {P2PG_GPU_TIMING_SAMPLED, 50000, 1 << 20};
 
-static __thread unsigned sample_counter __attribute__((tls_model("initial-exec")));
+/* When this thread last timed a small copy (p2pg_now_ns); 0: never. */
+static __thread uint64_t last_sampled_ns __attribute__((tls_model("initial-exec")));
 
-void p2pg_timing_configure(enum p2pg_gpu_timing mode, unsigned every, size_t min_bytes)
+void p2pg_timing_configure(enum p2pg_gpu_timing mode, uint64_t interval_ns, size_t min_bytes)
 {
 	timing_cfg.mode = mode;
-	timing_cfg.every = every ? every : 1;
+	timing_cfg.interval_ns = interval_ns;
 	timing_cfg.min_bytes = min_bytes;
 }
 
@@ -103,7 +104,14 @@ static struct timing_slot *slot_at(unsigned index, struct context_pool **ret_poo
 	return &pool->slots[index % POOL_SLOTS];
 }
 
-static bool sampled(size_t bytes)
+/*
+ * Sampling by time, not by count: a thread's small copy is timed when the thread has timed none for
+ * interval_ns. A program whose copies come between kernels, further apart than the interval, gets
+ * every copy timed; a burst of back-to-back copies gets one timed per interval, which bounds the
+ * events' cost to a fixed share of the thread's time (2.2 us per 50 us by default, and the median
+ * copy untimed).
+ */
+static bool sampled(size_t bytes, uint64_t now_ns)
 {
 	switch (timing_cfg.mode) {
 	case P2PG_GPU_TIMING_OFF:
@@ -115,7 +123,10 @@ static bool sampled(size_t bytes)
 	}
 	if (bytes >= timing_cfg.min_bytes)
 		return true;
-	return ++sample_counter % timing_cfg.every == 0;
+	if (last_sampled_ns && now_ns - last_sampled_ns < timing_cfg.interval_ns)
+		return false;
+	last_sampled_ns = now_ns ? now_ns : 1;
+	return true;
 }
 
 /* A free pair among those created, armed for the caller; a few tries, never a wait. */
@@ -164,9 +175,9 @@ static struct timing_slot *slot_grow(struct context_pool *pool, CUcontext ctx)
 	return slot;
 }
 
-int p2pg_timing_begin(CUstream stream, size_t bytes, CUevent *ret_end)
+int p2pg_timing_begin(CUstream stream, size_t bytes, uint64_t now_ns, CUevent *ret_end)
 {
-	if (!sampled(bytes) || !p2pg_drv.cuEventRecord || !p2pg_drv.cuEventCreate)
+	if (!sampled(bytes, now_ns) || !p2pg_drv.cuEventRecord || !p2pg_drv.cuEventCreate)
 		return -1;
 	CUcontext ctx = NULL;
 	CUresult rc;

@@ -1,15 +1,17 @@
 """GPU time of asynchronous copies: events around the copy on its own stream, read by the drainer
-once the copy is done. `all` times every copy an event pair is free for, `sampled` about one in
-P2PGUARD_GPU_TIMING_EVERY, `off` none; staged copies are timed the same way."""
+once the copy is done. `all` times every copy an event pair is free for; `sampled` times every copy of
+1 MiB or more and a thread's small copy when the thread timed none for P2PGUARD_GPU_TIMING_INTERVAL_US
+(so copies that come further apart are all timed, and a burst gets one per interval); `off` none;
+staged copies are timed the same way."""
 from harness import *
 
 
-def timed(mode, timing, every=None):
+def timed(mode, timing, interval=None, args=("threads", "2", "3000")):
     db = tempdb()
     extra = {"P2PGUARD_MODE": mode, "P2PGUARD_GPU_TIMING": timing, "SIMCUDA_COPY_NS_PER_BYTE": 20}
-    if every:
-        extra["P2PGUARD_GPU_TIMING_EVERY"] = every
-    run([program("rt_peer"), "threads", "2", "3000"], db=db, **extra)
+    if interval is not None:
+        extra["P2PGUARD_GPU_TIMING_INTERVAL_US"] = interval
+    run([program("rt_peer")] + list(args), db=db, **extra)
     total = scalar(db, "SELECT count(*) FROM transfers")
     with_gpu = scalar(db, "SELECT count(gpu_ns) FROM transfers")
     bad = scalar(db, "SELECT count(*) FROM transfers WHERE gpu_ns <= 0")
@@ -19,8 +21,13 @@ def timed(mode, timing, every=None):
 total, with_gpu, bad = timed("observe", "all")
 check(with_gpu >= total // 2, "all: most async copies carry their GPU time (%d of %d)" % (with_gpu, total))
 equal(bad, 0, "all: every GPU time is positive")
-total, with_gpu, bad = timed("observe", "sampled", 16)
-check(0 < with_gpu <= total // 8, "sampled 1/16: a sample of the copies is timed (%d of %d)" % (with_gpu, total))
+# Back-to-back copies of 256 B take 5 us each here: one in ten is timed at the default 50 us.
+total, with_gpu, bad = timed("observe", "sampled")
+check(0 < with_gpu <= total // 4, "sampled, a burst: one copy per interval is timed (%d of %d)" % (with_gpu, total))
+total, with_gpu, bad = timed("observe", "sampled", 1000000)
+check(0 < with_gpu <= 2, "sampled, 1 s interval: each of the 2 threads times its first copy only (%d of %d)" % (with_gpu, total))
+total, with_gpu, bad = timed("observe", "sampled", None, ("spaced", "100", "200"))
+equal((total, with_gpu, bad), (100, 100, 0), "sampled, copies 200 us apart: every one is timed")
 total, with_gpu, bad = timed("observe", "off")
 equal(with_gpu, 0, "off: no async copy is timed")
 total, with_gpu, bad = timed("staged", "all")

@@ -11,6 +11,8 @@
  *   rt_peer crash             a copy, then SIGSEGV in crash_here()
  *   rt_peer copier FILE T     T threads copying forever, publishing counts in FILE (SIGKILL test)
  *   rt_peer crasher FILE T MS as copier, then SIGSEGV in crash_here() MS ms after all copied
+ *   rt_peer spaced N US       N async peer copies of 256 B, US microseconds apart (a program whose
+ *                             copies come between kernels)
  *   rt_peer bench N SIZE      N async peer copies of SIZE bytes, prints ns per call
  *                             (median of batches of 256, and the mean)
  */
@@ -245,6 +247,28 @@ static int mode_threads(int threads, int copies)
 		pthread_join(tids[k], NULL);
 	printf("EXPECT transfers=%ld bytes=%ld\n", (long)threads * copies,
 	       (long)threads * copies * 256);
+	return 0;
+}
+
+static int mode_spaced(int copies, int gap_us)
+{
+	need_two_devices();
+	void *a, *b;
+	cudaStream_t s;
+	CHECK(cudaSetDevice(1));
+	CHECK(cudaMalloc(&b, 256));
+	CHECK(cudaSetDevice(0));
+	CHECK(cudaMalloc(&a, 256));
+	CHECK(cudaStreamCreate(&s));
+	for (int k = 0; k < copies; k++) {
+		CHECK(cudaMemcpyPeerAsync(b, 1, a, 0, 256, s));
+		usleep((useconds_t)gap_us);
+	}
+	CHECK(cudaStreamSynchronize(s));
+	/* The program goes on with other work: the guard reads GPU times only while the process
+	 * runs (no CUDA call at exit), so copies in flight in its last milliseconds keep none. */
+	usleep(50000);
+	printf("EXPECT transfers=%d bytes=%d\n", copies, copies * 256);
 	return 0;
 }
 
@@ -499,6 +523,8 @@ int main(int argc, char **argv)
 		return mode_crash();
 	if (strcmp(mode, "copier") == 0 && argc > 3)
 		return mode_copier(argv[2], atoi(argv[3]));
+	if (strcmp(mode, "spaced") == 0)
+		return mode_spaced(argc > 2 ? atoi(argv[2]) : 100, argc > 3 ? atoi(argv[3]) : 200);
 	if (strcmp(mode, "bench-local") == 0)
 		return mode_bench_local(argc > 2 ? atol(argv[2]) : 20000,
 					argc > 3 ? (size_t)atol(argv[3]) : 256);
@@ -509,6 +535,6 @@ int main(int argc, char **argv)
 				  argc > 3 ? (size_t)atol(argv[3]) : 256);
 	fprintf(stderr,
 		"usage: rt_peer basic|errors|threads T N|fork|crash|copier FILE T|crasher FILE T "
-		"MS|bench N SIZE\n");
+		"MS|spaced N US|bench N SIZE|bench-local N SIZE\n");
 	return 2;
 }

@@ -73,9 +73,11 @@ int main(void)
 	CHECK(s.staging_bytes == 64u << 20, "staging MiB");
 	parse(&s, "P2PGUARD_STAGING_MB", "0");
 	CHECK(s.staging_bytes == 256u << 20 && warning_count == 1, "staging 0 rejected");
-	parse(&s, "P2PGUARD_GPU_TIMING_EVERY", "12x");
-	CHECK(s.gpu_timing_every == 16 && warning_count == 1,
-	      "timing every: trailing garbage rejected");
+	parse(&s, "P2PGUARD_GPU_TIMING_INTERVAL_US", "12x");
+	CHECK(s.gpu_timing_interval_us == 50 && warning_count == 1,
+	      "timing interval: trailing garbage rejected");
+	parse(&s, "P2PGUARD_GPU_TIMING_INTERVAL_US", "0");
+	CHECK(s.gpu_timing_interval_us == 0 && warning_count == 0, "timing interval 0 accepted");
 	parse(&s, "P2PGUARD_RECORD", "summary");
 	CHECK(s.record == P2PG_RECORD_SUMMARY, "record summary");
 	parse(&s, "P2PGUARD_DISABLE", "yes");
