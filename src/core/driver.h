@@ -35,6 +35,7 @@
 	X(cuCtxPushCurrent, 4000, (CUcontext ctx))                                               \
 	X(cuCtxPopCurrent, 4000, (CUcontext * ctx))                                              \
 	X(cuCtxGetDevice, 2000, (CUdevice * dev))                                                \
+	X(cuCtxGetId, 12000, (CUcontext ctx, unsigned long long *id))                            \
 	X(cuCtxSynchronize, 2000, (void))                                                        \
 	X(cuCtxEnablePeerAccess, 4000, (CUcontext peer, unsigned int flags))                     \
 	X(cuCtxDisablePeerAccess, 4000, (CUcontext peer))                                        \

@@ -156,19 +156,36 @@ const struct p2pg_settings *p2pg_settings_get(void)
 
 /* ---- devices of pointers and contexts ---- */
 
+/*
+ * Context -> device, cached by the context's ID (cuCtxGetId, CUDA 12+), which the driver never
+ * reuses within a process: a handle can come back for a new context on another device after
+ * cudaDeviceReset or cuCtxDestroy, an ID cannot. Without cuCtxGetId (older drivers) the handle is
+ * the key and that case is misreported. Slots are written once; when all are taken the device is
+ * asked each time.
+ */
 #define CONTEXT_CACHE 32
 static struct {
-	_Atomic(CUcontext) ctx;
+	_Atomic unsigned long long key; /* context ID, or the handle without IDs; 0: free */
 	int device;
 } context_cache[CONTEXT_CACHE];
+
+static unsigned long long context_key(CUcontext ctx)
+{
+	unsigned long long id = 0;
+	if (p2pg_drv.cuCtxGetId && p2pg_drv.cuCtxGetId(ctx, &id) == CUDA_SUCCESS)
+		return id + 1; /* 0 marks a free slot */
+	return (unsigned long long)(uintptr_t)ctx;
+}
 
 int p2pg_context_device(CUcontext ctx)
 {
 	if (!ctx)
 		return p2pg_current_device();
+	unsigned long long key = context_key(ctx);
 	for (int k = 0; k < CONTEXT_CACHE; k++) {
-		CUcontext c = atomic_load_explicit(&context_cache[k].ctx, memory_order_acquire);
-		if (c == ctx)
+		unsigned long long c =
+		    atomic_load_explicit(&context_cache[k].key, memory_order_acquire);
+		if (c == key)
 			return context_cache[k].device;
 		if (!c)
 			break;
@@ -182,17 +199,18 @@ int p2pg_context_device(CUcontext ctx)
 	p2pg_drv.cuCtxPopCurrent(&popped);
 	if (dev < 0)
 		return -1;
-	/* Each slot is written once, device before context, so a reader that sees the context also
-	 * sees its device. */
+	/* Each slot is written once, device before key, so a reader that sees the key also sees
+	 * its device. */
 	static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 	pthread_mutex_lock(&cache_lock);
 	for (int k = 0; k < CONTEXT_CACHE; k++) {
-		CUcontext c = atomic_load_explicit(&context_cache[k].ctx, memory_order_relaxed);
-		if (c == ctx)
+		unsigned long long c =
+		    atomic_load_explicit(&context_cache[k].key, memory_order_relaxed);
+		if (c == key)
 			break;
 		if (!c) {
 			context_cache[k].device = dev;
-			atomic_store_explicit(&context_cache[k].ctx, ctx, memory_order_release);
+			atomic_store_explicit(&context_cache[k].key, key, memory_order_release);
 			break;
 		}
 	}

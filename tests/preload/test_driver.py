@@ -16,4 +16,12 @@ for how in ("procaddr", "dlsym"):
     equal(scalar(db, "SELECT count(*) FROM transfers WHERE src_device = 0 AND dst_device = 1"), exp["transfers"],
           how + ": devices from contexts and pointers")
 
+    # A context handle can come back for a new context on another device (the simulation always
+    # hands a destroyed one's out again): the devices must follow the context, not the handle.
+    db = tempdb()
+    out = run([program("drv_peer"), how, "ctx-reuse"], db=db).stdout
+    equal(query(db, "SELECT src_device, dst_device, bytes FROM transfers ORDER BY started_ns"),
+          [(0, 1, 4096), (1, 0, 2048)],
+          how + ": a new context under a reused handle is recorded with its own device (%s)" % out.strip())
+
 done()

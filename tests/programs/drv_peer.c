@@ -6,6 +6,10 @@
  *
  *   drv_peer procaddr|dlsym basic    peer access and copies, legacy and per-thread stream forms
  *   drv_peer procaddr|dlsym errors   217 (own device), 704, 705, invalid flags at driver level
+ *   drv_peer procaddr|dlsym ctx-reuse
+ *        a context created on device 0 takes part in a peer copy and is destroyed; a context
+ *        then created on device 1 (the driver may hand the same handle out again) takes part in
+ *        another: the guard must record device 1 for it. Prints the handles' reuse.
  *   drv_peer procaddr|dlsym bench-ab N SIZE peer|local
  *        the guard's cost per call measured inside one process: batches of 256 async copies
  *        (cuMemcpyPeerAsync 0 -> 1 with peer access on, or cuMemcpyAsync within device 0) through
@@ -30,16 +34,15 @@ static void *lib;
 static proc_v2_fn get_proc;
 static int use_dlsym;
 
-/* name: the base name for cuGetProcAddress; abi: the exported name dlsym needs. */
-static void *find(const char *name, const char *abi, int per_thread)
+/* name: the base name for cuGetProcAddress, at version; abi: the exported name dlsym needs. */
+static void *find_at(const char *name, const char *abi, int per_thread, int version)
 {
 	void *fn = NULL;
 	if (use_dlsym) {
 		fn = dlsym(lib, abi);
 	} else {
 		CUdriverProcAddressQueryResult st;
-		/* 12000: the ABIs this file declares (13.0 changed cuCtxSynchronize's). */
-		get_proc(name, &fn, 12000,
+		get_proc(name, &fn, version,
 			 per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
 				    : CU_GET_PROC_ADDRESS_LEGACY_STREAM,
 			 &st);
@@ -49,6 +52,12 @@ static void *find(const char *name, const char *abi, int per_thread)
 		exit(1);
 	}
 	return fn;
+}
+
+/* 12000: the ABIs this file declares (13.0 changed cuCtxSynchronize's). */
+static void *find(const char *name, const char *abi, int per_thread)
+{
+	return find_at(name, abi, per_thread, 12000);
 }
 
 #define CHECK(call)                                                                               \
@@ -84,6 +93,8 @@ static struct {
 	CUresult(CUDAAPI *MemcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
 	CUresult(CUDAAPI *MemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
 	CUresult(CUDAAPI *MemcpyDtoDAsyncPtsz)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+	CUresult(CUDAAPI *CtxCreate)(CUcontext *, CUctxCreateParams *, unsigned, CUdevice);
+	CUresult(CUDAAPI *CtxDestroy)(CUcontext);
 } cu;
 
 static void load(void)
@@ -126,7 +137,9 @@ static void load(void)
 	F(MemcpyAsync, "cuMemcpyAsync", "cuMemcpyAsync", 0);
 	F(MemcpyDtoD, "cuMemcpyDtoD", "cuMemcpyDtoD_v2", 0);
 	F(MemcpyDtoDAsyncPtsz, "cuMemcpyDtoDAsync", "cuMemcpyDtoDAsync_v2_ptsz", 1);
+	F(CtxDestroy, "cuCtxDestroy", "cuCtxDestroy_v2", 0);
 #undef F
+	*(void **)&cu.CtxCreate = find_at("cuCtxCreate", "cuCtxCreate_v4", 0, 12050);
 }
 
 static CUcontext ctx[2];
@@ -253,6 +266,28 @@ static int mode_errors(void)
 	return 0;
 }
 
+static int mode_ctx_reuse(void)
+{
+	setup();
+	CUdevice d0, d1;
+	CHECK(cu.DeviceGet(&d0, 0));
+	CHECK(cu.DeviceGet(&d1, 1));
+	/* On device 0: a copy from its memory to device 1's. */
+	CUcontext first, second;
+	CUdeviceptr m0, m1;
+	CHECK(cu.CtxCreate(&first, NULL, 0, d0));
+	CHECK(cu.MemAlloc(&m0, 4096));
+	CHECK(cu.MemcpyPeer(b1, ctx[1], m0, first, 4096));
+	CHECK(cu.CtxDestroy(first));
+	/* On device 1: a copy from its memory to device 0's. */
+	CHECK(cu.CtxCreate(&second, NULL, 0, d1));
+	CHECK(cu.MemAlloc(&m1, 4096));
+	CHECK(cu.MemcpyPeer(a0, ctx[0], m1, second, 2048));
+	CHECK(cu.CtxDestroy(second));
+	printf("EXPECT transfers=2 first=0->1 second=1->0 handle_reused=%d\n", first == second);
+	return 0;
+}
+
 typedef void *(*dlsym_fn)(void *, const char *);
 
 /* libcuda's own function, past any interposed dlsym. */
@@ -357,8 +392,8 @@ static int mode_bench_ab(long n, size_t size, bool peer)
 int main(int argc, char **argv)
 {
 	if (argc < 3 || (strcmp(argv[1], "procaddr") != 0 && strcmp(argv[1], "dlsym") != 0)) {
-		fprintf(stderr, "usage: drv_peer procaddr|dlsym basic|errors|bench-ab [N SIZE "
-				"peer|local]\n");
+		fprintf(stderr, "usage: drv_peer procaddr|dlsym basic|errors|ctx-reuse|bench-ab [N "
+				"SIZE peer|local]\n");
 		return 2;
 	}
 	use_dlsym = strcmp(argv[1], "dlsym") == 0;
@@ -367,6 +402,8 @@ int main(int argc, char **argv)
 		return mode_basic();
 	if (strcmp(argv[2], "errors") == 0)
 		return mode_errors();
+	if (strcmp(argv[2], "ctx-reuse") == 0)
+		return mode_ctx_reuse();
 	if (strcmp(argv[2], "bench-ab") == 0)
 		return mode_bench_ab(argc > 3 ? atol(argv[3]) : 20000,
 				     argc > 4 ? (size_t)atol(argv[4]) : 256,

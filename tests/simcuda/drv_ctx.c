@@ -7,7 +7,8 @@
 #define STACK_MAX 64
 
 static struct sim_ctx primaries[SIM_MAX_DEVICES];
-static struct sim_ctx *created; /* destroyed ones stay, marked dead: handles must stay readable */
+static struct sim_ctx
+    *created; /* destroyed ones stay, marked dead, until cuCtxCreate reuses them */
 static unsigned long long next_ctx_id = 1;
 /* peer_count[a][b]: enabled mappings from a context of device a to one of device b. */
 static int peer_count[SIM_MAX_DEVICES][SIM_MAX_DEVICES];
@@ -222,14 +223,24 @@ SIM_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreatePar
 		return CUDA_ERROR_NOT_SUPPORTED;
 	if (depth == STACK_MAX)
 		return CUDA_ERROR_INVALID_VALUE;
-	struct sim_ctx *c = calloc(1, sizeof(*c));
-	if (!c)
-		return CUDA_ERROR_OUT_OF_MEMORY;
+	/* A destroyed context's handle comes back for the next one, whatever its device: the driver
+	 * promises unique context IDs (cuCtxGetId), not unique handles, and a tool that keys on the
+	 * handle must meet that here rather than in production. */
 	pthread_mutex_lock(&sim_mu);
+	struct sim_ctx *c = created;
+	while (c && __atomic_load_n(&c->alive, __ATOMIC_ACQUIRE))
+		c = c->next_created;
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			pthread_mutex_unlock(&sim_mu);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		c->next_created = created;
+		created = c;
+	}
 	ctx_init(c, dev, false);
 	c->flags = flags;
-	c->next_created = created;
-	created = c;
 	pthread_mutex_unlock(&sim_mu);
 	stack[depth++] = c;
 	*pctx = (CUcontext)c;
