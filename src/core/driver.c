@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct p2pg_driver p2pg_drv;
 
@@ -78,6 +79,14 @@ int p2pg_driver_load(void)
 {
 	pthread_once(&load_once, load_driver);
 	return load_result;
+}
+
+unsigned long long p2pg_context_key(CUcontext ctx)
+{
+	unsigned long long id = 0;
+	if (p2pg_drv.cuCtxGetId && p2pg_drv.cuCtxGetId(ctx, &id) == CUDA_SUCCESS)
+		return id + 1;
+	return (unsigned long long)(uintptr_t)ctx;
 }
 
 struct error_names {

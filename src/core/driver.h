@@ -100,6 +100,13 @@ P2PG_NO_ASAN void *p2pg_real_dlsym(void *handle, const char *symbol);
 /* glibc's dlsym itself (the preload layer jumps to it for RTLD_NEXT lookups). */
 P2PG_NO_ASAN void *p2pg_real_dlsym_function(void);
 
+/*
+ * A context's identity for caches: its cuCtxGetId plus one (never 0). The driver reuses handles (a
+ * destroyed context's can come back for a new one, on any device), never IDs. Drivers older than
+ * CUDA 12 have no IDs: there the handle stands in.
+ */
+unsigned long long p2pg_context_key(CUcontext ctx);
+
 /* "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED" for a driver status; a static string, never NULL. */
 const char *p2pg_cu_error_name(int status);
 /* "cudaErrorPeerAccessUnsupported" for a runtime status; a static string, never NULL. */

@@ -157,38 +157,25 @@ const struct p2pg_settings *p2pg_settings_get(void)
 /* ---- devices of pointers and contexts ---- */
 
 /*
- * Context -> device, cached by the context's ID (cuCtxGetId, CUDA 12+), which the driver never
- * reuses within a process: a handle can come back for a new context on another device after
- * cudaDeviceReset or cuCtxDestroy, an ID cannot. Without cuCtxGetId (older drivers) the handle is
- * the key and that case is misreported. Slots are written once; when all are taken the device is
- * asked each time.
+ * Context -> device, cached by the context's key (p2pg_context_key: its driver ID, which unlike the
+ * handle never comes back for another context). An entry is one 64-bit word, key << 8 | device, so
+ * a reader sees both or neither; entries are overwritten round-robin, so a program that keeps
+ * creating contexts only costs the cache its oldest ones.
  */
 #define CONTEXT_CACHE 32
-static struct {
-	_Atomic unsigned long long key; /* context ID, or the handle without IDs; 0: free */
-	int device;
-} context_cache[CONTEXT_CACHE];
-
-static unsigned long long context_key(CUcontext ctx)
-{
-	unsigned long long id = 0;
-	if (p2pg_drv.cuCtxGetId && p2pg_drv.cuCtxGetId(ctx, &id) == CUDA_SUCCESS)
-		return id + 1; /* 0 marks a free slot */
-	return (unsigned long long)(uintptr_t)ctx;
-}
+static _Atomic unsigned long long context_cache[CONTEXT_CACHE];
+static _Atomic unsigned context_cache_next;
 
 int p2pg_context_device(CUcontext ctx)
 {
 	if (!ctx)
 		return p2pg_current_device();
-	unsigned long long key = context_key(ctx);
+	unsigned long long key = p2pg_context_key(ctx) & (~0ull >> 8);
 	for (int k = 0; k < CONTEXT_CACHE; k++) {
-		unsigned long long c =
-		    atomic_load_explicit(&context_cache[k].key, memory_order_acquire);
-		if (c == key)
-			return context_cache[k].device;
-		if (!c)
-			break;
+		unsigned long long e =
+		    atomic_load_explicit(&context_cache[k], memory_order_relaxed);
+		if (e && e >> 8 == key)
+			return (int)(e & 0xff);
 	}
 	CUdevice dev = -1;
 	if (p2pg_drv.cuCtxPushCurrent(ctx) != CUDA_SUCCESS)
@@ -197,24 +184,11 @@ int p2pg_context_device(CUcontext ctx)
 		dev = -1;
 	CUcontext popped;
 	p2pg_drv.cuCtxPopCurrent(&popped);
-	if (dev < 0)
-		return -1;
-	/* Each slot is written once, device before key, so a reader that sees the key also sees
-	 * its device. */
-	static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-	pthread_mutex_lock(&cache_lock);
-	for (int k = 0; k < CONTEXT_CACHE; k++) {
-		unsigned long long c =
-		    atomic_load_explicit(&context_cache[k].key, memory_order_relaxed);
-		if (c == key)
-			break;
-		if (!c) {
-			context_cache[k].device = dev;
-			atomic_store_explicit(&context_cache[k].key, key, memory_order_release);
-			break;
-		}
-	}
-	pthread_mutex_unlock(&cache_lock);
+	if (dev < 0 || dev > 0xff)
+		return dev < 0 ? -1 : dev;
+	unsigned slot = atomic_fetch_add_explicit(&context_cache_next, 1, memory_order_relaxed);
+	atomic_store_explicit(&context_cache[slot % CONTEXT_CACHE], key << 8 | (unsigned)dev,
+			      memory_order_relaxed);
 	return dev;
 }
 

@@ -273,8 +273,10 @@ static void on_timed(void *userdata, int64_t row, uint32_t slot)
 	if (rec.npending == rec.cap_pending) {
 		size_t cap = rec.cap_pending ? rec.cap_pending * 2 : 256;
 		struct pending *grown = realloc(rec.pending, cap * sizeof(*grown));
-		if (!grown)
+		if (!grown) {
+			p2pg_timing_cancel((int)slot); /* the time is lost, the pair must not be */
 			return;
+		}
 		rec.pending = grown;
 		rec.cap_pending = cap;
 	}
@@ -295,6 +297,11 @@ static void poll_timings(sqlite3 *db)
 	size_t kept = 0;
 	bool began = false;
 	for (size_t k = 0; k < rec.npending; k++) {
+		/* Exit may begin during the pass: from then on no CUDA call. */
+		if (atomic_load(&rec.exiting)) {
+			rec.pending[kept++] = rec.pending[k];
+			continue;
+		}
 		uint64_t ns = 0;
 		enum p2pg_timing_poll st = p2pg_timing_poll(rec.pending[k].slot, &ns);
 		if (st == P2PG_TIMING_NOT_READY) {

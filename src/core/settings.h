@@ -21,7 +21,7 @@ enum p2pg_record_mode {
 
 enum p2pg_gpu_timing {
 	P2PG_GPU_TIMING_OFF,
-	P2PG_GPU_TIMING_SAMPLED, /* every Nth async copy per thread, and all large ones */
+	P2PG_GPU_TIMING_SAMPLED, /* large async copies, and a thread's small one per interval */
 	P2PG_GPU_TIMING_ALL,
 };
 

@@ -381,8 +381,11 @@ static void note_timed(struct p2pg_importer *im, int64_t row, const struct p2pg_
 	if (im->ntimed == im->cap_timed) {
 		size_t cap = im->cap_timed ? im->cap_timed * 2 : 256;
 		struct p2pg_pending_timing *grown = realloc(im->timed, cap * sizeof(*grown));
-		if (!grown)
+		if (!grown) {
+			/* Row 0: "no row for this time", which gives the event pair back. */
+			im->on_timed(im->userdata, 0, (uint32_t)r->value);
 			return;
+		}
 		im->timed = grown;
 		im->cap_timed = cap;
 	}

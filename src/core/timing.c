@@ -7,11 +7,11 @@
  * the drainer only ever queries.
  *
  * Why events and why sampled (tests/bench/bench_timing on the H200 pair): two timing events add
- * 1.7-2.4 us to a 256 B peer copy whose own enqueue takes ~2 us, so timing every copy would break
- * the guard's 1 us budget; CUPTI's activity records (+0.77 us) would take the process's one CUPTI
- * subscription away from profilers. Copies of at least gpu_timing_min_bytes (where the copy dwarfs
- * the cost) are always timed; smaller ones every Nth per thread. docs/PERFORMANCE.md has the
- * figures.
+ * 1.5-2.4 us to a 256 B peer copy whose own enqueue takes ~2 us, so timing every copy would break
+ * the guard's 1 us budget; CUPTI's activity records (+0.3-0.8 us) would take the process's one
+ * CUPTI subscription away from profilers. Copies of at least gpu_timing_min_bytes (where the copy
+ * dwarfs the cost) are always timed; a thread's smaller ones when it timed none for interval_ns
+ * (see sampled()). docs/PERFORMANCE.md has the figures.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -39,8 +39,12 @@ struct timing_slot {
 	CUevent start, end;
 };
 
+/* Pools are found by the context's key (p2pg_context_key), not its handle: a handle that comes back
+ * for a new context must not be handed the destroyed context's events. A pool whose context is
+ * gone is never found again (its slots are forgotten, not destroyed: their context took them). */
 struct context_pool {
-	_Atomic(CUcontext) ctx;
+	_Atomic unsigned long long key; /* 0: unused */
+	CUcontext ctx;
 	_Atomic unsigned next;
 	_Atomic unsigned grown; /* slots [0, grown) are created or being created */
 	struct timing_slot slots[POOL_SLOTS];
@@ -67,9 +71,10 @@ void p2pg_timing_configure(enum p2pg_gpu_timing mode, uint64_t interval_ns, size
 
 static struct context_pool *pool_for(CUcontext ctx)
 {
+	unsigned long long key = p2pg_context_key(ctx);
 	for (int k = 0; k < POOL_CONTEXTS; k++) {
-		CUcontext c = atomic_load_explicit(&pools[k].ctx, memory_order_acquire);
-		if (c == ctx)
+		unsigned long long c = atomic_load_explicit(&pools[k].key, memory_order_acquire);
+		if (c == key)
 			return &pools[k];
 		if (!c)
 			break;
@@ -77,11 +82,12 @@ static struct context_pool *pool_for(CUcontext ctx)
 	pthread_mutex_lock(&pools_lock);
 	struct context_pool *found = NULL;
 	for (int k = 0; k < POOL_CONTEXTS && !found; k++) {
-		CUcontext c = atomic_load(&pools[k].ctx);
-		if (c == ctx)
+		unsigned long long c = atomic_load(&pools[k].key);
+		if (c == key) {
 			found = &pools[k];
-		else if (!c) {
-			atomic_store_explicit(&pools[k].ctx, ctx, memory_order_release);
+		} else if (!c) {
+			pools[k].ctx = ctx;
+			atomic_store_explicit(&pools[k].key, key, memory_order_release);
 			found = &pools[k];
 		}
 	}
@@ -147,7 +153,8 @@ static struct timing_slot *slot_take(struct context_pool *pool)
 	return NULL;
 }
 
-/* Every created pair is in flight: create the next one, armed for the caller. */
+/* No free pair found among those created (a few probes missed): create the next one, armed for
+ * the caller. */
 static struct timing_slot *slot_grow(struct context_pool *pool, CUcontext ctx)
 {
 	/* Checked first so that a full pool's counter stops growing (and never wraps). */
@@ -160,7 +167,13 @@ static struct timing_slot *slot_grow(struct context_pool *pool, CUcontext ctx)
 	/* Events must live in the stream's context: make that context current briefly. */
 	CUcontext current = NULL;
 	p2pg_drv.cuCtxGetCurrent(&current);
-	bool switched = current != ctx && p2pg_drv.cuCtxSetCurrent(ctx) == CUDA_SUCCESS;
+	bool switched = false;
+	if (current != ctx) {
+		/* Created anywhere else, the events could never be recorded on the stream. */
+		if (p2pg_drv.cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+			return NULL;
+		switched = true;
+	}
 	bool ok = p2pg_drv.cuEventCreate(&slot->start, CU_EVENT_DEFAULT) == CUDA_SUCCESS;
 	if (ok && p2pg_drv.cuEventCreate(&slot->end, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
 		p2pg_drv.cuEventDestroy(slot->start);
@@ -250,6 +263,7 @@ void p2pg_timing_reset_after_fork(void)
 {
 	/* The child cannot use the parent's CUDA state: forget every event without touching it.
 	 * Only pools in use are cleared, so the child does not touch pages it never needs. */
-	for (int k = 0; k < POOL_CONTEXTS && atomic_load(&pools[k].ctx); k++)
+	for (int k = 0; k < POOL_CONTEXTS && atomic_load(&pools[k].key); k++)
 		memset(&pools[k], 0, sizeof(pools[k]));
+	pthread_mutex_init(&pools_lock, NULL); /* another thread may have held it at the fork */
 }

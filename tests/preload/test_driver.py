@@ -19,9 +19,9 @@ for how in ("procaddr", "dlsym"):
     # A context handle can come back for a new context on another device (the simulation always
     # hands a destroyed one's out again): the devices must follow the context, not the handle.
     db = tempdb()
-    out = run([program("drv_peer"), how, "ctx-reuse"], db=db).stdout
-    equal(query(db, "SELECT src_device, dst_device, bytes FROM transfers ORDER BY started_ns"),
-          [(0, 1, 4096), (1, 0, 2048)],
-          how + ": a new context under a reused handle is recorded with its own device (%s)" % out.strip())
+    out = run([program("drv_peer"), how, "ctx-reuse"], db=db, P2PGUARD_GPU_TIMING="all").stdout
+    equal(query(db, "SELECT src_device, dst_device, bytes, gpu_ns > 0 FROM transfers ORDER BY started_ns"),
+          [(0, 1, 4096, 1), (0, 1, 1024, 1), (1, 0, 2048, 1), (1, 0, 512, 1)],
+          how + ": a new context under a reused handle: its own device, its copies timed (%s)" % out.strip())
 
 done()

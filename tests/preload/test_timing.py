@@ -6,7 +6,10 @@ staged copies are timed the same way."""
 from harness import *
 
 
-def timed(mode, timing, interval=None, args=("threads", "2", "3000")):
+# The copier lingers a second after its copies, as a program goes on after them: GPU times are read
+# only while the process lives (no CUDA call at exit), and a loaded CI machine may need that long
+# for the drainer's first pass.
+def timed(mode, timing, interval=None, args=("threads", "2", "3000", "1000")):
     db = tempdb()
     extra = {"P2PGUARD_MODE": mode, "P2PGUARD_GPU_TIMING": timing, "SIMCUDA_COPY_NS_PER_BYTE": 20}
     if interval is not None:
@@ -19,17 +22,17 @@ def timed(mode, timing, interval=None, args=("threads", "2", "3000")):
 
 
 total, with_gpu, bad = timed("observe", "all")
-check(with_gpu >= total // 2, "all: most async copies carry their GPU time (%d of %d)" % (with_gpu, total))
+check(with_gpu >= total * 95 // 100, "all: the async copies carry their GPU time (%d of %d)" % (with_gpu, total))
 equal(bad, 0, "all: every GPU time is positive")
-# Back-to-back copies of 256 B take 5 us each here: one in ten is timed at the default 50 us.
+# Back-to-back copies of 256 B (about 1 us to enqueue here, 5 us to run): a few percent are timed.
 total, with_gpu, bad = timed("observe", "sampled")
 check(0 < with_gpu <= total // 4, "sampled, a burst: one copy per interval is timed (%d of %d)" % (with_gpu, total))
-total, with_gpu, bad = timed("observe", "sampled", 1000000)
-check(0 < with_gpu <= 2, "sampled, 1 s interval: each of the 2 threads times its first copy only (%d of %d)" % (with_gpu, total))
+total, with_gpu, bad = timed("observe", "sampled", 60000000)
+check(0 < with_gpu <= 2, "sampled, 60 s interval: each of the 2 threads times its first copy only (%d of %d)" % (with_gpu, total))
 total, with_gpu, bad = timed("observe", "sampled", None, ("spaced", "100", "200"))
 equal((total, with_gpu, bad), (100, 100, 0), "sampled, copies 200 us apart: every one is timed")
 total, with_gpu, bad = timed("observe", "off")
 equal(with_gpu, 0, "off: no async copy is timed")
 total, with_gpu, bad = timed("staged", "all")
-check(with_gpu >= total // 2, "staged copies are timed too (%d of %d)" % (with_gpu, total))
+check(with_gpu >= total * 95 // 100, "staged copies are timed too (%d of %d)" % (with_gpu, total))
 done()

@@ -7,9 +7,12 @@
  *   drv_peer procaddr|dlsym basic    peer access and copies, legacy and per-thread stream forms
  *   drv_peer procaddr|dlsym errors   217 (own device), 704, 705, invalid flags at driver level
  *   drv_peer procaddr|dlsym ctx-reuse
- *        a context created on device 0 takes part in a peer copy and is destroyed; a context
- *        then created on device 1 (the driver may hand the same handle out again) takes part in
- *        another: the guard must record device 1 for it. Prints the handles' reuse.
+ *        a context created on device 0 takes part in peer copies (one synchronous, one async on
+ *        a stream of its own) and is destroyed; a context then created on device 1 (the driver
+ *        may hand the same handle out again) takes part in two more: the guard must record
+ *        device 1 for them, and time the async one with events of the new context. Each context
+ *        lives 300 ms after its copies, so the drainer reads their GPU times while it exists.
+ *        Prints the handles' reuse.
  *   drv_peer procaddr|dlsym bench-ab N SIZE peer|local
  *        the guard's cost per call measured inside one process: batches of 256 async copies
  *        (cuMemcpyPeerAsync 0 -> 1 with peer access on, or cuMemcpyAsync within device 0) through
@@ -26,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef CUresult(CUDAAPI *proc_v2_fn)(const char *, void **, int, cuuint64_t,
 				      CUdriverProcAddressQueryResult *);
@@ -275,16 +279,25 @@ static int mode_ctx_reuse(void)
 	/* On device 0: a copy from its memory to device 1's. */
 	CUcontext first, second;
 	CUdeviceptr m0, m1;
+	CUstream s;
 	CHECK(cu.CtxCreate(&first, NULL, 0, d0));
 	CHECK(cu.MemAlloc(&m0, 4096));
 	CHECK(cu.MemcpyPeer(b1, ctx[1], m0, first, 4096));
+	CHECK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CHECK(cu.MemcpyPeerAsync(b1, ctx[1], m0, first, 1024, s));
+	CHECK(cu.StreamSynchronize(s));
+	usleep(300000);
 	CHECK(cu.CtxDestroy(first));
-	/* On device 1: a copy from its memory to device 0's. */
+	/* On device 1: copies from its memory to device 0's. */
 	CHECK(cu.CtxCreate(&second, NULL, 0, d1));
 	CHECK(cu.MemAlloc(&m1, 4096));
 	CHECK(cu.MemcpyPeer(a0, ctx[0], m1, second, 2048));
+	CHECK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CHECK(cu.MemcpyPeerAsync(a0, ctx[0], m1, second, 512, s));
+	CHECK(cu.StreamSynchronize(s));
+	usleep(300000);
 	CHECK(cu.CtxDestroy(second));
-	printf("EXPECT transfers=2 first=0->1 second=1->0 handle_reused=%d\n", first == second);
+	printf("EXPECT transfers=4 first=0->1 second=1->0 handle_reused=%d\n", first == second);
 	return 0;
 }
 
@@ -294,8 +307,10 @@ typedef void *(*dlsym_fn)(void *, const char *);
 static void *own_function(const char *name)
 {
 	dlsym_fn glibc_dlsym = (dlsym_fn)dlvsym(RTLD_DEFAULT, "dlsym", "GLIBC_2.34");
-	if (!glibc_dlsym)
+	if (!glibc_dlsym) /* glibc before 2.34: x86-64's and aarch64's first versions */
 		glibc_dlsym = (dlsym_fn)dlvsym(RTLD_DEFAULT, "dlsym", "GLIBC_2.2.5");
+	if (!glibc_dlsym)
+		glibc_dlsym = (dlsym_fn)dlvsym(RTLD_DEFAULT, "dlsym", "GLIBC_2.17");
 	void *fn = glibc_dlsym ? glibc_dlsym(lib, name) : NULL;
 	if (!fn) {
 		fprintf(stderr, "drv_peer: libcuda's own %s not found\n", name);

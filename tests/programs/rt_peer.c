@@ -11,6 +11,7 @@
  *   rt_peer crash             a copy, then SIGSEGV in crash_here()
  *   rt_peer copier FILE T     T threads copying forever, publishing counts in FILE (SIGKILL test)
  *   rt_peer crasher FILE T MS as copier, then SIGSEGV in crash_here() MS ms after all copied
+ *   rt_peer threads T N [MS] T threads of N async peer copies each; then MS ms alive
  *   rt_peer spaced N US       N async peer copies of 256 B, US microseconds apart (a program whose
  *                             copies come between kernels)
  *   rt_peer bench N SIZE      N async peer copies of SIZE bytes, prints ns per call
@@ -232,7 +233,7 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-static int mode_threads(int threads, int copies)
+static int mode_threads(int threads, int copies, int linger_ms)
 {
 	need_two_devices();
 	pthread_t tids[256];
@@ -245,6 +246,9 @@ static int mode_threads(int threads, int copies)
 	}
 	for (int k = 0; k < threads; k++)
 		pthread_join(tids[k], NULL);
+	/* Optionally go on living, as a program does after its copies (see mode_spaced). */
+	if (linger_ms > 0)
+		usleep((useconds_t)linger_ms * 1000);
 	printf("EXPECT transfers=%ld bytes=%ld\n", (long)threads * copies,
 	       (long)threads * copies * 256);
 	return 0;
@@ -266,8 +270,9 @@ static int mode_spaced(int copies, int gap_us)
 	}
 	CHECK(cudaStreamSynchronize(s));
 	/* The program goes on with other work: the guard reads GPU times only while the process
-	 * runs (no CUDA call at exit), so copies in flight in its last milliseconds keep none. */
-	usleep(50000);
+	 * runs (no CUDA call at exit), so copies in flight in its last moments keep none. A second
+	 * covers the drainer's first pass on a loaded machine. */
+	usleep(1000000);
 	printf("EXPECT transfers=%d bytes=%d\n", copies, copies * 256);
 	return 0;
 }
@@ -516,7 +521,8 @@ int main(int argc, char **argv)
 	if (strcmp(mode, "errors") == 0)
 		return mode_errors();
 	if (strcmp(mode, "threads") == 0)
-		return mode_threads(argc > 2 ? atoi(argv[2]) : 8, argc > 3 ? atoi(argv[3]) : 100);
+		return mode_threads(argc > 2 ? atoi(argv[2]) : 8, argc > 3 ? atoi(argv[3]) : 100,
+				    argc > 4 ? atoi(argv[4]) : 0);
 	if (strcmp(mode, "fork") == 0)
 		return mode_fork();
 	if (strcmp(mode, "crash") == 0)

@@ -788,7 +788,8 @@ SIM_API CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback cal
 
 /* ---- events ---- */
 
-static CUresult event_check(CUevent h, struct sim_event **out)
+/* Any event the application holds, usable or not (destroying one is always allowed). */
+static CUresult event_handle(CUevent h, struct sim_event **out)
 {
 	CUresult r = sim_ready();
 	if (r != CUDA_SUCCESS)
@@ -798,6 +799,16 @@ static CUresult event_check(CUevent h, struct sim_event **out)
 		return CUDA_ERROR_INVALID_HANDLE;
 	*out = e;
 	return CUDA_SUCCESS;
+}
+
+/* A usable event. A destroyed context takes its events with it; the case simulated is the one a
+ * tool can be fooled by: the context's handle now serves a new context (cuCtxCreate reuses it). */
+static CUresult event_check(CUevent h, struct sim_event **out)
+{
+	CUresult r = event_handle(h, out);
+	if (r == CUDA_SUCCESS && (*out)->ctx->id != (*out)->ctx_id)
+		r = CUDA_ERROR_CONTEXT_IS_DESTROYED;
+	return r;
 }
 
 /* Events the application never destroys must not read as leaks of the simulation. */
@@ -849,6 +860,7 @@ SIM_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	e->magic = SIM_EVENT_MAGIC;
 	e->ctx = ctx;
+	e->ctx_id = ctx->id;
 	e->flags = Flags;
 	e->refs = 1;
 	pthread_mutex_lock(&sim_mu);
@@ -1000,7 +1012,7 @@ SIM_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUe
 SIM_API CUresult cuEventDestroy_v2(CUevent hEvent)
 {
 	struct sim_event *e;
-	CUresult r = event_check(hEvent, &e);
+	CUresult r = event_handle(hEvent, &e);
 	if (r != CUDA_SUCCESS)
 		return r;
 	pthread_mutex_lock(&sim_mu);

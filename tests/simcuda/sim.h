@@ -202,6 +202,8 @@ struct sim_event {
 	uint32_t magic;
 	struct sim_event *prev, *next; /* all events: user-leaked ones stay reachable */
 	struct sim_ctx *ctx;
+	unsigned long long
+	    ctx_id; /* ctx->id at creation: the handle may since serve a new context */
 	unsigned flags;
 	int refs;
 	bool recorded;
