@@ -270,33 +270,32 @@ static int mode_errors(void)
 	return 0;
 }
 
+/* A context created on ordinal, two copies from its memory to dst (one synchronous of sync_bytes,
+ * one async of async_bytes on a stream of its own), 300 ms alive, destroyed. Returns its handle. */
+static CUcontext copies_from_new_context(int ordinal, CUdeviceptr dst, CUcontext dst_ctx,
+					 size_t sync_bytes, size_t async_bytes)
+{
+	CUdevice dev;
+	CUcontext c;
+	CUdeviceptr m;
+	CUstream s;
+	CHECK(cu.DeviceGet(&dev, ordinal));
+	CHECK(cu.CtxCreate(&c, NULL, 0, dev));
+	CHECK(cu.MemAlloc(&m, 4096));
+	CHECK(cu.MemcpyPeer(dst, dst_ctx, m, c, sync_bytes));
+	CHECK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CHECK(cu.MemcpyPeerAsync(dst, dst_ctx, m, c, async_bytes, s));
+	CHECK(cu.StreamSynchronize(s));
+	usleep(300000);
+	CHECK(cu.CtxDestroy(c));
+	return c;
+}
+
 static int mode_ctx_reuse(void)
 {
 	setup();
-	CUdevice d0, d1;
-	CHECK(cu.DeviceGet(&d0, 0));
-	CHECK(cu.DeviceGet(&d1, 1));
-	/* On device 0: a copy from its memory to device 1's. */
-	CUcontext first, second;
-	CUdeviceptr m0, m1;
-	CUstream s;
-	CHECK(cu.CtxCreate(&first, NULL, 0, d0));
-	CHECK(cu.MemAlloc(&m0, 4096));
-	CHECK(cu.MemcpyPeer(b1, ctx[1], m0, first, 4096));
-	CHECK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
-	CHECK(cu.MemcpyPeerAsync(b1, ctx[1], m0, first, 1024, s));
-	CHECK(cu.StreamSynchronize(s));
-	usleep(300000);
-	CHECK(cu.CtxDestroy(first));
-	/* On device 1: copies from its memory to device 0's. */
-	CHECK(cu.CtxCreate(&second, NULL, 0, d1));
-	CHECK(cu.MemAlloc(&m1, 4096));
-	CHECK(cu.MemcpyPeer(a0, ctx[0], m1, second, 2048));
-	CHECK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
-	CHECK(cu.MemcpyPeerAsync(a0, ctx[0], m1, second, 512, s));
-	CHECK(cu.StreamSynchronize(s));
-	usleep(300000);
-	CHECK(cu.CtxDestroy(second));
+	CUcontext first = copies_from_new_context(0, b1, ctx[1], 4096, 1024);
+	CUcontext second = copies_from_new_context(1, a0, ctx[0], 2048, 512);
 	printf("EXPECT transfers=4 first=0->1 second=1->0 handle_reused=%d\n", first == second);
 	return 0;
 }
