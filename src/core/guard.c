@@ -266,18 +266,21 @@ static CUstream effective_stream(const struct p2pg_copy *c)
 enum p2pg_route p2pg_copy_begin(struct p2pg_copy *c)
 {
 	c->timing = -1;
+	c->not_capturing = false;
 	if ((c->src_device < 0 || c->dst_device < 0) && !classify(c))
 		return P2PG_ROUTE_IGNORE;
 	c->t0 = p2pg_now_ns();
 	CUstream stream = effective_stream(c);
 	if (c->async && p2pg_drv.cuStreamIsCapturing) {
 		CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
-		if (p2pg_drv.cuStreamIsCapturing(stream, &cap) == CUDA_SUCCESS &&
-		    cap != CU_STREAM_CAPTURE_STATUS_NONE) {
-			/* A graph will replay it later; no data moves now, and the staged engine's
-			 * buffer reuse is not graph-safe: the driver keeps it. */
-			c->path = P2PG_PATH_CAPTURED;
-			return P2PG_ROUTE_REAL;
+		if (p2pg_drv.cuStreamIsCapturing(stream, &cap) == CUDA_SUCCESS) {
+			if (cap != CU_STREAM_CAPTURE_STATUS_NONE) {
+				/* A graph will replay it later; no data moves now, and the staged
+				 * engine's buffer reuse is not graph-safe: the driver keeps it. */
+				c->path = P2PG_PATH_CAPTURED;
+				return P2PG_ROUTE_REAL;
+			}
+			c->not_capturing = true;
 		}
 	}
 	enum p2pg_route route = P2PG_ROUTE_REAL;
@@ -308,6 +311,7 @@ int p2pg_copy_staged(struct p2pg_copy *c)
 	    .stream = c->stream,
 	    .per_thread_stream = c->per_thread,
 	    .async = c->async,
+	    .not_capturing = c->not_capturing,
 	};
 	return (int)p2pg_staged_copy(&sc);
 }

@@ -69,6 +69,7 @@ struct p2pg_copy {
 	/* owned by the core */
 	uint64_t t0;
 	uint8_t path;
+	bool not_capturing; /* the driver said the (async) copy's stream is not being captured */
 	int timing;
 	CUevent ev_end;
 };

@@ -333,6 +333,20 @@ static void write_rules(sqlite3 *db)
 	p2pg_ruleset_free(rs);
 }
 
+/* The drainer's sleep between tries: up to ms, or until shutdown wakes it. rec.lock
+ * held. */
+static void nap_locked(long ms)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += ms * 1000 * 1000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(&rec.wake, &rec.lock, &until);
+}
+
 static void *drainer_main(void *arg)
 {
 	/* Whatever the drainer calls (SQLite, the driver for event queries) must never be taken for
@@ -350,16 +364,8 @@ static void *drainer_main(void *arg)
 	       -EBUSY) {
 		pthread_mutex_unlock(&pass_lock);
 		pthread_mutex_lock(&rec.lock);
-		if (!rec.stop) {
-			struct timespec until;
-			clock_gettime(CLOCK_REALTIME, &until);
-			until.tv_nsec += 50 * 1000 * 1000;
-			if (until.tv_nsec >= 1000000000) {
-				until.tv_sec++;
-				until.tv_nsec -= 1000000000;
-			}
-			pthread_cond_timedwait(&rec.wake, &rec.lock, &until);
-		}
+		if (!rec.stop)
+			nap_locked(50);
 		pthread_mutex_unlock(&rec.lock);
 		pthread_mutex_lock(&pass_lock);
 	}
@@ -420,18 +426,10 @@ static void *drainer_main(void *arg)
 		pthread_mutex_unlock(&pass_lock);
 		pthread_mutex_lock(&rec.lock);
 		/* A busy pass means busy rings: go again at once rather than let them fill. */
-		if (!rec.stop && rc < 1024) {
-			/* 5 ms between passes: a row is queryable well within 100 ms, and an idle
-			 * process costs 200 wake-ups a second at most. */
-			struct timespec until;
-			clock_gettime(CLOCK_REALTIME, &until);
-			until.tv_nsec += 5 * 1000 * 1000;
-			if (until.tv_nsec >= 1000000000) {
-				until.tv_sec++;
-				until.tv_nsec -= 1000000000;
-			}
-			pthread_cond_timedwait(&rec.wake, &rec.lock, &until);
-		}
+		/* 5 ms between passes: a row is queryable well within 100 ms, and an idle process
+		 * costs 200 wake-ups a second at most. */
+		if (!rec.stop && rc < 1024)
+			nap_locked(5);
 		pthread_mutex_unlock(&rec.lock);
 		pthread_mutex_lock(&pass_lock);
 		pthread_mutex_lock(&rec.lock);

@@ -795,7 +795,7 @@ static bool caller_stream(struct call *k, CUresult *ret_status)
 		*ret_status = r;
 		return false;
 	}
-	if (p2pg_drv.cuStreamIsCapturing) {
+	if (p2pg_drv.cuStreamIsCapturing && !c->not_capturing) {
 		/* The engine's streams and slots cannot become part of a graph: a capturing
 		 * caller must get the driver's own copy (the guard falls back on this status). */
 		CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;

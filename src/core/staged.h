@@ -25,6 +25,9 @@ struct p2pg_staged_copy {
 	bool per_thread_stream;
 	/* Synchronous copies return once the bytes are in place. */
 	bool async;
+	/* The caller has just asked the driver whether the stream is being captured (answer: no),
+	 * so the engine need not ask again. */
+	bool not_capturing;
 };
 
 /*
