@@ -43,7 +43,7 @@ ROWS=()
 row() { ROWS+=("| $1 | $2 | $3 |"); echo "== $1: $2 ($3)"; }
 left() { echo $((BUDGET - ($(date +%s) - START))); }
 enough() { [ "$(left)" -gt "$1" ]; }
-# SECTIONS="conformance preload overhead classify ab torch torch-overhead bench probe timing recorder
+# SECTIONS="conformance preload overhead classify ab torch torch-overhead bench hops probe timing recorder
 # ddp frameworks nvcc sigkill topo" runs only those (default: all, in this order); PRELOAD_TESTS narrows "preload".
 med() { echo "$1" | tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 want() { [[ " ${SECTIONS:-all} " == *" all "* || " ${SECTIONS:-} " == *" $1 "* ]]; }
@@ -204,11 +204,16 @@ if want bench && enough 80; then
 	timeout 120 "$BUILD/tests/bench/bench_staged" --iters 3 --calls 2000 >"$OUT/bench-staged.txt" 2>&1
 	row "bench_staged" "$([ $? = 0 ] && echo done || echo FAILED)" "table in bench-staged.txt"
 fi
+# 8a. Whether stream memory operations are a cheaper cross-device hop than events for staged copies.
+if want hops && enough 40; then
+	timeout 120 "$BUILD/tests/bench/bench_hops" >"$OUT/bench-hops.txt" 2>&1
+	row "bench_hops (staged chain: event hops vs stream memory operations)" "$([ $? = 0 ] && echo done || echo FAILED)" "table in bench-hops.txt"
+fi
 # 8b. What each way of giving a copy its GPU time costs per call (the choice behind P2PGUARD_GPU_TIMING).
 if want timing && enough 40; then
 	cupti=$( (ls /usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13 /usr/local/cuda/lib64/libcupti.so.13 2>/dev/null; python3 -c 'import nvidia, glob, os; [print(f) for p in nvidia.__path__ for f in glob.glob(os.path.join(p, "*", "lib", "libcupti.so*"))]' 2>/dev/null) | head -1)
 	timeout 120 "$BUILD/tests/bench/bench_timing" ${cupti:+--cupti "$cupti"} >"$OUT/bench-timing.txt" 2>&1
-	row "bench_timing (events vs CUPTI per copy)" "$([ $? = 0 ] && echo done || echo FAILED)" "per copy vs bare: $(awk '$1 ~ /^(events2|events1|notiming2|cupti|cupti\+corr)$/ && ($2 ~ /^[0-9.]+$/ || $2 == "unavailable:") && !seen[$1]++ {printf "%s %s ns; ", $1, $2 == "unavailable:" ? "unavailable" : $8}' "$OUT/bench-timing.txt")table in bench-timing.txt"
+	row "bench_timing (events vs CUPTI per copy)" "$([ $? = 0 ] && echo done || echo FAILED)" "per copy vs bare: $(awk '$1 ~ /^(events2|events1|notiming2|cupti|cupti\+corr|cupti2|h2d:cupti|h2d:cupti2|launch:cupti|launch:cupti2)$/ && ($2 ~ /^[0-9.]+$/ || $2 == "unavailable:") && !seen[$1]++ {printf "%s %s ns; ", $1, $2 == "unavailable:" ? "unavailable" : $8}' "$OUT/bench-timing.txt")table in bench-timing.txt"
 fi
 if want probe && enough 20; then
 	timeout 60 "$BUILD/tests/bench/bench_probe" --rounds 3 >"$OUT/bench-probe.txt" 2>&1

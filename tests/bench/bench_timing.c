@@ -12,6 +12,11 @@
  *   cupti       CUPTI activity tracing of MEMCPY and MEMCPY2 (peer copies) enabled
  *   cupti+corr  as cupti, plus EXTERNAL_CORRELATION enabled and a CUSTOM0 external correlation id
  *               pushed before and popped after every copy
+ *   cupti2      CUPTI activity tracing of MEMCPY2 (peer copies) alone
+ * and, because the guard must not slow the program's other calls either, what tracing costs calls
+ * that are not peer copies (each beside its own untraced run):
+ *   h2d, h2d:cupti, h2d:cupti2           cuMemcpyHtoDAsync of --bytes from pinned memory, device 0
+ *   launch, launch:cupti, launch:cupti2  cuLaunchKernel of an empty kernel (from PTX) on device 0
  * Events come from pools of --pool pairs used round-robin, so a batch never re-records an event it
  * recorded already. A run is --calls copies in batches of --batch; the stream is synchronised after
  * each batch, and only the enqueueing (the loop of a batch) is timed, by CLOCK_MONOTONIC. Variants
@@ -59,13 +64,45 @@ enum variant {
 	V_NOTIMING2,
 	V_CUPTI,
 	V_CUPTI_CORR,
+	V_CUPTI2,
+	V_H2D,
+	V_H2D_CUPTI,
+	V_H2D_CUPTI2,
+	V_LAUNCH,
+	V_LAUNCH_CUPTI,
+	V_LAUNCH_CUPTI2,
 	NVARIANTS,
+};
+
+/* What a variant enqueues, and which CUPTI activity kinds are on while it runs. */
+enum op { OP_PEER, OP_H2D, OP_LAUNCH };
+enum tracing { T_NONE, T_MEMCPY_BOTH, T_MEMCPY2, T_MEMCPY_BOTH_CORR };
+
+static const struct {
+	enum op op;
+	enum tracing tracing;
+	enum variant bare; /* the untraced variant of the same call, for vs_bare */
+} variant_kind[] = {
+    [V_BARE] = {OP_PEER, T_NONE, V_BARE},
+    [V_EVENTS2] = {OP_PEER, T_NONE, V_BARE},
+    [V_EVENTS1] = {OP_PEER, T_NONE, V_BARE},
+    [V_NOTIMING2] = {OP_PEER, T_NONE, V_BARE},
+    [V_CUPTI] = {OP_PEER, T_MEMCPY_BOTH, V_BARE},
+    [V_CUPTI_CORR] = {OP_PEER, T_MEMCPY_BOTH_CORR, V_BARE},
+    [V_CUPTI2] = {OP_PEER, T_MEMCPY2, V_BARE},
+    [V_H2D] = {OP_H2D, T_NONE, V_H2D},
+    [V_H2D_CUPTI] = {OP_H2D, T_MEMCPY_BOTH, V_H2D},
+    [V_H2D_CUPTI2] = {OP_H2D, T_MEMCPY2, V_H2D},
+    [V_LAUNCH] = {OP_LAUNCH, T_NONE, V_LAUNCH},
+    [V_LAUNCH_CUPTI] = {OP_LAUNCH, T_MEMCPY_BOTH, V_LAUNCH},
+    [V_LAUNCH_CUPTI2] = {OP_LAUNCH, T_MEMCPY2, V_LAUNCH},
 };
 /* The pre-pass runs these, before CUPTI is called. */
 #define NPLAIN (V_NOTIMING2 + 1)
 
 static const char *const variant_name[NVARIANTS] = {
-    "bare", "events2", "events1", "notiming2", "cupti", "cupti+corr",
+    "bare", "events2",	 "events1",    "notiming2", "cupti",	    "cupti+corr",    "cupti2",
+    "h2d",  "h2d:cupti", "h2d:cupti2", "launch",    "launch:cupti", "launch:cupti2",
 };
 
 struct opts {
@@ -124,7 +161,12 @@ struct bench {
 	CUdevice d0, d1;
 	CUcontext ctx0, ctx1;
 	CUstream s;
-	CUdeviceptr src, dst;			    /* src on device 0, dst on device 1 */
+	CUdeviceptr src, dst; /* src on device 0, dst on device 1 */
+	void *host;	      /* pinned, --bytes, source of the h2d variants */
+	CUfunction nop;	      /* NULL: no launch variants (why in nop_why) */
+	CUresult(CUDAAPI *launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+				  unsigned, unsigned, CUstream, void **, void **);
+	char nop_why[256];
 	CUevent *t_start, *t_end, *n_start, *n_end; /* timing and non-timing pools */
 	unsigned pool_next;
 	uint64_t ext_id;
@@ -425,28 +467,41 @@ static int cupti_probe(void)
 
 static int cupti_begin(enum variant v, struct result *r)
 {
+	enum tracing t = variant_kind[v].tracing;
 	set_target(r);
-	CUPTI_CHECK(cupti.Enable(CUPTI_ACTIVITY_KIND_MEMCPY));
+	if (t != T_MEMCPY2)
+		CUPTI_CHECK(cupti.Enable(CUPTI_ACTIVITY_KIND_MEMCPY));
 	CUPTI_CHECK(cupti.Enable(CUPTI_ACTIVITY_KIND_MEMCPY2));
-	if (v == V_CUPTI_CORR)
+	if (t == T_MEMCPY_BOTH_CORR)
 		CUPTI_CHECK(cupti.Enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION));
+	return 0;
+}
+
+/* How many copy records a run of `calls` calls of v should leave. */
+static unsigned expected_records(enum variant v, unsigned calls)
+{
+	enum op op = variant_kind[v].op;
+	if (op == OP_PEER || (op == OP_H2D && variant_kind[v].tracing != T_MEMCPY2))
+		return calls;
 	return 0;
 }
 
 /* After the stream was synchronised: collect what the run left, then stop tracing. */
 static int cupti_end(enum variant v, struct result *r, uint64_t before, unsigned calls)
 {
+	enum tracing t = variant_kind[v].tracing;
 	CUPTI_CHECK(cupti.FlushAll(0));
-	if (target_copies(r) - before < calls) {
+	if (target_copies(r) - before < expected_records(v, calls)) {
 		/* A default flush keeps buffers that hold an incomplete record. */
 		CUPTI_CHECK(cupti.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
 		if (r)
 			r->cc.forced_flushes++;
 	}
-	if (v == V_CUPTI_CORR)
+	if (t == T_MEMCPY_BOTH_CORR)
 		CUPTI_CHECK(cupti.Disable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION));
 	CUPTI_CHECK(cupti.Disable(CUPTI_ACTIVITY_KIND_MEMCPY2));
-	CUPTI_CHECK(cupti.Disable(CUPTI_ACTIVITY_KIND_MEMCPY));
+	if (t != T_MEMCPY2)
+		CUPTI_CHECK(cupti.Disable(CUPTI_ACTIVITY_KIND_MEMCPY));
 	CUPTI_CHECK(cupti.FlushAll(0));
 	set_target(NULL);
 	return 0;
@@ -466,8 +521,21 @@ static int batch(struct bench *b, enum variant v, unsigned n)
 	switch (v) {
 	case V_BARE:
 	case V_CUPTI:
+	case V_CUPTI2:
 		for (unsigned k = 0; k < n; k++)
 			CHECK(copy(b));
+		break;
+	case V_H2D:
+	case V_H2D_CUPTI:
+	case V_H2D_CUPTI2:
+		for (unsigned k = 0; k < n; k++)
+			CHECK(p2pg_drv.cuMemcpyHtoDAsync(b->src, b->host, b->o.bytes, b->s));
+		break;
+	case V_LAUNCH:
+	case V_LAUNCH_CUPTI:
+	case V_LAUNCH_CUPTI2:
+		for (unsigned k = 0; k < n; k++)
+			CHECK(b->launch(b->nop, 1, 1, 1, 32, 1, 1, 0, b->s, NULL, NULL));
 		break;
 	case V_EVENTS2:
 	case V_NOTIMING2: {
@@ -532,7 +600,7 @@ static int batch_durations(struct bench *b, enum variant v, unsigned n, struct d
 static int run_once(struct bench *b, enum variant v, unsigned calls, struct result *r,
 		    double *ret_ns)
 {
-	bool traced = v == V_CUPTI || v == V_CUPTI_CORR;
+	bool traced = variant_kind[v].tracing != T_NONE;
 	uint64_t before = target_copies(r);
 	if (traced && cupti_begin(v, r) < 0)
 		return -1;
@@ -585,18 +653,18 @@ static double result_median(const struct result *r)
 
 static void print_table(const struct bench *b, struct result *res, unsigned nv)
 {
-	double bare = result_median(&res[V_BARE]);
 	int width = b->o.runs * 8 > 19 ? (int)(b->o.runs * 8) : 19;
-	printf("%-11s %12s  %-*s %12s  %s\n", "variant", "ns_per_call", width, "runs (ns per call)",
+	printf("%-13s %12s  %-*s %12s  %s\n", "variant", "ns_per_call", width, "runs (ns per call)",
 	       "vs_bare(+ns)", "gpu_durations");
 	for (unsigned v = 0; v < nv; v++) {
 		struct result *r = &res[v];
-		printf("%-11s ", variant_name[v]);
+		printf("%-13s ", variant_name[v]);
 		if (r->unavailable) {
 			printf("unavailable: %s\n", r->why);
 			continue;
 		}
 		double med = result_median(r);
+		double bare = result_median(&res[variant_kind[v].bare]);
 		printf("%12.1f  ", med);
 		for (unsigned k = 0; k < b->o.runs; k++)
 			printf("%7.1f ", r->ns[k]);
@@ -609,7 +677,7 @@ static void print_table(const struct bench *b, struct result *res, unsigned nv)
 			printf("%zu of %" PRIu64 ", mean %.0f ns, median %.0f ns%s\n", n,
 			       (uint64_t)b->o.calls * b->o.runs, sum / (double)n,
 			       median(r->gpu.v, n), r->gpu.oom ? " (out of memory: partial)" : "");
-		} else if (v == V_CUPTI || v == V_CUPTI_CORR) {
+		} else if (variant_kind[v].tracing != T_NONE && expected_records(v, 1)) {
 			printf("0 of %" PRIu64 "\n", (uint64_t)b->o.calls * b->o.runs);
 		} else {
 			printf("-\n");
@@ -639,19 +707,19 @@ static size_t matched(uint32_t *a, size_t na, uint32_t *bv, size_t nb)
 static void print_cupti_details(const struct bench *b, struct result *res)
 {
 	pthread_mutex_lock(&cb_mu);
-	for (unsigned v = V_CUPTI; v <= V_CUPTI_CORR; v++) {
+	for (unsigned v = V_CUPTI; v < NVARIANTS; v++) {
 		struct result *r = &res[v];
-		if (r->unavailable)
+		if (r->unavailable || variant_kind[v].tracing == T_NONE)
 			continue;
 		struct cupti_counts *c = &r->cc;
-		printf("%-11s records over %u runs of %u calls: MEMCPY %" PRIu64 ", MEMCPY2 (PtoP) "
+		printf("%-13s records over %u runs of %u calls: MEMCPY %" PRIu64 ", MEMCPY2 (PtoP) "
 		       "%" PRIu64 ", without timestamps %" PRIu64 ", other kinds %" PRIu64
 		       "; runs needing a forced flush %" PRIu64 "\n",
 		       variant_name[v], b->o.runs, b->o.calls, c->memcpy, c->memcpy2,
 		       c->no_timestamp, c->other, c->forced_flushes);
 		if (v == V_CUPTI_CORR) {
 			size_t m = matched(c->ext_corr, c->n_ext_corr, c->copy_corr, c->ncopy_corr);
-			printf("%-11s external correlation records: %" PRIu64 " (CUSTOM0 %" PRIu64
+			printf("%-13s external correlation records: %" PRIu64 " (CUSTOM0 %" PRIu64
 			       ") for %" PRIu64 " pushed ids; naming a traced copy's correlation "
 			       "id: %zu%s\n",
 			       "", c->ext, c->ext_custom0, (uint64_t)b->o.calls * b->o.runs, m,
@@ -734,6 +802,47 @@ static int create_pool(CUevent **ret, unsigned n, unsigned flags)
 	return 0;
 }
 
+/* An empty kernel, JIT-compiled by the driver for whatever device runs it. */
+static const char nop_ptx[] = ".version 8.0\n"
+			      ".target sm_80\n"
+			      ".address_size 64\n"
+			      ".visible .entry p2pg_nop()\n"
+			      "{\n"
+			      "\tret;\n"
+			      "}\n";
+
+/*
+ * The launch variants' kernel, in the current context (device 0's). Not in the guard's driver
+ * table, so looked up in libcuda itself; where that fails (the simulated CUDA has no modules) the
+ * launch variants are marked unavailable with the reason.
+ */
+static void load_nop(struct bench *b)
+{
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	CUresult(CUDAAPI * load)(CUmodule *, const void *) =
+	    lib ? (CUresult(CUDAAPI *)(CUmodule *, const void *))dlsym(lib, "cuModuleLoadData")
+		: NULL;
+	CUresult(CUDAAPI * get)(CUfunction *, CUmodule, const char *) =
+	    lib ? (CUresult(CUDAAPI *)(CUfunction *, CUmodule, const char *))dlsym(
+		      lib, "cuModuleGetFunction")
+		: NULL;
+	b->launch = lib ? (__typeof__(b->launch))dlsym(lib, "cuLaunchKernel") : NULL;
+	if (!load || !get || !b->launch) {
+		snprintf(b->nop_why, sizeof(b->nop_why),
+			 "libcuda.so.1 has no cuModuleLoadData/cuModuleGetFunction/cuLaunchKernel");
+		return;
+	}
+	CUmodule mod;
+	CUresult r = load(&mod, nop_ptx);
+	if (r == CUDA_SUCCESS)
+		r = get(&b->nop, mod, "p2pg_nop");
+	if (r != CUDA_SUCCESS) {
+		b->nop = NULL;
+		snprintf(b->nop_why, sizeof(b->nop_why), "loading the empty kernel: %s (%d)",
+			 p2pg_cu_error_name(r), (int)r);
+	}
+}
+
 static int setup(struct bench *b)
 {
 	if (p2pg_driver_load() < 0) {
@@ -774,6 +883,9 @@ static int setup(struct bench *b)
 		    "it, the driver stages the copies",
 		    can01, can10);
 	CHECK(p2pg_drv.cuStreamCreate(&b->s, CU_STREAM_NON_BLOCKING));
+	CHECK(p2pg_drv.cuMemAllocHost(&b->host, b->o.bytes));
+	memset(b->host, 0x5a, b->o.bytes);
+	load_nop(b);
 	if (create_pool(&b->t_start, b->o.pool, CU_EVENT_DEFAULT) < 0 ||
 	    create_pool(&b->t_end, b->o.pool, CU_EVENT_DEFAULT) < 0 ||
 	    create_pool(&b->n_start, b->o.pool, CU_EVENT_DISABLE_TIMING) < 0 ||
@@ -821,6 +933,7 @@ static int teardown(struct bench *b)
 	    destroy_pool(b->n_start, b->o.pool) < 0 || destroy_pool(b->n_end, b->o.pool) < 0)
 		return -1;
 	CHECK(p2pg_drv.cuStreamDestroy(b->s));
+	CHECK(p2pg_drv.cuMemFreeHost(b->host));
 	CHECK(p2pg_drv.cuMemFree(b->src));
 	CHECK(p2pg_drv.cuCtxSetCurrent(b->ctx1));
 	CHECK(p2pg_drv.cuMemFree(b->dst));
@@ -882,9 +995,13 @@ int main(int argc, char **argv)
 
 	if (have_cupti && cupti_probe() < 0)
 		return 1;
-	for (unsigned v = V_CUPTI; v <= V_CUPTI_CORR; v++) {
+	for (unsigned v = V_CUPTI; v < NVARIANTS; v++) {
 		const char *why = NULL;
-		if (!cupti.ok)
+		if (variant_kind[v].op == OP_LAUNCH && !b.nop)
+			why = b.nop_why;
+		else if (variant_kind[v].tracing == T_NONE)
+			why = NULL;
+		else if (!cupti.ok)
 			why = cupti.why;
 		else if (v == V_CUPTI_CORR && !cupti.corr_ok)
 			why = cupti.corr_why;
@@ -898,9 +1015,9 @@ int main(int argc, char **argv)
 
 	printf("\n");
 	print_table(&b, res, NVARIANTS);
-	printf(
-	    "events2/notiming2: 2 records per copy; events2 durations: start..end of each copy; "
-	    "events1 durations: gaps between consecutive end events (none for a batch's first)\n");
+	printf("events2/notiming2: 2 records per copy; events2 durations: start..end of each copy; "
+	       "events1 durations: gaps between consecutive end events (none for a batch's first); "
+	       "h2d and launch rows: vs_bare against their own untraced row\n");
 	if (cupti.ok)
 		print_cupti_details(&b, res);
 	if (prepass) {
