@@ -41,6 +41,15 @@ static uint64_t realtime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+struct p2pg_spool_layout *p2pg_spool_map(int fd)
+{
+	void *p = mmap(NULL, P2PG_SPOOL_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p != MAP_FAILED)
+		madvise(p, P2PG_SPOOL_FILE_SIZE,
+			MADV_RANDOM); /* advice only: failure is harmless */
+	return p;
+}
+
 struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_process_info *info,
 					    int *ret_fd, char *ret_path, size_t path_len)
 {
@@ -68,8 +77,7 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 		errno = e;
 		return NULL;
 	}
-	struct p2pg_spool_layout *spool =
-	    mmap(NULL, P2PG_SPOOL_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	struct p2pg_spool_layout *spool = p2pg_spool_map(fd);
 	if (spool == MAP_FAILED) {
 		int e = errno;
 		close(fd);

@@ -17,6 +17,7 @@
 #include "backtrace.h"
 #include "cleanup.h"
 #include "failure.h"
+#include "spool.h"
 
 int p2pg_store_open(const char *path, sqlite3 **ret_db, char *err, size_t err_len)
 {
@@ -763,14 +764,20 @@ int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
 		/* A living owner holds the lock; so does another recoverer working on this file. */
 		if (flock(fd, LOCK_EX | LOCK_NB) < 0)
 			continue;
+		/* Another version's spool (its layout differs) is left for that version's recover.
+		 */
+		char magic[8];
+		if (pread(fd, magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) &&
+		    memcmp(magic, P2PG_SPOOL_MAGIC, 7) == 0 &&
+		    memcmp(magic, P2PG_SPOOL_MAGIC, sizeof(magic)) != 0)
+			continue;
 		struct stat stbuf;
 		if (fstat(fd, &stbuf) < 0 || (size_t)stbuf.st_size < P2PG_SPOOL_FILE_SIZE) {
 			/* The owner died before it sized the file: it holds no records. */
 			unlink(path);
 			continue;
 		}
-		struct p2pg_spool_layout *spool =
-		    mmap(NULL, P2PG_SPOOL_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		struct p2pg_spool_layout *spool = p2pg_spool_map(fd);
 		if (spool == MAP_FAILED)
 			continue;
 		/* A dead process's rows are imported the way it recorded them, not the way the

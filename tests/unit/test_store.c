@@ -162,12 +162,19 @@ int main(void)
 	CHECK(one(db, "SELECT records_dropped FROM processes") == 10,
 	      "the drop count is in the database");
 
-	/* Recovery of a dead process's file: flock free, imported, deleted. */
+	/* Recovery of a dead process's file: flock free, imported, deleted. Another version's spool
+	 * beside it (another layout) is left alone, for that version's recover. */
 	munmap(spool, P2PG_SPOOL_FILE_SIZE);
 	close(fd);
+	char other_version[600];
+	snprintf(other_version, sizeof(other_version), "%s/1-1.spool", spool_dir);
+	FILE *ov = fopen(other_version, "w");
+	CHECK(ov && fwrite("P2PGSPL1", 1, 8, ov) == 8 && fclose(ov) == 0, "an old version's spool");
 	CHECK(p2pg_store_recover_dir(db, spool_dir, NULL, P2PG_RECORD_ALL) == 1,
 	      "recovered one file");
 	CHECK(access(spool_path, F_OK) != 0, "and removed it");
+	CHECK(access(other_version, F_OK) == 0, "the other version's spool stays");
+	unlink(other_version);
 	CHECK(one(db, "SELECT count(*) FROM transfers") == 162 + P2PG_SPOOL_RING,
 	      "recovery added nothing already imported");
 
