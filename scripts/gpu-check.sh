@@ -73,7 +73,7 @@ fi
 
 # 2. The preload tests against the real driver and runtime.
 if want preload; then
-	for t in ${PRELOAD_TESTS:-runtime driver errors python threads fork crash settings multiprocess}; do
+	for t in ${PRELOAD_TESTS:-runtime driver errors python threads fork crash settings multiprocess cupti}; do
 		timeout 120 python3 tests/preload/test_$t.py >"$OUT/preload-$t.log" 2>&1
 		rc=$?
 		row "preload test $t (real CUDA)" "$([ $rc = 0 ] && echo pass || echo FAIL)" "$(tail -1 "$OUT/preload-$t.log")"
@@ -84,23 +84,26 @@ fi
 if want overhead; then
 	bench() { taskset -c "$BENCH_CORES" "$BUILD/tests/programs/rt_peer" bench 20000 256 2>/dev/null | sed -n 's/.*ns_per_call=\([0-9.]*\).*/\1/p'; }
 	declare -A OV
-	for rep in 1 2 3 4 5; do
+	for rep in 1 2 3 4 5 6 7; do
 		OV[bare]+="$(bench) "
-		for k in off sampled all; do
+		for k in off sampled all cupti; do
 			OV[$k]+="$(P2PGUARD_DB=$OUT/ov-$k.db P2PGUARD_QUIET=1 P2PGUARD_GPU_TIMING=$k LD_PRELOAD=$LIB bench) "
 		done
 	done
 	b=$(med "${OV[bare]}")
-	for k in off sampled all; do
+	for k in off sampled all cupti; do
 		m=$(med "${OV[$k]}")
-		row "cudaMemcpyPeerAsync 256 B enqueue, guard timing=$k" "$(awk -v m="$m" -v b="$b" 'BEGIN {printf "%.2f us vs %.2f us bare: %+.2f us", m/1000, b/1000, (m-b)/1000}')" "median of 5 runs x 20000 calls (a run: median of its batches of 256); budget +1 us"
+		row "cudaMemcpyPeerAsync 256 B enqueue, guard timing=$k" "$(awk -v m="$m" -v b="$b" 'BEGIN {printf "%.2f us vs %.2f us bare: %+.2f us", m/1000, b/1000, (m-b)/1000}')" "median of 7 runs x 20000 calls (a run: median of its batches of 256); budget +1 us"
 	done
-	echo "bare: ${OV[bare]} | off: ${OV[off]} | sampled: ${OV[sampled]} | all: ${OV[all]}" >"$OUT/overhead.txt"
+	echo "bare: ${OV[bare]} | off: ${OV[off]} | sampled: ${OV[sampled]} | all: ${OV[all]} | cupti: ${OV[cupti]}" >"$OUT/overhead.txt"
 	# A program whose copies come between kernels: with the default every copy gets its GPU time.
 	rm -f "$OUT/spaced.db"*
 	P2PGUARD_DB=$OUT/spaced.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB "$BUILD/tests/programs/rt_peer" spaced 2000 100 >/dev/null 2>&1
 	row "async peer copies 100 us apart, default timing" "$(db "$OUT/spaced.db" "select count(gpu_ns) || ' of ' || count(*) || ' timed, median gpu_ns ' || (select gpu_ns from transfers where gpu_ns is not null order by gpu_ns limit 1 offset (select count(gpu_ns)/2 from transfers) ) from transfers")" "rt_peer spaced 2000 100"
-	for k in off sampled all; do
+	rm -f "$OUT/spaced-cupti.db"*
+	P2PGUARD_DB=$OUT/spaced-cupti.db P2PGUARD_GPU_TIMING=cupti LD_PRELOAD=$LIB "$BUILD/tests/programs/rt_peer" spaced 2000 100 >/dev/null 2>"$OUT/spaced-cupti.err"
+	row "async peer copies 100 us apart, timing=cupti" "$(db "$OUT/spaced-cupti.db" "select count(gpu_ns) || ' of ' || count(*) || ' timed, median gpu_ns ' || (select gpu_ns from transfers where gpu_ns is not null order by gpu_ns limit 1 offset (select count(gpu_ns)/2 from transfers) ) from transfers")" "stderr: $(head -c 300 "$OUT/spaced-cupti.err" | tr '\n' ' ')"
+	for k in off sampled all cupti; do
 		row "rows of the timing=$k runs" "$(db "$OUT/ov-$k.db" "select count(*) from transfers") transfers, $(db "$OUT/ov-$k.db" "select count(gpu_ns) from transfers") with gpu_ns" "$(db "$OUT/ov-$k.db" "select sum(records_dropped) from processes") records dropped (ring full)"
 	done
 fi
@@ -128,14 +131,14 @@ if want ab; then
 	for rep in 1 2 3; do
 		for kind in local peer; do
 			AB[$kind-bare]+="$(ab "$kind") "
-			for t in off sampled all; do
+			for t in off sampled all cupti; do
 				[ "$kind" = local ] && [ "$t" != sampled ] && continue
 				AB[$kind-$t]+="$(P2PGUARD_DB=$OUT/ab.db P2PGUARD_QUIET=1 P2PGUARD_GPU_TIMING=$t LD_PRELOAD=$LIB ab "$kind") "
 			done
 		done
 	done
 	row "guard's cost inside one process, cuMemcpyAsync 256 B within GPU 0" "$(med "${AB[local-sampled]}") ns (no guard, same method: $(med "${AB[local-bare]}") ns)" "median paired difference per call, 3 runs: ${AB[local-sampled]}; budget 200 ns"
-	for t in off sampled all; do
+	for t in off sampled all cupti; do
 		row "guard's cost inside one process, cuMemcpyPeerAsync 256 B, timing=$t" "$(med "${AB[peer-$t]}") ns (no guard, same method: $(med "${AB[peer-bare]}") ns)" "median paired difference per call, 3 runs: ${AB[peer-$t]}; budget 1000 ns"
 	done
 fi
@@ -143,11 +146,14 @@ fi
 # 5. PyTorch: a split model, 200 steps, bare and under every mode.
 if want torch; then
 	declare -A TL TS
-	for mode in bare observe fallback staged; do
+	for mode in bare observe fallback staged cupti; do
 		enough 50 || { row "torch split $mode" "SKIPPED (time)" ""; continue; }
 		rm -f "$OUT/torch-$mode.db"*
 		if [ "$mode" = bare ]; then
 			timeout 120 python3 tests/gpu/torch_split.py >"$OUT/torch-$mode.log" 2>&1
+		elif [ "$mode" = cupti ]; then
+			# observe mode, every copy's GPU time from CUPTI
+			P2PGUARD_DB=$OUT/torch-$mode.db P2PGUARD_GPU_TIMING=cupti LD_PRELOAD=$LIB timeout 120 python3 tests/gpu/torch_split.py >"$OUT/torch-$mode.log" 2>&1
 		else
 			P2PGUARD_DB=$OUT/torch-$mode.db P2PGUARD_MODE=$mode P2PGUARD_QUIET=1 LD_PRELOAD=$LIB timeout 120 python3 tests/gpu/torch_split.py >"$OUT/torch-$mode.log" 2>&1
 		fi
@@ -160,7 +166,8 @@ if want torch; then
 			got=$(db "$OUT/torch-$mode.db" "select count(*) from transfers where bytes=$per")
 			paths=$(db "$OUT/torch-$mode.db" "select group_concat(path||':'||n) from (select path, count(*) n from transfers group by 1)")
 			over=$(awk -v m="${TS[$mode]:-0}" -v b="${TS[bare]:-1}" 'BEGIN {printf "%+.2f", (m/b-1)*100}')
-			detail="$detail ($over% vs bare); $got/$expected tensor copies of $per B recorded; paths $paths"
+			timed=$(db "$OUT/torch-$mode.db" "select count(gpu_ns) from transfers where bytes=$per")
+			detail="$detail ($over% vs bare); $got/$expected tensor copies of $per B recorded, $timed with gpu_ns; paths $paths"
 		fi
 		row "torch split $mode" "$([ -n "${TL[$mode]}" ] && [ "${TL[$mode]}" = "${TL[bare]}" ] && echo "losses identical to bare (${TL[bare]})" || echo "LOSSES ${TL[$mode]:-none} vs ${TL[bare]:-none}")" "$detail"
 	done

@@ -57,6 +57,7 @@ struct p2pg_record {
 _Static_assert(sizeof(struct p2pg_record) == 64, "records are one cache line");
 
 #define P2PG_REC_F_TIMED 0x1u /* a timing event pair was recorded around the copy */
+#define P2PG_REC_F_CUPTI 0x2u /* CUPTI traces the copy; value: CUPTI's ID of its stream */
 
 struct p2pg_spool_thread {
 	_Atomic uint64_t head;	  /* records published by the thread */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cupti_timing.h"
 #include "driver.h"
 #include "evidence.h"
 #include "failure.h"
@@ -107,10 +108,19 @@ void p2pg_init_early(void)
 	 * initialisation, long after the constructor that calls us. */
 	if (settings.enabled && settings.mode == P2PG_MODE_STAGED)
 		setenv("NCCL_P2P_DISABLE", "1", 0);
+	char why[256];
+	if (settings.enabled && settings.gpu_timing == P2PG_GPU_TIMING_CUPTI &&
+	    !p2pg_cupti_start(why, sizeof(why))) {
+		settings.gpu_timing = P2PG_GPU_TIMING_SAMPLED;
+		if (!settings.quiet)
+			p2pg_notice("P2PGUARD_GPU_TIMING=cupti: %s; timing events sampled instead",
+				    why);
+	}
 }
 
 static void atfork_child(void)
 {
+	p2pg_cupti_after_fork_child();
 	p2pg_recorder_atfork_child();
 	p2pg_evidence_reset();
 }
@@ -267,6 +277,7 @@ enum p2pg_route p2pg_copy_begin(struct p2pg_copy *c)
 {
 	c->timing = -1;
 	c->not_capturing = false;
+	c->by_cupti = false;
 	if ((c->src_device < 0 || c->dst_device < 0) && !classify(c))
 		return P2PG_ROUTE_IGNORE;
 	c->t0 = p2pg_now_ns();
@@ -294,8 +305,9 @@ enum p2pg_route p2pg_copy_begin(struct p2pg_copy *c)
 	}
 	/* The events sit on the caller's stream around whatever moves the data: the staged engine
 	 * orders the caller's stream after its last chunk, so a staged copy is timed the same way.
-	 */
-	if (c->async)
+	 * CUPTI records peer copies only: a staged copy is two copies through the host. */
+	c->by_cupti = c->async && route == P2PG_ROUTE_REAL && p2pg_cupti_active();
+	if (c->async && !c->by_cupti)
 		c->timing = p2pg_timing_begin(stream, c->bytes, c->t0, &c->ev_end);
 	return route;
 }
@@ -338,6 +350,12 @@ int p2pg_copy_end(struct p2pg_copy *c, int status)
 		} else if (status != 0) {
 			p2pg_timing_cancel(c->timing);
 		}
+	}
+	uint32_t cupti_stream;
+	if (c->by_cupti && status == 0 &&
+	    p2pg_cupti_stream_id(c->stream, c->per_thread, &cupti_stream)) {
+		r.flags |= P2PG_REC_F_CUPTI;
+		r.value = (int32_t)cupti_stream;
 	}
 	if (!c->async && c->path != P2PG_PATH_CAPTURED && status == 0)
 		r.gpu_ns = r.host_ns; /* a synchronous copy's GPU time is the call's duration */

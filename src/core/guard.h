@@ -70,6 +70,7 @@ struct p2pg_copy {
 	uint64_t t0;
 	uint8_t path;
 	bool not_capturing; /* the driver said the (async) copy's stream is not being captured */
+	bool by_cupti;	    /* its GPU time comes from CUPTI's record, not from events */
 	int timing;
 	CUevent ev_end;
 };

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cupti_timing.h"
 #include "driver.h"
 #include "guard.h"
 #include "notice.h"
@@ -50,6 +51,8 @@ static struct {
 	/* drainer-private */
 	struct pending *pending;
 	size_t npending, cap_pending;
+	struct p2pg_gpu_match *match; /* CUPTI timing: rows and records waiting for each other */
+	uint64_t last_collect_ns;
 } rec = {
     .start_lock = PTHREAD_MUTEX_INITIALIZER,
     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -93,8 +96,11 @@ void p2pg_recorder_configure(const struct p2pg_settings *s, const char *mode_nam
 	snprintf(rec.mode_name, sizeof(rec.mode_name), "%s", mode_name);
 	if (p2pg_spool_dir_for(s->db_path, rec.spool_dir, sizeof(rec.spool_dir)) < 0)
 		rec.spool_dir[0] = '\0';
-	p2pg_timing_configure(s->gpu_timing, (uint64_t)s->gpu_timing_interval_us * 1000,
-			      s->gpu_timing_min_bytes);
+	/* With CUPTI, events still time what CUPTI cannot: staged copies, copies in a forked child.
+	 */
+	p2pg_timing_configure(s->gpu_timing == P2PG_GPU_TIMING_CUPTI ? P2PG_GPU_TIMING_SAMPLED
+								     : s->gpu_timing,
+			      (uint64_t)s->gpu_timing_interval_us * 1000, s->gpu_timing_min_bytes);
 }
 
 static void process_info(struct p2pg_process_info *info)
@@ -261,9 +267,25 @@ void p2pg_recorder_set_driver_version(int version)
 
 /* ---- the drainer ---- */
 
-static void on_timed(void *userdata, int64_t row, uint32_t slot)
+static void on_timed(void *userdata, const struct p2pg_pending_timing *t)
 {
 	(void)userdata;
+	int64_t row = t->row;
+	uint32_t slot = t->slot;
+	if (t->cupti) {
+		struct p2pg_gpu_row r = {
+		    .row = row,
+		    .started_ns = t->started_ns,
+		    .bytes = t->bytes,
+		    .stream_id = slot,
+		    .src_device = t->src_device,
+		    .dst_device = t->dst_device,
+		};
+		if (row && rec.match)
+			p2pg_gpu_match_row(rec.match,
+					   &r); /* out of memory: the row keeps no time */
+		return;
+	}
 	if (row == 0) {
 		/* Summarised: no row to put the time in. The pair may be reused at once (a new
 		 * record of the same events supersedes the old). */
@@ -319,6 +341,45 @@ static void poll_timings(sqlite3 *db)
 	if (began)
 		sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
 	rec.npending = kept;
+}
+
+struct cupti_pass {
+	sqlite3 *db;
+	bool began;
+};
+
+static void cupti_found(void *arg, int64_t row, uint64_t gpu_ns)
+{
+	struct cupti_pass *p = arg;
+	if (!p->began)
+		p->began = sqlite3_exec(p->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK;
+	if (p->began)
+		p2pg_store_set_gpu_ns(p->db, row, gpu_ns);
+}
+
+/*
+ * CUPTI's records for the rows waiting: asked for every 20 ms while rows wait (a flush walks all
+ * of CUPTI's buffers), matched, written in one transaction. Records of copies that found no row in
+ * a minute are let go, and rows whose record never came keep no GPU time.
+ */
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void collect_cupti(sqlite3 *db)
+{
+	uint64_t now = realtime_ns();
+	if (!p2pg_gpu_match_rows_waiting(rec.match) || now - rec.last_collect_ns < 20000000)
+		return;
+	rec.last_collect_ns = now;
+	p2pg_cupti_collect(rec.match);
+	struct cupti_pass pass = {db, false};
+	p2pg_gpu_match_run(rec.match, now, 60000000000ull, cupti_found, &pass);
+	if (pass.began)
+		sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
 }
 
 static void write_rules(sqlite3 *db)
@@ -384,6 +445,8 @@ static void *drainer_main(void *arg)
 	struct p2pg_importer im;
 	p2pg_importer_init(&im, rec.settings.record);
 	im.on_timed = on_timed;
+	if (p2pg_cupti_active() && !rec.match)
+		rec.match = p2pg_gpu_match_new();
 	bool warned = false;
 	unsigned passes = 0;
 
@@ -397,6 +460,8 @@ static void *drainer_main(void *arg)
 		 * short program's copies are read while it still runs. */
 		if (rec.npending && !stopping && !atomic_load(&rec.exiting))
 			poll_timings(db);
+		if (rec.match && !stopping && !atomic_load(&rec.exiting))
+			collect_cupti(db);
 		/* Children that left with _exit, ranks that were killed: their spools are imported
 		 * by whoever is still alive, about once a second and once more at exit. */
 		if (passes++ == 0) {
@@ -485,6 +550,7 @@ void p2pg_recorder_atfork_child(void)
 	rec.drained_all = false;
 	rec.pending = NULL; /* the parent's list; the child starts its own */
 	rec.npending = rec.cap_pending = 0;
+	rec.match = NULL; /* the child has no CUPTI timing */
 	pthread_mutex_init(&rec.lock, NULL);
 	pthread_mutex_init(&rec.start_lock, NULL);
 	pthread_cond_init(&rec.wake, NULL);

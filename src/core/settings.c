@@ -164,14 +164,14 @@ void p2pg_settings_parse(struct p2pg_settings *s, char *(*get)(const char *name)
 			      v);
 	}
 	if ((v = get("P2PGUARD_GPU_TIMING")) && *v) {
-		static const char *const timings[] = {"off", "sampled", "all"};
-		int k = choice(v, timings, 3);
+		static const char *const timings[] = {"off", "sampled", "all", "cupti"};
+		int k = choice(v, timings, 4);
 		if (k >= 0)
 			s->gpu_timing = (enum p2pg_gpu_timing)k;
 		else
 			warnf(warn,
 			      "P2PGUARD_GPU_TIMING=%s is not understood (accepted: off, sampled, "
-			      "all); using sampled",
+			      "all, cupti); using sampled",
 			      v);
 	}
 	if ((v = get("P2PGUARD_GPU_TIMING_INTERVAL_US")) && *v) {

@@ -23,6 +23,7 @@ enum p2pg_gpu_timing {
 	P2PG_GPU_TIMING_OFF,
 	P2PG_GPU_TIMING_SAMPLED, /* large async copies, and a thread's small one per interval */
 	P2PG_GPU_TIMING_ALL,
+	P2PG_GPU_TIMING_CUPTI, /* every async peer copy by CUPTI's records; the rest as SAMPLED */
 };
 
 #define P2PG_MAX_DEVICES 64

@@ -377,20 +377,30 @@ static int64_t process_row(sqlite3 *db, const struct p2pg_spool_header *h, bool 
 /* Remembers a timed copy's row until the pass commits (a rolled-back pass hands nothing over). */
 static void note_timed(struct p2pg_importer *im, int64_t row, const struct p2pg_record *r)
 {
-	if (!(r->flags & P2PG_REC_F_TIMED) || r->gpu_ns || !im->on_timed)
+	if (!(r->flags & (P2PG_REC_F_TIMED | P2PG_REC_F_CUPTI)) || r->gpu_ns || !im->on_timed)
 		return;
+	struct p2pg_pending_timing t = {
+	    .row = row,
+	    .slot = (uint32_t)r->value,
+	    .cupti = (r->flags & P2PG_REC_F_CUPTI) != 0,
+	    .src_device = r->src_device,
+	    .dst_device = r->dst_device,
+	    .started_ns = r->started_ns,
+	    .bytes = r->bytes,
+	};
 	if (im->ntimed == im->cap_timed) {
 		size_t cap = im->cap_timed ? im->cap_timed * 2 : 256;
 		struct p2pg_pending_timing *grown = realloc(im->timed, cap * sizeof(*grown));
 		if (!grown) {
 			/* Row 0: "no row for this time", which gives the event pair back. */
-			im->on_timed(im->userdata, 0, (uint32_t)r->value);
+			t.row = 0;
+			im->on_timed(im->userdata, &t);
 			return;
 		}
 		im->timed = grown;
 		im->cap_timed = cap;
 	}
-	im->timed[im->ntimed++] = (struct p2pg_pending_timing){row, (uint32_t)r->value};
+	im->timed[im->ntimed++] = t;
 }
 
 static void bind_transfer(sqlite3_stmt *st, int base, int64_t process_id,
@@ -700,7 +710,7 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 	statements_finalize(&s);
 	im->dropped_reported = dropped;
 	for (size_t k = 0; k < im->ntimed; k++)
-		im->on_timed(im->userdata, im->timed[k].row, im->timed[k].slot);
+		im->on_timed(im->userdata, &im->timed[k]);
 	im->ntimed = 0;
 	/* Only now, with the rows durable, may the writers reuse their ring space. */
 	for (int k = 0; k < P2PG_SPOOL_THREADS; k++) {

@@ -25,8 +25,11 @@ int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t e
 struct p2pg_summary_bucket;
 
 struct p2pg_pending_timing {
-	int64_t row;   /* transfers.id */
-	uint32_t slot; /* the event pair */
+	int64_t row;   /* transfers.id; 0: summarised, no row */
+	uint32_t slot; /* the event pair; for a CUPTI-traced copy, CUPTI's stream ID */
+	bool cupti;    /* P2PG_REC_F_CUPTI: the fields below identify the copy */
+	int16_t src_device, dst_device;
+	uint64_t started_ns, bytes;
 };
 
 /* What an importer remembers about one spool between passes. */
@@ -44,7 +47,7 @@ struct p2pg_importer {
 	 * got no row of its own (summary mode), whose event pair is then free again. slot: the
 	 * record's event pair.
 	 */
-	void (*on_timed)(void *userdata, int64_t row, uint32_t slot);
+	void (*on_timed)(void *userdata, const struct p2pg_pending_timing *t);
 	void *userdata;
 	struct p2pg_pending_timing *timed; /* this pass's, handed over at commit */
 	size_t ntimed, cap_timed;

@@ -125,6 +125,7 @@ static bool sampled(size_t bytes, uint64_t now_ns)
 	case P2PG_GPU_TIMING_ALL:
 		return true;
 	case P2PG_GPU_TIMING_SAMPLED:
+	case P2PG_GPU_TIMING_CUPTI: /* what CUPTI does not time is sampled (never configured so) */
 		break;
 	}
 	if (bytes >= timing_cfg.min_bytes)

@@ -30,8 +30,9 @@
  * that alone costs the other variants something.
  *
  * libcupti is loaded with dlopen (never linked): --cupti PATH, else libcupti.so.13, libcupti.so and
- * the toolkit's usual places. Where it cannot be loaded or refuses to trace (with the simulated
- * CUDA, cuptiActivityEnable fails) the CUPTI rows say why and the program still exits 0. Any other
+ * the toolkit's usual places (with the simulated CUDA on LD_LIBRARY_PATH, its simulated libcupti).
+ * Where it cannot be loaded or refuses to trace the CUPTI rows say why and the program still
+ * exits 0. Any other
  * failing CUDA or CUPTI call ends it with status 1.
  *
  *   bench_timing [--calls N] [--batch N] [--runs N] [--pool N] [--bytes N] [--cupti PATH]

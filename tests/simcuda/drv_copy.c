@@ -38,6 +38,11 @@ static CUresult pick_stream(enum mode m, CUstream h, bool pt, struct sim_stream 
 static CUresult run(struct sim_op *op, enum mode m, CUstream h, bool pt, bool wait)
 {
 	pthread_mutex_lock(&sim_mu);
+	/* Taken under sim_mu: a stream's copies have increasing correlation IDs. */
+	if (op->type == SIM_OP_COPY || op->type == SIM_OP_COPY3D) {
+		op->tool.correlation_id = sim_next_correlation_id();
+		op->tool.async = m == ASYNC;
+	}
 	struct sim_stream *s;
 	CUresult r = pick_stream(m, h, pt, &s);
 	if (r != CUDA_SUCCESS) {
@@ -582,12 +587,16 @@ static CUresult batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_
 		}
 	}
 	pthread_mutex_lock(&sim_mu);
+	/* One call, one correlation ID for all its copies. */
+	uint32_t correlation_id = sim_next_correlation_id();
 	struct sim_stream *s = NULL;
 	if (r == CUDA_SUCCESS)
 		r = sim_stream_resolve(h, pt, &s);
 	for (size_t i = 0; i < count; i++) {
 		if (!ops[i])
 			continue;
+		ops[i]->tool.correlation_id = correlation_id;
+		ops[i]->tool.async = true;
 		if (r == CUDA_SUCCESS)
 			r = sim_submit(s, ops[i]);
 		else

@@ -29,6 +29,7 @@ bool sim_graph_append(struct sim_graph *g, const struct sim_op *op)
 /* Graphs the application never destroys must not read as leaks of the simulation. */
 static pthread_mutex_t graphs_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct sim_graph *graphs;
+static uint32_t last_graph_id;
 
 static struct sim_graph *graph_new(uint32_t magic)
 {
@@ -37,6 +38,7 @@ static struct sim_graph *graph_new(uint32_t magic)
 		return NULL;
 	g->magic = magic;
 	pthread_mutex_lock(&graphs_mu);
+	g->id = ++last_graph_id;
 	g->next = graphs;
 	if (graphs)
 		graphs->prev = g;
@@ -312,6 +314,7 @@ static CUresult launch(CUgraphExec hExec, CUstream h, bool pt)
 	if (r != CUDA_SUCCESS)
 		return r;
 	pthread_mutex_lock(&sim_mu);
+	uint32_t correlation_id = sim_next_correlation_id();
 	struct sim_stream *s;
 	r = sim_stream_resolve(h, pt, &s);
 	for (size_t i = 0; r == CUDA_SUCCESS && i < x->n; i++) {
@@ -321,6 +324,10 @@ static CUresult launch(CUgraphExec hExec, CUstream h, bool pt)
 			break;
 		}
 		*op = x->nodes[i];
+		op->tool.correlation_id = correlation_id;
+		op->tool.async = true;
+		op->tool.graph_id = x->id;
+		op->tool.graph_node_id = (uint64_t)x->id << 32 | (uint64_t)(i + 1);
 		r = sim_submit(s, op);
 	}
 	pthread_mutex_unlock(&sim_mu);

@@ -147,6 +147,7 @@ static struct sim_stream *stream_new(struct sim_ctx *ctx, enum sim_stream_kind k
 	s->flags = flags;
 	s->priority = prio;
 	s->id = next_stream_id++;
+	s->tool_id = ++ctx->last_stream_tool_id;
 	s->refs = 1;
 	pthread_cond_init(&s->wake, NULL);
 	if (!shutting_down) {
@@ -333,6 +334,8 @@ CUresult sim_submit(struct sim_stream *s, struct sim_op *op)
 			goto fail;
 		}
 	}
+	if (op->type == SIM_OP_COPY || op->type == SIM_OP_COPY3D)
+		sim_tool_submitted(s, op);
 	push(s, op);
 	return CUDA_SUCCESS;
 fail:
@@ -465,6 +468,13 @@ static void flip(unsigned char *p, size_t n)
 
 static void exec_op(struct sim_op *op)
 {
+	simcuda_copy_observer_fn obs = NULL;
+	uint64_t start_ns = 0;
+	if (op->type == SIM_OP_COPY || op->type == SIM_OP_COPY3D) {
+		obs = sim_copy_observer();
+		if (obs)
+			start_ns = sim_realtime_ns();
+	}
 	switch (op->type) {
 	case SIM_OP_COPY: {
 		const void *src = op->u.copy.staging ? op->u.copy.staging : op->u.copy.src;
@@ -515,6 +525,9 @@ static void exec_op(struct sim_op *op)
 	case SIM_OP_EVENT:
 		break;
 	}
+	/* Before the stream counts the copy complete: a synchronize that returns has seen it. */
+	if (obs)
+		sim_copy_finished(obs, op, start_ns);
 }
 
 /* ---- streams: API ---- */

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "errors.h"
+#include "simcuda_tools.h"
 
 #define SIM_API		   __attribute__((visibility("default")))
 #define SIM_MAX_DEVICES	   16
@@ -96,7 +97,8 @@ struct sim_ctx {
 	struct sim_ctx *peers[SIM_MAX_PEERS];
 	int npeers;
 	struct sim_stream *legacy;
-	struct sim_stream *streams; /* every live stream of the context, legacy included */
+	struct sim_stream *streams;   /* every live stream of the context, legacy included */
+	uint32_t last_stream_tool_id; /* streams' tool IDs count up per context, never reused */
 	struct sim_ctx *next_created;
 };
 
@@ -168,6 +170,15 @@ struct sim_op {
 		} cb;
 	} u;
 	bool xor_data; /* resolved at submission: does this copy deliver corrupted bytes */
+	/* Copies: what the copy observer is told (simcuda_tools.h). The caller sets the call's part
+	 * (correlation, async, graph); sim_submit the stream's and the memory's. */
+	struct {
+		uint32_t correlation_id, graph_id;
+		uint64_t graph_node_id;
+		bool async;
+		int dev;
+		uint32_t ctx_id, stream_id, src_ctx_id, dst_ctx_id;
+	} tool;
 };
 
 struct sim_graph;
@@ -181,6 +192,7 @@ struct sim_stream {
 	unsigned flags;
 	int priority;
 	unsigned long long id;
+	uint32_t tool_id; /* CUPTI's stream ID: counted per context, unlike id */
 	int refs;
 	uint64_t submitted, completed;
 	struct sim_op *head, *tail;
@@ -221,6 +233,7 @@ struct sim_graph {
 	struct sim_graph *prev, *next; /* all graphs: user-leaked ones stay reachable */
 	struct sim_op *nodes;
 	size_t n, cap;
+	uint32_t id; /* process-unique, nonzero: a launched copy's graph ID */
 };
 
 #define SIM_GRAPH_MAGIC 0x48505247u
@@ -240,5 +253,20 @@ bool sim_copy_corrupts(int dst_region, int src_region);
 bool sim_graph_append(struct sim_graph *g, const struct sim_op *op);
 void sim_graph_free(struct sim_graph *g);
 void sim_op_free(struct sim_op *op);
+
+/* ---- tools (drv_tools.c) ---- */
+/* Exported for the simulated CUPTI (simcuda_tools.h). */
+simcuda_set_copy_observer_t simcuda_set_copy_observer;
+simcuda_context_tool_id_t simcuda_context_tool_id;
+simcuda_stream_tool_id_t simcuda_stream_tool_id;
+/* A new API call's correlation ID. Taken under sim_mu, they increase along each stream. */
+uint32_t sim_next_correlation_id(void);
+/* Fills the stream's and the memory's part of op->tool; sim_mu held. */
+void sim_tool_submitted(struct sim_stream *s, struct sim_op *op);
+/* The copy observer, or NULL; read once before and once after running a copy. */
+simcuda_copy_observer_fn sim_copy_observer(void);
+uint64_t sim_realtime_ns(void);
+/* Tells the observer about copy op, run from start_ns until now. */
+void sim_copy_finished(simcuda_copy_observer_fn fn, const struct sim_op *op, uint64_t start_ns);
 
 #endif

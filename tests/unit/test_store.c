@@ -27,12 +27,11 @@ static long long one(sqlite3 *db, const char *sql)
 
 static int timed_calls, timed_rows, timed_without_row;
 
-static void count_timed(void *userdata, int64_t row, uint32_t slot)
+static void count_timed(void *userdata, const struct p2pg_pending_timing *t)
 {
 	(void)userdata;
-	(void)slot;
 	timed_calls++;
-	if (row > 0)
+	if (t->row > 0)
 		timed_rows++;
 	else
 		timed_without_row++;

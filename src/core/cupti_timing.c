@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: MIT */
+#include "cupti_timing.h"
+
+#include <cupti.h>
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+
+/* Activity buffers: a few reused, more allocated only while CUPTI holds them all. Allocated with
+ * aligned_alloc, so that a profiler that takes CUPTI over and is handed one of ours may free it. */
+#define BUFFER_BYTES ((size_t)1 << 20)
+#define POOL_BUFFERS 8
+
+bool p2pg_cupti_on;
+
+static struct {
+	void *lib;
+	__typeof__(cuptiActivityRegisterCallbacks) *RegisterCallbacks;
+	__typeof__(cuptiActivityEnable) *Enable;
+	__typeof__(cuptiActivityFlushAll) *FlushAll;
+	__typeof__(cuptiActivityGetNextRecord) *GetNextRecord;
+	__typeof__(cuptiGetStreamIdEx) *GetStreamIdEx;
+	__typeof__(cuptiGetResultString) *GetResultString;
+	__typeof__(cuptiActivityGetNumDroppedRecords) *GetNumDroppedRecords; /* optional */
+
+	pthread_mutex_t lock; /* the pool and the parsed copies */
+	uint8_t *pool[POOL_BUFFERS];
+	unsigned npool;
+	struct p2pg_gpu_copy *copies; /* parsed, not yet collected */
+	size_t ncopies, cap;
+	uint64_t lost;
+} cu = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+	pthread_mutex_lock(&cu.lock);
+	uint8_t *b = cu.npool ? cu.pool[--cu.npool] : NULL;
+	pthread_mutex_unlock(&cu.lock);
+	if (!b)
+		b = aligned_alloc(8, BUFFER_BYTES);
+	*buffer = b;
+	*size = b ? BUFFER_BYTES : 0;
+	*max_records = 0;
+}
+
+/* With cu.lock held. */
+static void keep_copy(const CUpti_ActivityMemcpyPtoP4 *m)
+{
+	if (m->copyKind != CUPTI_ACTIVITY_MEMCPY_KIND_PTOP || m->graphId != 0)
+		return; /* a graph's node runs at launch, where the guard saw no call */
+	if (cu.ncopies == cu.cap) {
+		size_t cap = cu.cap ? cu.cap * 2 : 1024;
+		struct p2pg_gpu_copy *grown = realloc(cu.copies, cap * sizeof(*grown));
+		if (!grown) {
+			cu.lost++;
+			return;
+		}
+		cu.copies = grown;
+		cu.cap = cap;
+	}
+	cu.copies[cu.ncopies++] = (struct p2pg_gpu_copy){
+	    .start_ns = m->start,
+	    .end_ns = m->end,
+	    .bytes = m->bytes,
+	    .stream_id = m->streamId,
+	    .src_device = (int16_t)m->srcDeviceId,
+	    .dst_device = (int16_t)m->dstDeviceId,
+	};
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
+				      size_t size, size_t valid)
+{
+	(void)size;
+	pthread_mutex_lock(&cu.lock);
+	CUpti_Activity *rec = NULL;
+	while (buffer && valid && cu.GetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS)
+		if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY2)
+			keep_copy((const CUpti_ActivityMemcpyPtoP4 *)rec);
+	size_t dropped = 0;
+	if (cu.GetNumDroppedRecords &&
+	    cu.GetNumDroppedRecords(ctx, stream_id, &dropped) == CUPTI_SUCCESS)
+		cu.lost += dropped;
+	if (buffer && cu.npool < POOL_BUFFERS) {
+		cu.pool[cu.npool++] = buffer;
+		buffer = NULL;
+	}
+	pthread_mutex_unlock(&cu.lock);
+	free(buffer);
+}
+
+static const char *result_name(CUptiResult r)
+{
+	const char *s = NULL;
+	if (!cu.GetResultString || cu.GetResultString(r, &s) != CUPTI_SUCCESS || !s)
+		return "unknown CUPTI status";
+	return s;
+}
+
+static bool load(char *why, size_t why_len)
+{
+	const char *const candidates[] = {
+	    getenv("P2PGUARD_CUPTI"),
+	    "libcupti.so.13",
+	    "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13",
+	    "/usr/local/cuda/lib64/libcupti.so.13",
+	};
+	for (size_t k = 0; k < sizeof(candidates) / sizeof(candidates[0]) && !cu.lib; k++)
+		if (candidates[k] && *candidates[k])
+			cu.lib = dlopen(candidates[k], RTLD_NOW | RTLD_GLOBAL);
+	if (!cu.lib) {
+		snprintf(why, why_len, "no libcupti.so.13 (set P2PGUARD_CUPTI to its path)");
+		return false;
+	}
+#define RESOLVE(field, name)                                                      \
+	do {                                                                      \
+		cu.field = (__typeof__(cu.field))p2pg_real_dlsym(cu.lib, name);   \
+		if (!cu.field) {                                                  \
+			snprintf(why, why_len, "libcupti.so.13 has no %s", name); \
+			return false;                                             \
+		}                                                                 \
+	} while (0)
+	RESOLVE(RegisterCallbacks, "cuptiActivityRegisterCallbacks");
+	RESOLVE(Enable, "cuptiActivityEnable");
+	RESOLVE(FlushAll, "cuptiActivityFlushAll");
+	RESOLVE(GetNextRecord, "cuptiActivityGetNextRecord");
+	RESOLVE(GetStreamIdEx, "cuptiGetStreamIdEx");
+	RESOLVE(GetResultString, "cuptiGetResultString");
+#undef RESOLVE
+	cu.GetNumDroppedRecords = (__typeof__(cu.GetNumDroppedRecords))p2pg_real_dlsym(
+	    cu.lib, "cuptiActivityGetNumDroppedRecords");
+	return true;
+}
+
+bool p2pg_cupti_start(char *why, size_t why_len)
+{
+	const char *injected = getenv("CUDA_INJECTION64_PATH");
+	if (injected && *injected) {
+		snprintf(why, why_len, "a profiler owns CUPTI (CUDA_INJECTION64_PATH=%s)",
+			 injected);
+		return false;
+	}
+	if (!load(why, why_len))
+		return false;
+	CUptiResult r = cu.RegisterCallbacks(buffer_requested, buffer_completed);
+	/* Peer copies come as MEMCPY2 records, but only while MEMCPY itself is on (measured on
+	 * the H200: MEMCPY2 alone records nothing). */
+	if (r == CUPTI_SUCCESS)
+		r = cu.Enable(CUPTI_ACTIVITY_KIND_MEMCPY);
+	if (r == CUPTI_SUCCESS)
+		r = cu.Enable(CUPTI_ACTIVITY_KIND_MEMCPY2);
+	if (r != CUPTI_SUCCESS) {
+		snprintf(why, why_len, "CUPTI refused: %s (%d)", result_name(r), (int)r);
+		return false;
+	}
+	__atomic_store_n(&p2pg_cupti_on, true, __ATOMIC_RELEASE);
+	return true;
+}
+
+bool p2pg_cupti_stream_id(CUstream stream, bool per_thread, uint32_t *ret_id)
+{
+	return cu.GetStreamIdEx(NULL, stream, per_thread ? 1 : 0, ret_id) == CUPTI_SUCCESS;
+}
+
+void p2pg_cupti_collect(struct p2pg_gpu_match *m)
+{
+	if (!p2pg_cupti_active())
+		return;
+	cu.FlushAll(0);
+	pthread_mutex_lock(&cu.lock);
+	for (size_t k = 0; k < cu.ncopies; k++)
+		if (!p2pg_gpu_match_copy(m, &cu.copies[k]))
+			cu.lost++;
+	cu.ncopies = 0;
+	pthread_mutex_unlock(&cu.lock);
+}
+
+uint64_t p2pg_cupti_lost(void)
+{
+	pthread_mutex_lock(&cu.lock);
+	uint64_t n = cu.lost;
+	pthread_mutex_unlock(&cu.lock);
+	return n;
+}
+
+void p2pg_cupti_after_fork_child(void)
+{
+	/* CUPTI's state does not survive fork(); the child times with events. */
+	__atomic_store_n(&p2pg_cupti_on, false, __ATOMIC_RELEASE);
+	pthread_mutex_init(&cu.lock, NULL);
+}

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * GPU times of asynchronous peer copies from CUPTI's activity records (P2PGUARD_GPU_TIMING=cupti):
+ * every copy timed by the GPU itself, at a cost the caller does not see beyond a stream-ID lookup,
+ * in exchange for CUPTI's MEMCPY activity, which traces every copy of the process, and for the
+ * process's one set of CUPTI activity buffers (see the README for the trade). libcupti is loaded
+ * with dlopen, never linked.
+ */
+#pragma once
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpu_match.h"
+
+/*
+ * Loads libcupti and enables its MEMCPY activity; before the program's first CUDA call, so that
+ * every copy is traced. false with a reason in why when it cannot (no libcupti, a profiler owns
+ * CUPTI, CUPTI refuses): the caller falls back to timing events.
+ */
+bool p2pg_cupti_start(char *why, size_t why_len);
+
+extern bool p2pg_cupti_on; /* set once by p2pg_cupti_start, cleared in a forked child */
+
+static inline bool p2pg_cupti_active(void)
+{
+	return __atomic_load_n(&p2pg_cupti_on, __ATOMIC_ACQUIRE);
+}
+
+/* Hot path, after the copy was enqueued: CUPTI's ID of the stream the copy went on. */
+bool p2pg_cupti_stream_id(CUstream stream, bool per_thread, uint32_t *ret_id);
+
+/*
+ * Drainer: asks CUPTI for the records completed so far (cuptiActivityFlushAll, which hands over
+ * full and partly filled buffers) and queues their peer copies in m. Never at exit.
+ */
+void p2pg_cupti_collect(struct p2pg_gpu_match *m);
+
+/* Copies that CUPTI recorded but that could not be queued (out of memory), and records CUPTI
+ * itself dropped (buffers not handed over in time). */
+uint64_t p2pg_cupti_lost(void);
+
+void p2pg_cupti_after_fork_child(void);

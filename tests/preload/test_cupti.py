@@ -1,0 +1,49 @@
+"""P2PGUARD_GPU_TIMING=cupti: every asynchronous peer copy gets its GPU time from CUPTI's activity
+records, matched to its row by stream, order, size and devices; staged copies keep event timing;
+where CUPTI cannot be had the program runs on with one line on stderr and sampled events."""
+from harness import *
+
+
+def cupti_run(args, mode="observe", **extra):
+    db = tempdb()
+    proc = run([program("rt_peer")] + list(args), db=db, P2PGUARD_MODE=mode, P2PGUARD_GPU_TIMING="cupti",
+               SIMCUDA_COPY_NS_PER_BYTE=20, **extra)
+    return db, proc
+
+
+# Back-to-back bursts from four threads on their own streams: every copy is timed.
+db, proc = cupti_run(("threads", "4", "2000", "500"))
+total = scalar(db, "SELECT count(*) FROM transfers")
+equal(total, expectations(proc.stdout)["transfers"], "every copy has its row")
+equal(scalar(db, "SELECT count(gpu_ns) FROM transfers"), total, "every async copy of a burst has its GPU time")
+equal(scalar(db, "SELECT count(*) FROM transfers WHERE gpu_ns <= 0"), 0, "every GPU time is positive")
+if not REAL:
+    # The simulation runs a 256 B copy for 256 x 20 ns on its stream; CUPTI's record says so.
+    equal(scalar(db, "SELECT count(*) FROM transfers WHERE gpu_ns BETWEEN bytes * 20 AND 50000000"), total,
+          "each GPU time is its own copy's duration, not a neighbour's")
+
+# Copies far apart, on an idle stream: timed too.
+db, proc = cupti_run(("spaced", "100", "200"))
+equal(tuple(query(db, "SELECT count(*), count(gpu_ns) FROM transfers")[0]), (100, 100), "copies 200 us apart: all timed")
+
+# Staged copies are two copies through the host, which CUPTI does not record as peer copies: they
+# keep event timing (sampled: the burst gets some).
+db, proc = cupti_run(("threads", "2", "500", "500"), mode="staged")
+equal(scalar(db, "SELECT count(*) FROM transfers WHERE path = 'staged'"), 1000, "staged copies recorded")
+check(0 < scalar(db, "SELECT count(gpu_ns) FROM transfers") < 1000, "staged copies keep sampled event timing")
+
+if not REAL:
+    # CUPTI refuses: one line, the program runs on, events sampled.
+    db, proc = cupti_run(("threads", "2", "300", "300"), SIMCUDA_CUPTI_FAIL=1, P2PGUARD_QUIET=None)
+    lines = [l for l in proc.stderr.splitlines() if "P2PGUARD_GPU_TIMING=cupti" in l]
+    equal(len(lines), 1, "one line on stderr when CUPTI refuses")
+    check("timing events sampled instead" in lines[0] if lines else False, "it says what happens instead: %r" % lines)
+    equal(scalar(db, "SELECT count(*) FROM transfers"), 600, "the program ran on, recorded")
+    check(0 < scalar(db, "SELECT count(gpu_ns) FROM transfers") < 600, "with sampled event timing")
+
+    # A profiler injected into the driver owns CUPTI: the guard leaves it alone.
+    db, proc = cupti_run(("threads", "1", "100", "300"), CUDA_INJECTION64_PATH="/opt/profiler/libinject.so",
+                         P2PGUARD_QUIET=None)
+    check(any("a profiler owns CUPTI" in l for l in proc.stderr.splitlines()), "a profiler's CUPTI is left alone")
+    equal(scalar(db, "SELECT count(*) FROM transfers"), 100, "and the copies are recorded")
+done()
