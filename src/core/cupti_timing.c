@@ -34,6 +34,8 @@ static struct {
 	struct p2pg_gpu_copy *copies; /* parsed, not yet collected */
 	size_t ncopies, cap;
 	uint64_t lost;
+	uint64_t now_ns; /* the collecting flush's time: records without time are "seen" then */
+	uint64_t last_arrival_ns; /* the last collect that brought a record */
 } cu = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
@@ -63,13 +65,15 @@ static void keep_copy(const CUpti_ActivityMemcpyPtoP4 *m)
 		cu.copies = grown;
 		cu.cap = cap;
 	}
+	bool has_time = m->start && m->end && m->end >= m->start;
 	cu.copies[cu.ncopies++] = (struct p2pg_gpu_copy){
-	    .start_ns = m->start,
-	    .end_ns = m->end,
+	    .start_ns = has_time ? m->start : cu.now_ns,
+	    .end_ns = has_time ? m->end : cu.now_ns,
 	    .bytes = m->bytes,
 	    .stream_id = m->streamId,
 	    .src_device = (int16_t)m->srcDeviceId,
 	    .dst_device = (int16_t)m->dstDeviceId,
+	    .has_time = has_time,
 	};
 }
 
@@ -167,17 +171,42 @@ bool p2pg_cupti_stream_id(CUstream stream, bool per_thread, uint32_t *ret_id)
 	return cu.GetStreamIdEx(NULL, stream, per_thread ? 1 : 0, ret_id) == CUPTI_SUCCESS;
 }
 
-void p2pg_cupti_collect(struct p2pg_gpu_match *m)
+/*
+ * CUPTI hands a buffer over in a default flush only once every record in it has its timestamps,
+ * which it gathers from the device at moments of its own choosing; on the H200 a drainer's default
+ * flushes delivered only full buffers. So when rows have waited past FORCE_AFTER_NS and nothing
+ * came, the flush is forced: records of copies still running then come without times (their rows
+ * keep none), everything else is delivered.
+ */
+#define FORCE_AFTER_NS 200000000ull
+
+static size_t take(struct p2pg_gpu_match *m)
 {
-	if (!p2pg_cupti_active())
-		return;
-	cu.FlushAll(0);
 	pthread_mutex_lock(&cu.lock);
+	size_t n = cu.ncopies;
 	for (size_t k = 0; k < cu.ncopies; k++)
 		if (!p2pg_gpu_match_copy(m, &cu.copies[k]))
 			cu.lost++;
 	cu.ncopies = 0;
 	pthread_mutex_unlock(&cu.lock);
+	return n;
+}
+
+void p2pg_cupti_collect(struct p2pg_gpu_match *m, uint64_t now_ns, uint64_t oldest_row_ns)
+{
+	if (!p2pg_cupti_active())
+		return;
+	cu.now_ns = now_ns;
+	cu.FlushAll(0);
+	if (take(m)) {
+		cu.last_arrival_ns = now_ns;
+		return;
+	}
+	if (now_ns - oldest_row_ns < FORCE_AFTER_NS || now_ns - cu.last_arrival_ns < FORCE_AFTER_NS)
+		return;
+	cu.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	if (take(m))
+		cu.last_arrival_ns = now_ns;
 }
 
 uint64_t p2pg_cupti_lost(void)

@@ -33,10 +33,11 @@ static inline bool p2pg_cupti_active(void)
 bool p2pg_cupti_stream_id(CUstream stream, bool per_thread, uint32_t *ret_id);
 
 /*
- * Drainer: asks CUPTI for the records completed so far (cuptiActivityFlushAll, which hands over
- * full and partly filled buffers) and queues their peer copies in m. Never at exit.
+ * Drainer: asks CUPTI for its records (cuptiActivityFlushAll) and queues their peer copies in m.
+ * now_ns, oldest_row_ns: CLOCK_REALTIME now and the start of the oldest row still waiting. Never
+ * at exit.
  */
-void p2pg_cupti_collect(struct p2pg_gpu_match *m);
+void p2pg_cupti_collect(struct p2pg_gpu_match *m, uint64_t now_ns, uint64_t oldest_row_ns);
 
 /* Copies that CUPTI recorded but that could not be queued (out of memory), and records CUPTI
  * itself dropped (buffers not handed over in time). */

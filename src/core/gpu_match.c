@@ -112,11 +112,18 @@ bool p2pg_gpu_match_copy(struct p2pg_gpu_match *m, const struct p2pg_gpu_copy *c
 	return s && push(&s->copies, c, sizeof(*c));
 }
 
+/* A record handed over before the GPU's timestamps were in (CUPTI's forced flush) still holds
+ * its place in the stream's order, but has no time to give. */
+static bool complete(const struct p2pg_gpu_copy *c)
+{
+	return c->has_time;
+}
+
 /* Could c be r's copy: the same bytes between the same devices, not over before the call began. */
 static bool fits(const struct p2pg_gpu_row *r, const struct p2pg_gpu_copy *c)
 {
 	return r->bytes == c->bytes && r->src_device == c->src_device &&
-	       r->dst_device == c->dst_device && c->end_ns >= r->started_ns;
+	       r->dst_device == c->dst_device && (!complete(c) || c->end_ns >= r->started_ns);
 }
 
 /* The first waiting copy from index `from` on that fits r, or SIZE_MAX. */
@@ -135,13 +142,16 @@ static size_t match_stream(struct stream *s, void (*found)(void *, int64_t, uint
 		const struct p2pg_gpu_row *r = at(&s->rows, 0, sizeof(*r));
 		const struct p2pg_gpu_copy *c = at(&s->copies, 0, sizeof(*c));
 		if (fits(r, c)) {
-			found(arg, r->row, c->end_ns > c->start_ns ? c->end_ns - c->start_ns : 1);
-			pairs++;
+			if (complete(c)) {
+				found(arg, r->row,
+				      c->end_ns > c->start_ns ? c->end_ns - c->start_ns : 1);
+				pairs++;
+			}
 			pop(&s->rows, 1);
 			pop(&s->copies, 1);
 			continue;
 		}
-		if (c->end_ns < r->started_ns) {
+		if (complete(c) && c->end_ns < r->started_ns) {
 			/* Over before this row's call began, so before every later row's too. */
 			pop(&s->copies, 1);
 			continue;
@@ -208,6 +218,20 @@ size_t p2pg_gpu_match_rows_waiting(const struct p2pg_gpu_match *m)
 	for (size_t k = 0; k < m->nstreams; k++)
 		n += waiting(&m->streams[k].rows);
 	return n;
+}
+
+uint64_t p2pg_gpu_match_oldest_row_ns(const struct p2pg_gpu_match *m)
+{
+	uint64_t oldest = UINT64_MAX;
+	for (size_t k = 0; k < m->nstreams; k++) {
+		const struct queue *q = &m->streams[k].rows;
+		if (waiting(q)) {
+			const struct p2pg_gpu_row *r = at(q, 0, sizeof(*r));
+			if (r->started_ns < oldest)
+				oldest = r->started_ns;
+		}
+	}
+	return oldest;
 }
 
 size_t p2pg_gpu_match_copies_waiting(const struct p2pg_gpu_match *m)

@@ -28,7 +28,10 @@ struct p2pg_gpu_row {
 };
 
 struct p2pg_gpu_copy {
-	uint64_t start_ns, end_ns; /* CLOCK_REALTIME, converted by CUPTI from GPU timestamps */
+	/* CLOCK_REALTIME, converted by CUPTI from GPU timestamps. Without has_time (the record was
+	 * handed over before the copy finished) both hold when it was handed over. */
+	uint64_t start_ns, end_ns;
+	bool has_time;
 	uint64_t bytes;
 	uint32_t stream_id;
 	int16_t src_device, dst_device;
@@ -44,7 +47,8 @@ bool p2pg_gpu_match_row(struct p2pg_gpu_match *m, const struct p2pg_gpu_row *r);
 bool p2pg_gpu_match_copy(struct p2pg_gpu_match *m, const struct p2pg_gpu_copy *c);
 
 /*
- * Pairs what can be paired; calls found(row, gpu_ns) for each pair. Items older than max_age_ns
+ * Pairs what can be paired; calls found(row, gpu_ns) for each pair with a time (a record without
+ * one is paired with its row, which then keeps no time). Items older than max_age_ns
  * (by now_ns: rows by their call's start, records by their end) that found no partner are let
  * go. Returns the number of pairs.
  */
@@ -53,4 +57,6 @@ size_t p2pg_gpu_match_run(struct p2pg_gpu_match *m, uint64_t now_ns, uint64_t ma
 
 /* Rows and records still waiting (for the tests and the drainer's bookkeeping). */
 size_t p2pg_gpu_match_rows_waiting(const struct p2pg_gpu_match *m);
+/* The earliest call start among the rows waiting; UINT64_MAX when none waits. */
+uint64_t p2pg_gpu_match_oldest_row_ns(const struct p2pg_gpu_match *m);
 size_t p2pg_gpu_match_copies_waiting(const struct p2pg_gpu_match *m);

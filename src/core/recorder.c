@@ -375,7 +375,8 @@ static void collect_cupti(sqlite3 *db)
 	if (!p2pg_gpu_match_rows_waiting(rec.match) || now - rec.last_collect_ns < 20000000)
 		return;
 	rec.last_collect_ns = now;
-	p2pg_cupti_collect(rec.match);
+	uint64_t oldest = p2pg_gpu_match_oldest_row_ns(rec.match);
+	p2pg_cupti_collect(rec.match, now, oldest < now ? oldest : now);
 	struct cupti_pass pass = {db, false};
 	p2pg_gpu_match_run(rec.match, now, 60000000000ull, cupti_found, &pass);
 	if (pass.began)

@@ -46,7 +46,8 @@ static void copy(struct p2pg_gpu_match *m, uint32_t stream, uint64_t start, uint
 				  .bytes = bytes,
 				  .stream_id = stream,
 				  .src_device = 0,
-				  .dst_device = 1};
+				  .dst_device = 1,
+				  .has_time = true};
 	p2pg_gpu_match_copy(m, &c);
 }
 
@@ -105,10 +106,27 @@ int main(void)
 				      .bytes = 256,
 				      .stream_id = 7,
 				      .src_device = 1,
-				      .dst_device = 0};
+				      .dst_device = 0,
+				      .has_time = true};
 	p2pg_gpu_match_copy(m, &other);
 	CHECK(p2pg_gpu_match_run(m, 6100, 1000, found, NULL) == 0 && got[8] == 0,
 	      "a copy the other way is not the row's");
+
+	/* A record handed over before its copy finished keeps its place but gives no time. */
+	reset();
+	row(m, 9, 11, 7000, 256);
+	row(m, 10, 11, 7010, 256);
+	struct p2pg_gpu_copy early = {.start_ns = 7100,
+				      .end_ns = 7100,
+				      .bytes = 256,
+				      .stream_id = 11,
+				      .src_device = 0,
+				      .dst_device = 1,
+				      .has_time = false};
+	p2pg_gpu_match_copy(m, &early);
+	copy(m, 11, 7020, 7029, 256);
+	CHECK(p2pg_gpu_match_run(m, 7200, 1000, found, NULL) == 1 && got[9] == 0 && got[10] == 9,
+	      "the row of a record without time keeps none, the next row gets its own");
 
 	/* Many in order. */
 	reset();
