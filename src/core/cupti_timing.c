@@ -15,6 +15,14 @@
  * aligned_alloc, so that a profiler that takes CUPTI over and is handed one of ours may free it. */
 #define BUFFER_BYTES ((size_t)1 << 20)
 #define POOL_BUFFERS 8
+/* Halves of driver-staged copies waiting for their other half. */
+#define HALVES 256
+
+struct half {
+	bool used, dtoh;
+	uint32_t correlation, stream_id, device;
+	uint64_t start, end;
+};
 
 bool p2pg_cupti_on;
 
@@ -34,6 +42,8 @@ static struct {
 	struct p2pg_gpu_copy *copies; /* parsed, not yet collected */
 	size_t ncopies, cap;
 	uint64_t lost;
+	struct half halves[HALVES];
+	unsigned next_half;
 	uint64_t now_ns; /* the collecting flush's time: records without time are "seen" then */
 	uint64_t last_arrival_ns; /* the last collect that brought a record */
 } cu = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -51,10 +61,8 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
 }
 
 /* With cu.lock held. */
-static void keep_copy(const CUpti_ActivityMemcpyPtoP4 *m)
+static void keep(const struct p2pg_gpu_copy *c)
 {
-	if (m->copyKind != CUPTI_ACTIVITY_MEMCPY_KIND_PTOP || m->graphId != 0)
-		return; /* a graph's node runs at launch, where the guard saw no call */
 	if (cu.ncopies == cu.cap) {
 		size_t cap = cu.cap ? cu.cap * 2 : 1024;
 		struct p2pg_gpu_copy *grown = realloc(cu.copies, cap * sizeof(*grown));
@@ -65,16 +73,71 @@ static void keep_copy(const CUpti_ActivityMemcpyPtoP4 *m)
 		cu.copies = grown;
 		cu.cap = cap;
 	}
-	bool has_time = m->start && m->end && m->end >= m->start;
-	cu.copies[cu.ncopies++] = (struct p2pg_gpu_copy){
-	    .start_ns = has_time ? m->start : cu.now_ns,
-	    .end_ns = has_time ? m->end : cu.now_ns,
-	    .bytes = m->bytes,
-	    .stream_id = m->streamId,
-	    .src_device = (int16_t)m->srcDeviceId,
-	    .dst_device = (int16_t)m->dstDeviceId,
+	cu.copies[cu.ncopies++] = *c;
+}
+
+static struct p2pg_gpu_copy copy_of(uint64_t start, uint64_t end, uint64_t bytes,
+				    uint32_t stream_id, uint32_t src, uint32_t dst)
+{
+	bool has_time = start && end && end >= start;
+	return (struct p2pg_gpu_copy){
+	    .start_ns = has_time ? start : cu.now_ns,
+	    .end_ns = has_time ? end : cu.now_ns,
+	    .bytes = bytes,
+	    .stream_id = stream_id,
+	    .src_device = (int16_t)src,
+	    .dst_device = (int16_t)dst,
 	    .has_time = has_time,
 	};
+}
+
+/* With cu.lock held. A peer copy over P2P: one record. */
+static void keep_peer(const CUpti_ActivityMemcpyPtoP4 *m)
+{
+	if (m->copyKind != CUPTI_ACTIVITY_MEMCPY_KIND_PTOP || m->graphId != 0)
+		return; /* a graph's node runs at launch, where the guard saw no call */
+	struct p2pg_gpu_copy c =
+	    copy_of(m->start, m->end, m->bytes, m->streamId, m->srcDeviceId, m->dstDeviceId);
+	keep(&c);
+}
+
+/*
+ * With cu.lock held. A peer copy without peer access, which the driver stages through the host,
+ * comes as two MEMCPY records of one correlation ID (seen on the H200): a DTOH on the source
+ * device and an HTOD on the destination, both between memory of kind DEVICE. One of them ran on
+ * the caller's stream, the other on a stream of the driver's; which one depends on the caller's
+ * stream's device, so the whole copy is queued under both stream IDs and the driver stream's
+ * entry finds no row and ages out.
+ */
+static void keep_half(const CUpti_ActivityMemcpy6 *m)
+{
+	bool dtoh = m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+	if ((!dtoh && m->copyKind != CUPTI_ACTIVITY_MEMCPY_KIND_HTOD) ||
+	    m->srcKind != CUPTI_ACTIVITY_MEMORY_KIND_DEVICE ||
+	    m->dstKind != CUPTI_ACTIVITY_MEMORY_KIND_DEVICE || m->graphId != 0)
+		return;
+	for (unsigned k = 0; k < HALVES; k++) {
+		struct half *h = &cu.halves[k];
+		if (!h->used || h->correlation != m->correlationId || h->dtoh == dtoh)
+			continue;
+		h->used = false;
+		/* From the DTOH's start on the source to the HTOD's end on the destination. */
+		uint64_t start = dtoh ? m->start : h->start, end = dtoh ? h->end : m->end;
+		uint32_t src = dtoh ? m->deviceId : h->device, dst = dtoh ? h->device : m->deviceId;
+		struct p2pg_gpu_copy a = copy_of(start, end, m->bytes, h->stream_id, src, dst);
+		struct p2pg_gpu_copy b = copy_of(start, end, m->bytes, m->streamId, src, dst);
+		keep(&a);
+		keep(&b);
+		return;
+	}
+	struct half *slot = &cu.halves[cu.next_half++ % HALVES]; /* the oldest goes */
+	*slot = (struct half){.used = true,
+			      .dtoh = dtoh,
+			      .correlation = m->correlationId,
+			      .stream_id = m->streamId,
+			      .device = m->deviceId,
+			      .start = m->start,
+			      .end = m->end};
 }
 
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
@@ -83,9 +146,12 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
 	(void)size;
 	pthread_mutex_lock(&cu.lock);
 	CUpti_Activity *rec = NULL;
-	while (buffer && valid && cu.GetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS)
+	while (buffer && valid && cu.GetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
 		if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY2)
-			keep_copy((const CUpti_ActivityMemcpyPtoP4 *)rec);
+			keep_peer((const CUpti_ActivityMemcpyPtoP4 *)rec);
+		else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY)
+			keep_half((const CUpti_ActivityMemcpy6 *)rec);
+	}
 	size_t dropped = 0;
 	if (cu.GetNumDroppedRecords &&
 	    cu.GetNumDroppedRecords(ctx, stream_id, &dropped) == CUPTI_SUCCESS)

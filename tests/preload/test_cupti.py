@@ -26,6 +26,14 @@ if not REAL:
 db, proc = cupti_run(("spaced", "100", "200"))
 equal(tuple(query(db, "SELECT count(*), count(gpu_ns) FROM transfers")[0]), (100, 100), "copies 200 us apart: all timed")
 
+# Over P2P, as PyTorch copies: cudaMemcpyAsync on the legacy default stream, peer access enabled.
+db, proc = cupti_run(("spaced", "100", "200", "p2p"))
+equal(tuple(query(db, "SELECT count(*), count(gpu_ns) FROM transfers WHERE path = 'p2p'")[0]), (100, 100),
+      "P2P copies on the default stream: all timed")
+if not REAL:
+    equal(scalar(db, "SELECT count(*) FROM transfers WHERE gpu_ns BETWEEN bytes * 20 AND 50000000"), 100,
+          "each with its copy's duration")
+
 # Staged copies are two copies through the host, which CUPTI does not record as peer copies: they
 # keep event timing (sampled: the burst gets some).
 db, proc = cupti_run(("threads", "2", "500", "500"), mode="staged")

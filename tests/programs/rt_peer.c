@@ -12,8 +12,9 @@
  *   rt_peer copier FILE T     T threads copying forever, publishing counts in FILE (SIGKILL test)
  *   rt_peer crasher FILE T MS as copier, then SIGSEGV in crash_here() MS ms after all copied
  *   rt_peer threads T N [MS] T threads of N async peer copies each; then MS ms alive
- *   rt_peer spaced N US       N async peer copies of 256 B, US microseconds apart (a program whose
- *                             copies come between kernels)
+ *   rt_peer spaced N US [p2p] N async peer copies of 256 B, US microseconds apart (a program whose
+ *                             copies come between kernels); p2p: with peer access enabled, as
+ *                             cudaMemcpyAsync on the legacy default stream (PyTorch's way)
  *   rt_peer bench N SIZE      N async peer copies of SIZE bytes, prints ns per call
  *                             (median of batches of 256, and the mean)
  */
@@ -254,18 +255,24 @@ static int mode_threads(int threads, int copies, int linger_ms)
 	return 0;
 }
 
-static int mode_spaced(int copies, int gap_us)
+static int mode_spaced(int copies, int gap_us, bool p2p)
 {
 	need_two_devices();
 	void *a, *b;
-	cudaStream_t s;
+	cudaStream_t s = NULL;
 	CHECK(cudaSetDevice(1));
 	CHECK(cudaMalloc(&b, 256));
 	CHECK(cudaSetDevice(0));
 	CHECK(cudaMalloc(&a, 256));
-	CHECK(cudaStreamCreate(&s));
+	if (p2p)
+		CHECK(cudaDeviceEnablePeerAccess(1, 0));
+	else
+		CHECK(cudaStreamCreate(&s));
 	for (int k = 0; k < copies; k++) {
-		CHECK(cudaMemcpyPeerAsync(b, 1, a, 0, 256, s));
+		if (p2p)
+			CHECK(cudaMemcpyAsync(b, a, 256, cudaMemcpyDeviceToDevice, s));
+		else
+			CHECK(cudaMemcpyPeerAsync(b, 1, a, 0, 256, s));
 		usleep((useconds_t)gap_us);
 	}
 	CHECK(cudaStreamSynchronize(s));
@@ -530,7 +537,8 @@ int main(int argc, char **argv)
 	if (strcmp(mode, "copier") == 0 && argc > 3)
 		return mode_copier(argv[2], atoi(argv[3]));
 	if (strcmp(mode, "spaced") == 0)
-		return mode_spaced(argc > 2 ? atoi(argv[2]) : 100, argc > 3 ? atoi(argv[3]) : 200);
+		return mode_spaced(argc > 2 ? atoi(argv[2]) : 100, argc > 3 ? atoi(argv[3]) : 200,
+				   argc > 4 && strcmp(argv[4], "p2p") == 0);
 	if (strcmp(mode, "bench-local") == 0)
 		return mode_bench_local(argc > 2 ? atol(argv[2]) : 20000,
 					argc > 3 ? (size_t)atol(argv[3]) : 256);

@@ -199,12 +199,52 @@ static uint8_t copy_kind(const struct simcuda_copy_info *c)
 	return CUPTI_ACTIVITY_MEMCPY_KIND_HTOH;
 }
 
+/* Stream IDs of the driver's own streams, which the caller never sees. */
+#define DRIVER_STREAM_ID(device) (0x7fff0000u + (uint32_t)(device))
+
+/*
+ * A peer copy the driver stages through the host, as the H200's CUPTI reports it: two MEMCPY
+ * records with the call's correlation ID, a DTOH on the source device and an HTOD on the
+ * destination, both with source and destination kind DEVICE; the half on the caller's stream's
+ * device carries that stream's ID, the other a driver stream's.
+ */
+static void staged_halves(const struct simcuda_copy_info *c, uint8_t flags)
+{
+	uint64_t mid = c->start_ns + (c->end_ns - c->start_ns) / 2;
+	for (int half = 0; half < 2; half++) {
+		int dev = half == 0 ? c->src_device : c->dst_device;
+		CUpti_ActivityMemcpy6 r;
+		memset(&r, 0, sizeof(r));
+		r.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+		r.copyKind =
+		    half == 0 ? CUPTI_ACTIVITY_MEMCPY_KIND_DTOH : CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+		r.srcKind = r.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+		r.flags = flags;
+		r.bytes = c->bytes;
+		r.start = half == 0 ? c->start_ns : mid;
+		r.end = half == 0 ? mid : c->end_ns;
+		r.deviceId = (uint32_t)dev;
+		r.contextId = half == 0 ? c->src_context_id : c->dst_context_id;
+		r.streamId = dev == c->device ? c->stream_id : DRIVER_STREAM_ID(dev);
+		r.correlationId = c->correlation_id;
+		r.graphNodeId = c->graph_node_id;
+		r.graphId = c->graph_id;
+		r.channelType = CUPTI_CHANNEL_TYPE_INVALID;
+		r.copyCount = 1;
+		append(&r, sizeof(r));
+	}
+}
+
 static void on_copy(const struct simcuda_copy_info *c)
 {
 	if (!__atomic_load_n(&on_memcpy, __ATOMIC_ACQUIRE))
 		return;
 	uint8_t ck = copy_kind(c);
 	uint8_t flags = c->async ? CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC : 0;
+	if (ck == CUPTI_ACTIVITY_MEMCPY_KIND_PTOP && c->staged_by_driver) {
+		staged_halves(c, flags);
+		return;
+	}
 	if (ck == CUPTI_ACTIVITY_MEMCPY_KIND_PTOP &&
 	    __atomic_load_n(&on_memcpy2, __ATOMIC_ACQUIRE)) {
 		CUpti_ActivityMemcpyPtoP4 r;

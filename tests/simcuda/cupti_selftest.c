@@ -217,7 +217,14 @@ static int setup(void)
 	cuMemAllocHost(&pinned, N);
 	cuStreamCreate(&s0, 0);
 	memset(pinned, 7, N);
-	return b1 && a0 && a0b && pinned && s0 && s1 ? 0 : -1;
+	/* Peer copies go over P2P (PTOP records) unless a check turns access off. */
+	CUresult e0 = cuCtxEnablePeerAccess(ctx1, 0);
+	cuCtxSetCurrent(ctx1);
+	CUresult e1 = cuCtxEnablePeerAccess(ctx0, 0);
+	cuCtxSetCurrent(ctx0);
+	return b1 && a0 && a0b && pinned && s0 && s1 && e0 == CUDA_SUCCESS && e1 == CUDA_SUCCESS
+		   ? 0
+		   : -1;
 }
 
 static void teardown(void)
@@ -359,6 +366,36 @@ static void peer_and_h2d(void)
 	      "H2D: bytes, device, stream, context, memory kinds, flags");
 	check(h->m.correlationId > p->p.correlationId && h->m.start >= p->p.end,
 	      "H2D after the peer copy: later correlation ID, ran after it");
+}
+
+/* Without peer access the driver stages a peer copy through the host, and CUPTI reports the two
+ * halves (as seen on the H200): DTOH on the source, HTOD on the destination, one correlation ID. */
+static void staged_by_driver(void)
+{
+	forget();
+	cuCtxDisablePeerAccess(ctx1);
+	cuCtxSetCurrent(ctx1);
+	cuCtxDisablePeerAccess(ctx0);
+	cuCtxSetCurrent(ctx0);
+	cuMemcpyPeerAsync(b1, ctx1, a0, ctx0, N, s0);
+	sync_all();
+	cp.FlushAll(0);
+	const union rec *d = find(CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, 0);
+	const union rec *h = find(CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, 0);
+	check(nrecs == 2 && d && h, "no peer access: two MEMCPY records, DTOH and HTOD");
+	if (d && h) {
+		check(d->m.correlationId == h->m.correlationId && d->m.deviceId == 0 &&
+			  h->m.deviceId == 1 && d->m.streamId == stream_id(NULL, s0, 0) &&
+			  d->m.srcKind == CUPTI_ACTIVITY_MEMORY_KIND_DEVICE &&
+			  d->m.dstKind == CUPTI_ACTIVITY_MEMORY_KIND_DEVICE &&
+			  h->m.srcKind == CUPTI_ACTIVITY_MEMORY_KIND_DEVICE && d->m.bytes == N &&
+			  h->m.bytes == N && d->m.end <= h->m.start,
+		      "one call's halves: the caller's stream on the source, then the destination");
+	}
+	cuCtxEnablePeerAccess(ctx1, 0);
+	cuCtxSetCurrent(ctx1);
+	cuCtxEnablePeerAccess(ctx0, 0);
+	cuCtxSetCurrent(ctx0);
 }
 
 static void other_copies(void)
@@ -589,6 +626,7 @@ static void mode_records(void)
 	memcpy2_alone();
 	peer_and_h2d();
 	other_copies();
+	staged_by_driver();
 	graph();
 	many();
 	buffers();

@@ -78,6 +78,9 @@ void sim_copy_finished(simcuda_copy_observer_fn fn, const struct sim_op *op, uin
 		info.dst_device = op->u.c3.dst_region;
 	}
 	info.end_ns = sim_realtime_ns();
+	info.staged_by_driver = info.src_device >= 0 && info.dst_device >= 0 &&
+				info.src_device != info.dst_device &&
+				!sim_p2p_active(info.src_device, info.dst_device);
 	/* Removed meanwhile: the caller's snapshot would call a tool that asked not to be. */
 	if (sim_copy_observer() == fn)
 		fn(&info);

@@ -28,6 +28,9 @@ struct simcuda_copy_info {
 	uint32_t src_context_id;    /* context that allocated device memory; 0 for host memory */
 	uint32_t dst_context_id;
 	int async; /* enqueued by an asynchronous call (cu*Async, batches, graph launches) */
+	/* A copy between two devices without peer access between them, which the driver moves
+	 * through the host (the real CUPTI then reports a DTOH and an HTOD record, not a PTOP). */
+	int staged_by_driver;
 };
 
 /* Called once per copy, after its bytes are in place and before the stream counts it complete
