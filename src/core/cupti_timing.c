@@ -45,7 +45,6 @@ static struct {
 	struct half halves[HALVES];
 	unsigned next_half;
 	uint64_t now_ns; /* the collecting flush's time: records without time are "seen" then */
-	uint64_t last_arrival_ns; /* the last collect that brought a record */
 } cu = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
@@ -234,45 +233,38 @@ bool p2pg_cupti_start(char *why, size_t why_len)
 
 bool p2pg_cupti_stream_id(CUstream stream, bool per_thread, uint32_t *ret_id)
 {
-	return cu.GetStreamIdEx(NULL, stream, per_thread ? 1 : 0, ret_id) == CUPTI_SUCCESS;
+	/* A default stream is one per context (CUPTI fails it without one): the call just made
+	 * the right context current. */
+	CUcontext ctx = NULL;
+	if ((!stream || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) &&
+	    p2pg_drv.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS)
+		return false;
+	return cu.GetStreamIdEx(ctx, stream, per_thread ? 1 : 0, ret_id) == CUPTI_SUCCESS;
 }
 
-/*
- * CUPTI hands a buffer over in a default flush only once every record in it has its timestamps,
- * which it gathers from the device at moments of its own choosing; on the H200 a drainer's default
- * flushes delivered only full buffers. So when rows have waited past FORCE_AFTER_NS and nothing
- * came, the flush is forced: records of copies still running then come without times (their rows
- * keep none), everything else is delivered.
- */
-#define FORCE_AFTER_NS 200000000ull
-
-static size_t take(struct p2pg_gpu_match *m)
+static void take(struct p2pg_gpu_match *m)
 {
 	pthread_mutex_lock(&cu.lock);
-	size_t n = cu.ncopies;
 	for (size_t k = 0; k < cu.ncopies; k++)
 		if (!p2pg_gpu_match_copy(m, &cu.copies[k]))
 			cu.lost++;
 	cu.ncopies = 0;
 	pthread_mutex_unlock(&cu.lock);
-	return n;
 }
 
-void p2pg_cupti_collect(struct p2pg_gpu_match *m, uint64_t now_ns, uint64_t oldest_row_ns)
+/*
+ * A default flush hands over every buffer whose records all have their times (a buffer holding a
+ * copy still queued behind a long kernel waits for it); a forced one would hand over copies in
+ * flight without times, so it is never used.
+ */
+void p2pg_cupti_collect(struct p2pg_gpu_match *m, uint64_t now_ns, bool flush)
 {
 	if (!p2pg_cupti_active())
 		return;
 	cu.now_ns = now_ns;
-	cu.FlushAll(0);
-	if (take(m)) {
-		cu.last_arrival_ns = now_ns;
-		return;
-	}
-	if (now_ns - oldest_row_ns < FORCE_AFTER_NS || now_ns - cu.last_arrival_ns < FORCE_AFTER_NS)
-		return;
-	cu.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-	if (take(m))
-		cu.last_arrival_ns = now_ns;
+	if (flush)
+		cu.FlushAll(0);
+	take(m);
 }
 
 uint64_t p2pg_cupti_lost(void)

@@ -33,11 +33,12 @@ static inline bool p2pg_cupti_active(void)
 bool p2pg_cupti_stream_id(CUstream stream, bool per_thread, uint32_t *ret_id);
 
 /*
- * Drainer: asks CUPTI for its records (cuptiActivityFlushAll) and queues their peer copies in m.
- * now_ns, oldest_row_ns: CLOCK_REALTIME now and the start of the oldest row still waiting. Never
- * at exit.
+ * Drainer: queues in m the peer copies of the records CUPTI handed over, after asking it for the
+ * finished ones (cuptiActivityFlushAll) when flush is set. now_ns: CLOCK_REALTIME. Once exit has
+ * begun, flush is false: records CUPTI delivers by itself (at context teardown) are still taken,
+ * without a call into CUPTI or CUDA.
  */
-void p2pg_cupti_collect(struct p2pg_gpu_match *m, uint64_t now_ns, uint64_t oldest_row_ns);
+void p2pg_cupti_collect(struct p2pg_gpu_match *m, uint64_t now_ns, bool flush);
 
 /* Copies that CUPTI recorded but that could not be queued (out of memory), and records CUPTI
  * itself dropped (buffers not handed over in time). */

@@ -220,20 +220,6 @@ size_t p2pg_gpu_match_rows_waiting(const struct p2pg_gpu_match *m)
 	return n;
 }
 
-uint64_t p2pg_gpu_match_oldest_row_ns(const struct p2pg_gpu_match *m)
-{
-	uint64_t oldest = UINT64_MAX;
-	for (size_t k = 0; k < m->nstreams; k++) {
-		const struct queue *q = &m->streams[k].rows;
-		if (waiting(q)) {
-			const struct p2pg_gpu_row *r = at(q, 0, sizeof(*r));
-			if (r->started_ns < oldest)
-				oldest = r->started_ns;
-		}
-	}
-	return oldest;
-}
-
 size_t p2pg_gpu_match_copies_waiting(const struct p2pg_gpu_match *m)
 {
 	size_t n = 0;

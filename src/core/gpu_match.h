@@ -57,6 +57,4 @@ size_t p2pg_gpu_match_run(struct p2pg_gpu_match *m, uint64_t now_ns, uint64_t ma
 
 /* Rows and records still waiting (for the tests and the drainer's bookkeeping). */
 size_t p2pg_gpu_match_rows_waiting(const struct p2pg_gpu_match *m);
-/* The earliest call start among the rows waiting; UINT64_MAX when none waits. */
-uint64_t p2pg_gpu_match_oldest_row_ns(const struct p2pg_gpu_match *m);
 size_t p2pg_gpu_match_copies_waiting(const struct p2pg_gpu_match *m);

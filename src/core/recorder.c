@@ -357,11 +357,6 @@ static void cupti_found(void *arg, int64_t row, uint64_t gpu_ns)
 		p2pg_store_set_gpu_ns(p->db, row, gpu_ns);
 }
 
-/*
- * CUPTI's records for the rows waiting: asked for every 20 ms while rows wait (a flush walks all
- * of CUPTI's buffers), matched, written in one transaction. Records of copies that found no row in
- * a minute are let go, and rows whose record never came keep no GPU time.
- */
 static uint64_t realtime_ns(void)
 {
 	struct timespec ts;
@@ -369,14 +364,20 @@ static uint64_t realtime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void collect_cupti(sqlite3 *db)
+/*
+ * CUPTI's records for the rows waiting: asked for every 20 ms while rows wait (a flush walks all
+ * of CUPTI's buffers), matched, written in one transaction. Records of copies that found no row in
+ * a minute are let go, and rows whose record never came keep no GPU time. final: exit has begun,
+ * so no flush (what CUPTI delivered by itself is still matched).
+ */
+static void collect_cupti(sqlite3 *db, bool final)
 {
 	uint64_t now = realtime_ns();
-	if (!p2pg_gpu_match_rows_waiting(rec.match) || now - rec.last_collect_ns < 20000000)
+	if (!p2pg_gpu_match_rows_waiting(rec.match) ||
+	    (!final && now - rec.last_collect_ns < 20000000))
 		return;
 	rec.last_collect_ns = now;
-	uint64_t oldest = p2pg_gpu_match_oldest_row_ns(rec.match);
-	p2pg_cupti_collect(rec.match, now, oldest < now ? oldest : now);
+	p2pg_cupti_collect(rec.match, now, !final);
 	struct cupti_pass pass = {db, false};
 	p2pg_gpu_match_run(rec.match, now, 60000000000ull, cupti_found, &pass);
 	if (pass.began)
@@ -461,8 +462,8 @@ static void *drainer_main(void *arg)
 		 * short program's copies are read while it still runs. */
 		if (rec.npending && !stopping && !atomic_load(&rec.exiting))
 			poll_timings(db);
-		if (rec.match && !stopping && !atomic_load(&rec.exiting))
-			collect_cupti(db);
+		if (rec.match)
+			collect_cupti(db, stopping || atomic_load(&rec.exiting));
 		/* Children that left with _exit, ranks that were killed: their spools are imported
 		 * by whoever is still alive, about once a second and once more at exit. */
 		if (passes++ == 0) {
