@@ -52,7 +52,6 @@ static struct {
 	struct pending *pending;
 	size_t npending, cap_pending;
 	struct p2pg_gpu_match *match; /* CUPTI timing: rows and records waiting for each other */
-	uint64_t last_collect_ns;
 } rec = {
     .start_lock = PTHREAD_MUTEX_INITIALIZER,
     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -365,18 +364,16 @@ static uint64_t realtime_ns(void)
 }
 
 /*
- * CUPTI's records for the rows waiting: asked for every 20 ms while rows wait (a flush walks all
- * of CUPTI's buffers), matched, written in one transaction. Records of copies that found no row in
- * a minute are let go, and rows whose record never came keep no GPU time. final: exit has begun,
- * so no flush (what CUPTI delivered by itself is still matched).
+ * CUPTI's records for the rows waiting: asked for at every pass while rows wait, matched, written
+ * in one transaction. Records of copies that found no row in a minute are let go, and rows whose
+ * record never came keep no GPU time. final: exit has begun, so no flush (what CUPTI delivered by
+ * itself is still matched).
  */
 static void collect_cupti(sqlite3 *db, bool final)
 {
 	uint64_t now = realtime_ns();
-	if (!p2pg_gpu_match_rows_waiting(rec.match) ||
-	    (!final && now - rec.last_collect_ns < 20000000))
+	if (!p2pg_gpu_match_rows_waiting(rec.match))
 		return;
-	rec.last_collect_ns = now;
 	p2pg_cupti_collect(rec.match, now, !final);
 	struct cupti_pass pass = {db, false};
 	p2pg_gpu_match_run(rec.match, now, 60000000000ull, cupti_found, &pass);
