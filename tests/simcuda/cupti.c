@@ -426,6 +426,11 @@ API CUptiResult CUPTIAPI cuptiGetStreamIdEx(CUcontext context, CUstream stream,
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	if (!hooks())
 		return CUPTI_ERROR_NOT_INITIALIZED;
+	/* A default stream is one per context: without the context the real CUPTI gave no ID on
+	 * the H200 (the guard's copies on PyTorch's default stream went untimed until it passed
+	 * the current context). */
+	if (!context && (!stream || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD))
+		return CUPTI_ERROR_INVALID_STREAM;
 	return from_cu(stream_tool_id(context, stream, perThreadStream != 0, streamId),
 		       CUPTI_ERROR_INVALID_STREAM);
 }

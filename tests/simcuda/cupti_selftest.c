@@ -282,12 +282,13 @@ static void basics(void)
 	uint32_t id;
 	check(cp.GetContextId(NULL, &id) == CUPTI_ERROR_INVALID_CONTEXT,
 	      "cuptiGetContextId(NULL): CUPTI_ERROR_INVALID_CONTEXT");
-	uint32_t legacy = stream_id(NULL, NULL, 0), pt = stream_id(NULL, NULL, 1);
+	uint32_t legacy = stream_id(ctx0, NULL, 0), pt = stream_id(ctx0, NULL, 1);
 	check(legacy != UINT32_MAX && pt != UINT32_MAX && legacy != pt &&
-		  stream_id(NULL, CU_STREAM_LEGACY, 1) == legacy &&
-		  stream_id(NULL, CU_STREAM_PER_THREAD, 0) == pt &&
-		  stream_id(ctx0, NULL, 0) == legacy,
+		  stream_id(ctx0, CU_STREAM_LEGACY, 1) == legacy &&
+		  stream_id(ctx0, CU_STREAM_PER_THREAD, 0) == pt,
 	      "legacy and per-thread default streams have their own IDs");
+	check(cp.GetStreamIdEx(NULL, NULL, 0, &id) == CUPTI_ERROR_INVALID_STREAM,
+	      "a default stream without its context: CUPTI_ERROR_INVALID_STREAM");
 	check(stream_id(NULL, s0, 0) != legacy && stream_id(NULL, s0, 0) != pt &&
 		  stream_id(ctx0, s0, 0) == stream_id(NULL, s0, 1),
 	      "a user stream has its own ID, whatever perThreadStream says");
@@ -419,7 +420,7 @@ static void other_copies(void)
 	const union rec *r;
 	r = find_bytes(CUPTI_ACTIVITY_KIND_MEMCPY2, N);
 	check(r && r->p.copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_PTOP && r->p.flags == 0 &&
-		  r->p.streamId == stream_id(NULL, NULL, 0),
+		  r->p.streamId == stream_id(ctx0, NULL, 0),
 	      "cuMemcpyPeer: PtoP, not async, on the legacy default stream");
 	r = find_bytes(CUPTI_ACTIVITY_KIND_MEMCPY2, 100);
 	check(r && r->p.copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_PTOP && r->p.srcDeviceId == 1 &&
@@ -428,8 +429,8 @@ static void other_copies(void)
 	      "cuMemcpyDtoDAsync from device 1 to device 0: PtoP");
 	r = find_bytes(CUPTI_ACTIVITY_KIND_MEMCPY2, 200);
 	check(r && r->p.copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_PTOP &&
-		  r->p.streamId == stream_id(NULL, NULL, 1) &&
-		  r->p.streamId != stream_id(NULL, NULL, 0),
+		  r->p.streamId == stream_id(ctx0, NULL, 1) &&
+		  r->p.streamId != stream_id(ctx0, NULL, 0),
 	      "cuMemcpyAsync on CU_STREAM_PER_THREAD: PtoP on the per-thread stream's ID");
 	r = find_bytes(CUPTI_ACTIVITY_KIND_MEMCPY2, 300);
 	check(r && r->p.copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_PTOP && r->p.deviceId == 1 &&
