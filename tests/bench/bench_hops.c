@@ -50,6 +50,7 @@
  * With the simulated CUDA: `LD_LIBRARY_PATH=build/tests/simcuda build/tests/bench/bench_hops
  * --quick`.
  */
+#include "bench_devices.h"
 #include "driver.h"
 
 #include <dlfcn.h>
@@ -497,21 +498,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
 
 static int setup(struct bench *b)
 {
-	if (p2pg_driver_load() < 0) {
-		fprintf(stderr, "bench_hops: no usable libcuda.so.1\n");
+	struct bench_devices dev;
+	if (bench_devices_open("bench_hops", &dev) < 0)
 		return -1;
-	}
-	CHECK(p2pg_drv.cuInit(0));
-	int n = 0;
-	CHECK(p2pg_drv.cuDeviceGetCount(&n));
-	if (n < 2) {
-		fprintf(stderr, "bench_hops: needs two devices, found %d\n", n);
-		return -1;
-	}
-	CHECK(p2pg_drv.cuDeviceGet(&b->d0, 0));
-	CHECK(p2pg_drv.cuDeviceGet(&b->d1, 1));
-	CHECK(p2pg_drv.cuDevicePrimaryCtxRetain(&b->ctx0, b->d0));
-	CHECK(p2pg_drv.cuDevicePrimaryCtxRetain(&b->ctx1, b->d1));
+	b->d0 = dev.d0;
+	b->d1 = dev.d1;
+	b->ctx0 = dev.ctx0;
+	b->ctx1 = dev.ctx1;
 	/* Only reported: peer access is never enabled here. */
 	CHECK(p2pg_drv.cuDeviceCanAccessPeer(&b->can_peer, b->d0, b->d1));
 
@@ -570,14 +563,12 @@ static int teardown(struct bench *b)
 
 static int print_header(const struct bench *b)
 {
-	char n0[256], n1[256];
-	int ver = 0;
-	CHECK(p2pg_drv.cuDeviceGetName(n0, sizeof(n0), b->d0));
-	CHECK(p2pg_drv.cuDeviceGetName(n1, sizeof(n1), b->d1));
-	CHECK(p2pg_drv.cuDriverGetVersion(&ver));
+	struct bench_devices_names names;
+	CHECK(bench_devices_describe(&(struct bench_devices){b->d0, b->d1, b->ctx0, b->ctx1},
+				     &names));
 	printf("bench_hops: device 0 \"%s\" -> device 1 \"%s\"; driver %d; peer access not enabled "
 	       "(cuDeviceCanAccessPeer 0->1: %d)\n",
-	       n0, n1, ver, b->can_peer);
+	       names.d0, names.d1, names.driver_version, b->can_peer);
 	printf("memops: %s%s\n",
 	       b->memops_ok ? "available" : "unavailable: ", b->memops_ok ? "" : b->memops_why);
 	printf("%u copies per run; enq in batches of %d (S0 and S1 synchronised between batches, "

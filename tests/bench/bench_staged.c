@@ -17,6 +17,7 @@
  * `--max-bytes 1M --iters 3 --calls 50`; on real GPUs run it with LD_LIBRARY_PATH pointing at the
  * real driver. Device memory only, never managed memory.
  */
+#include "bench_devices.h"
 #include "driver.h"
 #include "staged.h"
 
@@ -367,22 +368,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 
 static int setup(struct bench *b)
 {
-	if (p2pg_driver_load() < 0) {
-		fprintf(stderr, "bench_staged: no usable libcuda.so.1\n");
+	struct bench_devices dev;
+	if (bench_devices_open("bench_staged", &dev) < 0)
 		return -1;
-	}
-	CHECK(p2pg_drv.cuInit(0));
-	int n = 0;
-	CHECK(p2pg_drv.cuDeviceGetCount(&n));
-	if (n < 2) {
-		fprintf(stderr, "bench_staged: needs two devices, found %d\n", n);
-		return -1;
-	}
-	CUdevice d0, d1;
-	CHECK(p2pg_drv.cuDeviceGet(&d0, 0));
-	CHECK(p2pg_drv.cuDeviceGet(&d1, 1));
-	CHECK(p2pg_drv.cuDevicePrimaryCtxRetain(&b->ctx0, d0));
-	CHECK(p2pg_drv.cuDevicePrimaryCtxRetain(&b->ctx1, d1));
+	CUdevice d0 = dev.d0, d1 = dev.d1;
+	b->ctx0 = dev.ctx0;
+	b->ctx1 = dev.ctx1;
 	int can = 0;
 	CHECK(p2pg_drv.cuDeviceCanAccessPeer(&can, d0, d1));
 	b->can_p2p = can != 0;

@@ -42,6 +42,7 @@
  * With the simulated CUDA: `LD_LIBRARY_PATH=build/tests/simcuda build/tests/bench/bench_timing
  * --calls 2000`.
  */
+#include "bench_devices.h"
 #include "driver.h"
 
 #include <cupti.h>
@@ -846,21 +847,13 @@ static void load_nop(struct bench *b)
 
 static int setup(struct bench *b)
 {
-	if (p2pg_driver_load() < 0) {
-		fprintf(stderr, "bench_timing: no usable libcuda.so.1\n");
+	struct bench_devices dev;
+	if (bench_devices_open("bench_timing", &dev) < 0)
 		return -1;
-	}
-	CHECK(p2pg_drv.cuInit(0));
-	int n = 0;
-	CHECK(p2pg_drv.cuDeviceGetCount(&n));
-	if (n < 2) {
-		fprintf(stderr, "bench_timing: needs two devices, found %d\n", n);
-		return -1;
-	}
-	CHECK(p2pg_drv.cuDeviceGet(&b->d0, 0));
-	CHECK(p2pg_drv.cuDeviceGet(&b->d1, 1));
-	CHECK(p2pg_drv.cuDevicePrimaryCtxRetain(&b->ctx0, b->d0));
-	CHECK(p2pg_drv.cuDevicePrimaryCtxRetain(&b->ctx1, b->d1));
+	b->d0 = dev.d0;
+	b->d1 = dev.d1;
+	b->ctx0 = dev.ctx0;
+	b->ctx1 = dev.ctx1;
 	int can01 = 0, can10 = 0;
 	CHECK(p2pg_drv.cuDeviceCanAccessPeer(&can01, b->d0, b->d1));
 	CHECK(p2pg_drv.cuDeviceCanAccessPeer(&can10, b->d1, b->d0));
@@ -943,14 +936,12 @@ static int teardown(struct bench *b)
 
 static int print_header(const struct bench *b)
 {
-	char n0[256], n1[256];
-	int ver = 0;
-	CHECK(p2pg_drv.cuDeviceGetName(n0, sizeof(n0), b->d0));
-	CHECK(p2pg_drv.cuDeviceGetName(n1, sizeof(n1), b->d1));
-	CHECK(p2pg_drv.cuDriverGetVersion(&ver));
+	struct bench_devices_names names;
+	CHECK(bench_devices_describe(&(struct bench_devices){b->d0, b->d1, b->ctx0, b->ctx1},
+				     &names));
 	printf("bench_timing: device 0 \"%s\" -> device 1 \"%s\", cuMemcpyPeerAsync of %zu B; %s; "
 	       "driver %d\n",
-	       n0, n1, b->o.bytes, b->p2p_note, ver);
+	       names.d0, names.d1, b->o.bytes, b->p2p_note, names.driver_version);
 	if (b->o.no_cupti) {
 		printf("CUPTI: not loaded (--no-cupti)\n");
 	} else if (!cupti.loaded) {

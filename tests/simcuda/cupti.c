@@ -245,51 +245,42 @@ static void on_copy(const struct simcuda_copy_info *c)
 		staged_halves(c, flags);
 		return;
 	}
+/* The fields the two record layouts share, from the copy as the driver ran it. */
+#define FILL_COPY(r, record_kind, c, ck, flags)               \
+	do {                                                  \
+		memset(&(r), 0, sizeof(r));                   \
+		(r).kind = (record_kind);                     \
+		(r).copyKind = (ck);                          \
+		(r).srcKind = memory_kind((c)->src_device);   \
+		(r).dstKind = memory_kind((c)->dst_device);   \
+		(r).flags = (flags);                          \
+		(r).bytes = (c)->bytes;                       \
+		(r).start = (c)->start_ns;                    \
+		(r).end = (c)->end_ns;                        \
+		(r).deviceId = (uint32_t)(c)->device;         \
+		(r).contextId = (c)->context_id;              \
+		(r).streamId = (c)->stream_id;                \
+		(r).correlationId = (c)->correlation_id;      \
+		(r).graphNodeId = (c)->graph_node_id;         \
+		(r).graphId = (c)->graph_id;                  \
+		(r).channelType = CUPTI_CHANNEL_TYPE_INVALID; \
+	} while (0)
 	if (ck == CUPTI_ACTIVITY_MEMCPY_KIND_PTOP &&
 	    __atomic_load_n(&on_memcpy2, __ATOMIC_ACQUIRE)) {
 		CUpti_ActivityMemcpyPtoP4 r;
-		memset(&r, 0, sizeof(r));
-		r.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
-		r.copyKind = ck;
-		r.srcKind = memory_kind(c->src_device);
-		r.dstKind = memory_kind(c->dst_device);
-		r.flags = flags;
-		r.bytes = c->bytes;
-		r.start = c->start_ns;
-		r.end = c->end_ns;
-		r.deviceId = (uint32_t)c->device;
-		r.contextId = c->context_id;
-		r.streamId = c->stream_id;
+		FILL_COPY(r, CUPTI_ACTIVITY_KIND_MEMCPY2, c, ck, flags);
 		r.srcDeviceId = (uint32_t)c->src_device;
 		r.srcContextId = c->src_context_id;
 		r.dstDeviceId = (uint32_t)c->dst_device;
 		r.dstContextId = c->dst_context_id;
-		r.correlationId = c->correlation_id;
-		r.graphNodeId = c->graph_node_id;
-		r.graphId = c->graph_id;
-		r.channelType = CUPTI_CHANNEL_TYPE_INVALID;
 		append(&r, sizeof(r));
 		return;
 	}
 	CUpti_ActivityMemcpy6 r;
-	memset(&r, 0, sizeof(r));
-	r.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-	r.copyKind = ck;
-	r.srcKind = memory_kind(c->src_device);
-	r.dstKind = memory_kind(c->dst_device);
-	r.flags = flags;
-	r.bytes = c->bytes;
-	r.start = c->start_ns;
-	r.end = c->end_ns;
-	r.deviceId = (uint32_t)c->device;
-	r.contextId = c->context_id;
-	r.streamId = c->stream_id;
-	r.correlationId = c->correlation_id;
-	r.graphNodeId = c->graph_node_id;
-	r.graphId = c->graph_id;
-	r.channelType = CUPTI_CHANNEL_TYPE_INVALID;
+	FILL_COPY(r, CUPTI_ACTIVITY_KIND_MEMCPY, c, ck, flags);
 	r.copyCount = 1;
 	append(&r, sizeof(r));
+#undef FILL_COPY
 }
 
 static size_t record_size(CUpti_ActivityKind kind)
