@@ -299,7 +299,9 @@ void p2pg_cupti_collect(struct p2pg_gpu_match *m, uint64_t now_ns, bool flush)
 {
 	if (!p2pg_cupti_active())
 		return;
+	pthread_mutex_lock(&cu.lock); /* CUPTI's own thread may be parsing a buffer */
 	cu.now_ns = now_ns;
+	pthread_mutex_unlock(&cu.lock);
 	if (flush)
 		cu.FlushAll(0);
 	take(m);
