@@ -18,8 +18,9 @@ equal(total, expectations(proc.stdout)["transfers"], "every copy has its row")
 equal(scalar(db, "SELECT count(gpu_ns) FROM transfers"), total, "every async copy of a burst has its GPU time")
 equal(scalar(db, "SELECT count(*) FROM transfers WHERE gpu_ns <= 0"), 0, "every GPU time is positive")
 if not REAL:
-    # The simulation runs a 256 B copy for 256 x 20 ns on its stream; CUPTI's record says so.
-    equal(scalar(db, "SELECT count(*) FROM transfers WHERE gpu_ns BETWEEN bytes * 20 AND 50000000"), total,
+    # The simulation runs a 256 B copy for at least 256 x 20 ns on its stream (by CLOCK_MONOTONIC;
+    # CUPTI's times are CLOCK_REALTIME, which NTP may slew by a hair); CUPTI's record says so.
+    equal(scalar(db, "SELECT count(*) FROM transfers WHERE gpu_ns BETWEEN bytes * 19 AND 10000000000"), total,
           "each GPU time is its own copy's duration, not a neighbour's")
 
 # Copies far apart, on an idle stream: timed too.
@@ -31,7 +32,7 @@ db, proc = cupti_run(("spaced", "100", "200", "p2p"))
 equal(tuple(query(db, "SELECT count(*), count(gpu_ns) FROM transfers WHERE path = 'p2p'")[0]), (100, 100),
       "P2P copies on the default stream: all timed")
 if not REAL:
-    equal(scalar(db, "SELECT count(*) FROM transfers WHERE gpu_ns BETWEEN bytes * 20 AND 50000000"), 100,
+    equal(scalar(db, "SELECT count(*) FROM transfers WHERE gpu_ns BETWEEN bytes * 19 AND 10000000000"), 100,
           "each with its copy's duration")
 
 # Staged copies are two copies through the host, which CUPTI does not record as peer copies: they
