@@ -17,7 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define P2PG_SPOOL_MAGIC   "P2PGSPL3"
+#define P2PG_SPOOL_MAGIC "P2PGSPL3"
+/* Spool files of this layout end in this; other versions' (".spool" up to P2PGSPL2) are never
+ * opened by this one's recovery, nor this one's by theirs. */
+#define P2PG_SPOOL_SUFFIX  ".spool3"
 #define P2PG_SPOOL_THREADS 128 /* thread rings per process */
 /* Records per thread ring (4 MiB, a sparse file's pages touched as used); a power of two. A
  * burst of 65,536 copies at 2 us each (130 ms) fits while the drainer competes for the CPU. */
@@ -57,7 +60,10 @@ struct p2pg_record {
 _Static_assert(sizeof(struct p2pg_record) == 64, "records are one cache line");
 
 #define P2PG_REC_F_TIMED 0x1u /* a timing event pair was recorded around the copy */
-#define P2PG_REC_F_CUPTI 0x2u /* CUPTI traces the copy; value: CUPTI's ID of its stream */
+/* CUPTI traces the copy; value: CUPTI's ID of its stream; the flags' top 16 bits: the low 16 bits
+ * of CUPTI's ID of the stream's context (process-unique, counted from 1) */
+#define P2PG_REC_F_CUPTI	     0x2u
+#define P2PG_REC_CUPTI_CONTEXT_SHIFT 16
 
 struct p2pg_spool_thread {
 	_Atomic uint64_t head;	  /* records published by the thread */

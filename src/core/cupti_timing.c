@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "driver.h"
 
@@ -20,8 +21,8 @@
 
 struct half {
 	bool used, dtoh;
-	uint32_t correlation, stream_id, device;
-	uint64_t start, end;
+	uint32_t correlation, context_id, stream_id, device;
+	uint64_t bytes, start, end;
 };
 
 bool p2pg_cupti_on;
@@ -30,9 +31,11 @@ static struct {
 	void *lib;
 	__typeof__(cuptiActivityRegisterCallbacks) *RegisterCallbacks;
 	__typeof__(cuptiActivityEnable) *Enable;
+	__typeof__(cuptiActivityDisable) *Disable;
 	__typeof__(cuptiActivityFlushAll) *FlushAll;
 	__typeof__(cuptiActivityGetNextRecord) *GetNextRecord;
 	__typeof__(cuptiGetStreamIdEx) *GetStreamIdEx;
+	__typeof__(cuptiGetContextId) *GetContextId;
 	__typeof__(cuptiGetResultString) *GetResultString;
 	__typeof__(cuptiActivityGetNumDroppedRecords) *GetNumDroppedRecords; /* optional */
 
@@ -44,7 +47,7 @@ static struct {
 	uint64_t lost;
 	struct half halves[HALVES];
 	unsigned next_half;
-	uint64_t now_ns; /* the collecting flush's time: records without time are "seen" then */
+	uint64_t now_ns; /* when the buffer being parsed came: records without time are seen then */
 } cu = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
@@ -75,14 +78,17 @@ static void keep(const struct p2pg_gpu_copy *c)
 	cu.copies[cu.ncopies++] = *c;
 }
 
+/* A stream is known to CUPTI by its context's ID and its own, unique only within the context. */
 static struct p2pg_gpu_copy copy_of(uint64_t start, uint64_t end, uint64_t bytes,
-				    uint32_t stream_id, uint32_t src, uint32_t dst)
+				    uint32_t context_id, uint32_t stream_id, uint32_t src,
+				    uint32_t dst)
 {
 	bool has_time = start && end && end >= start;
 	return (struct p2pg_gpu_copy){
 	    .start_ns = has_time ? start : cu.now_ns,
 	    .end_ns = has_time ? end : cu.now_ns,
 	    .bytes = bytes,
+	    .context_id = context_id,
 	    .stream_id = stream_id,
 	    .src_device = (int16_t)src,
 	    .dst_device = (int16_t)dst,
@@ -95,8 +101,8 @@ static void keep_peer(const CUpti_ActivityMemcpyPtoP4 *m)
 {
 	if (m->copyKind != CUPTI_ACTIVITY_MEMCPY_KIND_PTOP || m->graphId != 0)
 		return; /* a graph's node runs at launch, where the guard saw no call */
-	struct p2pg_gpu_copy c =
-	    copy_of(m->start, m->end, m->bytes, m->streamId, m->srcDeviceId, m->dstDeviceId);
+	struct p2pg_gpu_copy c = copy_of(m->start, m->end, m->bytes, m->contextId, m->streamId,
+					 m->srcDeviceId, m->dstDeviceId);
 	keep(&c);
 }
 
@@ -105,7 +111,7 @@ static void keep_peer(const CUpti_ActivityMemcpyPtoP4 *m)
  * comes as two MEMCPY records of one correlation ID (seen on the H200): a DTOH on the source
  * device and an HTOD on the destination, both between memory of kind DEVICE. One of them ran on
  * the caller's stream, the other on a stream of the driver's; which one depends on the caller's
- * stream's device, so the whole copy is queued under both stream IDs and the driver stream's
+ * stream's device, so the whole copy is queued under both halves' streams and the driver stream's
  * entry finds no row and ages out.
  */
 static void keep_half(const CUpti_ActivityMemcpy6 *m)
@@ -113,18 +119,22 @@ static void keep_half(const CUpti_ActivityMemcpy6 *m)
 	bool dtoh = m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
 	if ((!dtoh && m->copyKind != CUPTI_ACTIVITY_MEMCPY_KIND_HTOD) ||
 	    m->srcKind != CUPTI_ACTIVITY_MEMORY_KIND_DEVICE ||
-	    m->dstKind != CUPTI_ACTIVITY_MEMORY_KIND_DEVICE || m->graphId != 0)
+	    m->dstKind != CUPTI_ACTIVITY_MEMORY_KIND_DEVICE || m->graphId != 0 ||
+	    m->correlationId == 0)
 		return;
 	for (unsigned k = 0; k < HALVES; k++) {
 		struct half *h = &cu.halves[k];
-		if (!h->used || h->correlation != m->correlationId || h->dtoh == dtoh)
+		if (!h->used || h->correlation != m->correlationId || h->dtoh == dtoh ||
+		    h->bytes != m->bytes)
 			continue;
 		h->used = false;
 		/* From the DTOH's start on the source to the HTOD's end on the destination. */
 		uint64_t start = dtoh ? m->start : h->start, end = dtoh ? h->end : m->end;
 		uint32_t src = dtoh ? m->deviceId : h->device, dst = dtoh ? h->device : m->deviceId;
-		struct p2pg_gpu_copy a = copy_of(start, end, m->bytes, h->stream_id, src, dst);
-		struct p2pg_gpu_copy b = copy_of(start, end, m->bytes, m->streamId, src, dst);
+		struct p2pg_gpu_copy a =
+		    copy_of(start, end, m->bytes, h->context_id, h->stream_id, src, dst);
+		struct p2pg_gpu_copy b =
+		    copy_of(start, end, m->bytes, m->contextId, m->streamId, src, dst);
 		keep(&a);
 		keep(&b);
 		return;
@@ -133,28 +143,43 @@ static void keep_half(const CUpti_ActivityMemcpy6 *m)
 	*slot = (struct half){.used = true,
 			      .dtoh = dtoh,
 			      .correlation = m->correlationId,
+			      .context_id = m->contextId,
 			      .stream_id = m->streamId,
 			      .device = m->deviceId,
+			      .bytes = m->bytes,
 			      .start = m->start,
 			      .end = m->end};
+}
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
 				      size_t size, size_t valid)
 {
 	(void)size;
+	/* Outside the lock: a CUPTI call under it could wait on CUPTI while a program thread
+	 * inside CUPTI waits on the lock (in buffer_requested). */
+	size_t dropped = 0;
+	if (cu.GetNumDroppedRecords &&
+	    cu.GetNumDroppedRecords(ctx, stream_id, &dropped) != CUPTI_SUCCESS)
+		dropped = 0;
+	bool parse = p2pg_cupti_active(); /* a forked child collects nothing */
+	uint64_t now = realtime_ns();
 	pthread_mutex_lock(&cu.lock);
+	cu.now_ns = now;
+	cu.lost += dropped;
 	CUpti_Activity *rec = NULL;
-	while (buffer && valid && cu.GetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+	while (parse && buffer && valid && cu.GetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
 		if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY2)
 			keep_peer((const CUpti_ActivityMemcpyPtoP4 *)rec);
 		else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY)
 			keep_half((const CUpti_ActivityMemcpy6 *)rec);
 	}
-	size_t dropped = 0;
-	if (cu.GetNumDroppedRecords &&
-	    cu.GetNumDroppedRecords(ctx, stream_id, &dropped) == CUPTI_SUCCESS)
-		cu.lost += dropped;
 	if (buffer && cu.npool < POOL_BUFFERS) {
 		cu.pool[cu.npool++] = buffer;
 		buffer = NULL;
@@ -181,7 +206,7 @@ static bool load(char *why, size_t why_len)
 	};
 	for (size_t k = 0; k < sizeof(candidates) / sizeof(candidates[0]) && !cu.lib; k++)
 		if (candidates[k] && *candidates[k])
-			cu.lib = dlopen(candidates[k], RTLD_NOW | RTLD_GLOBAL);
+			cu.lib = dlopen(candidates[k], RTLD_NOW | RTLD_LOCAL);
 	if (!cu.lib) {
 		snprintf(why, why_len, "no libcupti.so.13 (set P2PGUARD_CUPTI to its path)");
 		return false;
@@ -199,6 +224,8 @@ static bool load(char *why, size_t why_len)
 	RESOLVE(FlushAll, "cuptiActivityFlushAll");
 	RESOLVE(GetNextRecord, "cuptiActivityGetNextRecord");
 	RESOLVE(GetStreamIdEx, "cuptiGetStreamIdEx");
+	RESOLVE(GetContextId, "cuptiGetContextId");
+	RESOLVE(Disable, "cuptiActivityDisable");
 	RESOLVE(GetResultString, "cuptiGetResultString");
 #undef RESOLVE
 	cu.GetNumDroppedRecords = (__typeof__(cu.GetNumDroppedRecords))p2pg_real_dlsym(
@@ -221,8 +248,11 @@ bool p2pg_cupti_start(char *why, size_t why_len)
 	 * the H200: MEMCPY2 alone records nothing). */
 	if (r == CUPTI_SUCCESS)
 		r = cu.Enable(CUPTI_ACTIVITY_KIND_MEMCPY);
-	if (r == CUPTI_SUCCESS)
+	if (r == CUPTI_SUCCESS) {
 		r = cu.Enable(CUPTI_ACTIVITY_KIND_MEMCPY2);
+		if (r != CUPTI_SUCCESS) /* no half-started tracing that nobody reads */
+			cu.Disable(CUPTI_ACTIVITY_KIND_MEMCPY);
+	}
 	if (r != CUPTI_SUCCESS) {
 		snprintf(why, why_len, "CUPTI refused: %s (%d)", result_name(r), (int)r);
 		return false;
@@ -242,14 +272,25 @@ bool p2pg_cupti_start(char *why, size_t why_len)
 struct stream_entry {
 	uintptr_t handle; /* the stream, or for a default stream its context */
 	unsigned long long driver_id;
-	uint32_t cupti_id;
+	uint32_t cupti_context, cupti_stream;
 	uint8_t kind; /* 1 created stream, 2 legacy default, 3 per-thread default */
 };
 
 static __thread struct stream_entry stream_cache[STREAM_CACHE]
     __attribute__((tls_model("initial-exec")));
 
-bool p2pg_cupti_stream_id(CUstream stream, bool per_thread, uint32_t *ret_id)
+/* CUPTI's IDs of a stream and of its context, asked of CUPTI. */
+static bool ask(CUcontext ctx, CUstream stream, bool per_thread, uint32_t *ret_context,
+		uint32_t *ret_stream)
+{
+	if (!ctx && p2pg_drv.cuStreamGetCtx(stream, &ctx) != CUDA_SUCCESS)
+		return false;
+	return cu.GetContextId(ctx, ret_context) == CUPTI_SUCCESS &&
+	       cu.GetStreamIdEx(ctx, stream, per_thread ? 1 : 0, ret_stream) == CUPTI_SUCCESS;
+}
+
+bool p2pg_cupti_stream_id(CUstream stream, bool per_thread, uint32_t *ret_context,
+			  uint32_t *ret_stream)
 {
 	bool dflt = !stream || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD;
 	CUcontext ctx = NULL;
@@ -257,26 +298,27 @@ bool p2pg_cupti_stream_id(CUstream stream, bool per_thread, uint32_t *ret_id)
 	unsigned long long driver_id = 0;
 	uint8_t kind = 1;
 	if (dflt) {
-		/* One per context (CUPTI fails it without one): the call just made the right
+		/* One per context (CUPTI gives no ID without it): the call just made the right
 		 * context current. */
 		if (p2pg_drv.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
 			return false;
 		handle = (uintptr_t)ctx;
 		driver_id = p2pg_context_key(ctx);
-		kind = (per_thread || stream == CU_STREAM_PER_THREAD) ? 3 : 2;
+		kind = (stream == CU_STREAM_PER_THREAD || (!stream && per_thread)) ? 3 : 2;
 	} else if (!p2pg_drv.cuStreamGetId ||
 		   p2pg_drv.cuStreamGetId(stream, &driver_id) != CUDA_SUCCESS) {
-		return cu.GetStreamIdEx(NULL, stream, per_thread ? 1 : 0, ret_id) == CUPTI_SUCCESS;
+		return ask(NULL, stream, per_thread, ret_context, ret_stream);
 	}
 	struct stream_entry *e =
 	    &stream_cache[((handle >> 4) ^ (handle >> 12) ^ kind) % STREAM_CACHE];
 	if (e->handle == handle && e->kind == kind && e->driver_id == driver_id) {
-		*ret_id = e->cupti_id;
+		*ret_context = e->cupti_context;
+		*ret_stream = e->cupti_stream;
 		return true;
 	}
-	if (cu.GetStreamIdEx(ctx, stream, per_thread ? 1 : 0, ret_id) != CUPTI_SUCCESS)
+	if (!ask(ctx, stream, per_thread, ret_context, ret_stream))
 		return false;
-	*e = (struct stream_entry){handle, driver_id, *ret_id, kind};
+	*e = (struct stream_entry){handle, driver_id, *ret_context, *ret_stream, kind};
 	return true;
 }
 
@@ -295,13 +337,10 @@ static void take(struct p2pg_gpu_match *m)
  * copy still queued behind a long kernel waits for it); a forced one would hand over copies in
  * flight without times, so it is never used.
  */
-void p2pg_cupti_collect(struct p2pg_gpu_match *m, uint64_t now_ns, bool flush)
+void p2pg_cupti_collect(struct p2pg_gpu_match *m, bool flush)
 {
 	if (!p2pg_cupti_active())
 		return;
-	pthread_mutex_lock(&cu.lock); /* CUPTI's own thread may be parsing a buffer */
-	cu.now_ns = now_ns;
-	pthread_mutex_unlock(&cu.lock);
 	if (flush)
 		cu.FlushAll(0);
 	take(m);

@@ -29,16 +29,18 @@ static inline bool p2pg_cupti_active(void)
 	return __atomic_load_n(&p2pg_cupti_on, __ATOMIC_ACQUIRE);
 }
 
-/* Hot path, after the copy was enqueued: CUPTI's ID of the stream the copy went on. */
-bool p2pg_cupti_stream_id(CUstream stream, bool per_thread, uint32_t *ret_id);
+/* Hot path, after the copy was enqueued: CUPTI's IDs of the stream the copy went on and of its
+ * context (a stream's ID is unique only within its context). */
+bool p2pg_cupti_stream_id(CUstream stream, bool per_thread, uint32_t *ret_context,
+			  uint32_t *ret_stream);
 
 /*
  * Drainer: queues in m the peer copies of the records CUPTI handed over, after asking it for the
- * finished ones (cuptiActivityFlushAll) when flush is set. now_ns: CLOCK_REALTIME. Once exit has
- * begun, flush is false: records CUPTI delivers by itself (at context teardown) are still taken,
- * without a call into CUPTI or CUDA.
+ * finished ones (cuptiActivityFlushAll) when flush is set. Once exit has begun, flush is false:
+ * records CUPTI delivers by itself (full buffers, context teardown) are still taken, without a
+ * call into CUPTI or CUDA.
  */
-void p2pg_cupti_collect(struct p2pg_gpu_match *m, uint64_t now_ns, bool flush);
+void p2pg_cupti_collect(struct p2pg_gpu_match *m, bool flush);
 
 /* Copies that CUPTI recorded but that could not be queued (out of memory), and records CUPTI
  * itself dropped (buffers not handed over in time). */

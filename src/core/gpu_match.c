@@ -13,7 +13,13 @@ struct queue {
 };
 
 struct stream {
-	uint32_t id;
+	uint32_t context_id, id; /* the context's ID compared in its low 16 bits */
+	/*
+	 * A row let go unpaired (aged out, or over the queue's bound) may still have its record
+	 * coming, which the next row would then take. Such a stream pairs nothing more: its rows
+	 * keep no time rather than a neighbour's. Its entry stays so that the mark is not lost.
+	 */
+	bool tainted;
 	struct queue rows;   /* struct p2pg_gpu_row */
 	struct queue copies; /* struct p2pg_gpu_copy */
 };
@@ -40,10 +46,9 @@ static void pop(struct queue *q, size_t n)
 		q->head = q->len = 0;
 }
 
+/* Full: false, the caller decides what the loss of the oldest means. */
 static bool push(struct queue *q, const void *item, size_t size)
 {
-	if (waiting(q) >= QUEUE_MAX)
-		pop(q, 1); /* the oldest goes without a partner */
 	if (q->len == q->cap) {
 		if (q->head > 0) {
 			memmove(q->items, at(q, 0, size), waiting(q) * size);
@@ -81,10 +86,11 @@ void p2pg_gpu_match_free(struct p2pg_gpu_match *m)
 	free(m);
 }
 
-static struct stream *stream_get(struct p2pg_gpu_match *m, uint32_t id)
+static struct stream *stream_get(struct p2pg_gpu_match *m, uint32_t context_id, uint32_t id)
 {
+	context_id &= 0xffffu;
 	for (size_t k = 0; k < m->nstreams; k++)
-		if (m->streams[k].id == id)
+		if (m->streams[k].id == id && m->streams[k].context_id == context_id)
 			return &m->streams[k];
 	if (m->nstreams == m->cap) {
 		size_t cap = m->cap ? m->cap * 2 : 16;
@@ -96,20 +102,40 @@ static struct stream *stream_get(struct p2pg_gpu_match *m, uint32_t id)
 	}
 	struct stream *s = &m->streams[m->nstreams++];
 	memset(s, 0, sizeof(*s));
+	s->context_id = context_id;
 	s->id = id;
 	return s;
 }
 
+static void taint(struct stream *s)
+{
+	s->tainted = true;
+	pop(&s->rows, waiting(&s->rows));
+	pop(&s->copies, waiting(&s->copies));
+}
+
 bool p2pg_gpu_match_row(struct p2pg_gpu_match *m, const struct p2pg_gpu_row *r)
 {
-	struct stream *s = stream_get(m, r->stream_id);
-	return s && push(&s->rows, r, sizeof(*r));
+	struct stream *s = stream_get(m, r->context_id, r->stream_id);
+	if (!s)
+		return false;
+	if (s->tainted)
+		return true;
+	if (waiting(&s->rows) >= QUEUE_MAX)
+		taint(s);
+	return s->tainted || push(&s->rows, r, sizeof(*r));
 }
 
 bool p2pg_gpu_match_copy(struct p2pg_gpu_match *m, const struct p2pg_gpu_copy *c)
 {
-	struct stream *s = stream_get(m, c->stream_id);
-	return s && push(&s->copies, c, sizeof(*c));
+	struct stream *s = stream_get(m, c->context_id, c->stream_id);
+	if (!s)
+		return false;
+	if (s->tainted)
+		return true;
+	if (waiting(&s->copies) >= QUEUE_MAX)
+		pop(&s->copies, 1); /* a record no row came for in 65,536: not the guard's */
+	return push(&s->copies, c, sizeof(*c));
 }
 
 /* A record handed over before the GPU's timestamps were in (CUPTI's forced flush) still holds
@@ -178,11 +204,12 @@ static size_t match_stream(struct stream *s, void (*found)(void *, int64_t, uint
 
 static void age(struct stream *s, uint64_t now_ns, uint64_t max_age_ns)
 {
-	while (waiting(&s->rows)) {
+	if (waiting(&s->rows)) {
 		const struct p2pg_gpu_row *r = at(&s->rows, 0, sizeof(*r));
-		if (r->started_ns + max_age_ns >= now_ns)
-			break;
-		pop(&s->rows, 1);
+		if (r->started_ns + max_age_ns < now_ns) {
+			taint(s);
+			return;
+		}
 	}
 	while (waiting(&s->copies)) {
 		const struct p2pg_gpu_copy *c = at(&s->copies, 0, sizeof(*c));
@@ -200,7 +227,7 @@ size_t p2pg_gpu_match_run(struct p2pg_gpu_match *m, uint64_t now_ns, uint64_t ma
 		struct stream *s = &m->streams[k];
 		pairs += match_stream(s, found, arg);
 		age(s, now_ns, max_age_ns);
-		if (!waiting(&s->rows) && !waiting(&s->copies)) {
+		if (!s->tainted && !waiting(&s->rows) && !waiting(&s->copies)) {
 			/* Stream IDs are not reused: an idle stream's entry goes. */
 			free(s->rows.items);
 			free(s->copies.items);

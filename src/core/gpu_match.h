@@ -23,7 +23,7 @@ struct p2pg_gpu_row {
 	int64_t row;	     /* transfers.id */
 	uint64_t started_ns; /* CLOCK_REALTIME at the call's start */
 	uint64_t bytes;
-	uint32_t stream_id; /* CUPTI's stream ID */
+	uint32_t context_id, stream_id; /* CUPTI's (the context's low 16 bits suffice) */
 	int16_t src_device, dst_device;
 };
 
@@ -33,7 +33,7 @@ struct p2pg_gpu_copy {
 	uint64_t start_ns, end_ns;
 	bool has_time;
 	uint64_t bytes;
-	uint32_t stream_id;
+	uint32_t context_id, stream_id;
 	int16_t src_device, dst_device;
 };
 

@@ -351,10 +351,11 @@ int p2pg_copy_end(struct p2pg_copy *c, int status)
 			p2pg_timing_cancel(c->timing);
 		}
 	}
-	uint32_t cupti_stream;
+	uint32_t cupti_context, cupti_stream;
 	if (c->by_cupti && status == 0 &&
-	    p2pg_cupti_stream_id(c->stream, c->per_thread, &cupti_stream)) {
-		r.flags |= P2PG_REC_F_CUPTI;
+	    p2pg_cupti_stream_id(c->stream, c->per_thread, &cupti_context, &cupti_stream)) {
+		r.flags |= P2PG_REC_F_CUPTI | (cupti_context & 0xffffu)
+						  << P2PG_REC_CUPTI_CONTEXT_SHIFT;
 		r.value = (int32_t)cupti_stream;
 	}
 	if (!c->async && c->path != P2PG_PATH_CAPTURED && status == 0)

@@ -276,6 +276,7 @@ static void on_timed(void *userdata, const struct p2pg_pending_timing *t)
 		    .row = row,
 		    .started_ns = t->started_ns,
 		    .bytes = t->bytes,
+		    .context_id = t->cupti_context,
 		    .stream_id = slot,
 		    .src_device = t->src_device,
 		    .dst_device = t->dst_device,
@@ -372,9 +373,9 @@ static uint64_t realtime_ns(void)
 static void collect_cupti(sqlite3 *db, bool final)
 {
 	uint64_t now = realtime_ns();
-	if (!p2pg_gpu_match_rows_waiting(rec.match))
-		return;
-	p2pg_cupti_collect(rec.match, now, !final);
+	/* What CUPTI handed over by itself is taken at every pass (it must not pile up while no
+	 * row waits); it is asked for more only while rows wait. */
+	p2pg_cupti_collect(rec.match, !final && p2pg_gpu_match_rows_waiting(rec.match));
 	struct cupti_pass pass = {db, false};
 	p2pg_gpu_match_run(rec.match, now, 60000000000ull, cupti_found, &pass);
 	if (pass.began)

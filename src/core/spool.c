@@ -60,7 +60,7 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 	p2pg_boot_id(boot, sizeof(boot));
 	uint64_t started = realtime_ns();
 	char path[PATH_MAX];
-	int n = snprintf(path, sizeof(path), "%s/%d-%llu.spool", dir, (int)getpid(),
+	int n = snprintf(path, sizeof(path), "%s/%d-%llu" P2PG_SPOOL_SUFFIX, dir, (int)getpid(),
 			 (unsigned long long)started);
 	if (n < 0 || (size_t)n >= sizeof(path)) {
 		errno = ENAMETOOLONG;

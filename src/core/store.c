@@ -374,6 +374,12 @@ static int64_t process_row(sqlite3 *db, const struct p2pg_spool_header *h, bool 
 	return id;
 }
 
+static int by_start(const void *a, const void *b)
+{
+	const struct p2pg_pending_timing *x = a, *y = b;
+	return (x->started_ns > y->started_ns) - (x->started_ns < y->started_ns);
+}
+
 /* Remembers a timed copy's row until the pass commits (a rolled-back pass hands nothing over). */
 static void note_timed(struct p2pg_importer *im, int64_t row, const struct p2pg_record *r)
 {
@@ -383,6 +389,7 @@ static void note_timed(struct p2pg_importer *im, int64_t row, const struct p2pg_
 	    .row = row,
 	    .slot = (uint32_t)r->value,
 	    .cupti = (r->flags & P2PG_REC_F_CUPTI) != 0,
+	    .cupti_context = (uint16_t)(r->flags >> P2PG_REC_CUPTI_CONTEXT_SHIFT),
 	    .src_device = r->src_device,
 	    .dst_device = r->dst_device,
 	    .started_ns = r->started_ns,
@@ -709,6 +716,9 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 	}
 	statements_finalize(&s);
 	im->dropped_reported = dropped;
+	/* Rings are imported one after another; a stream's copies from several threads must queue
+	 * for pairing in the order they were called. */
+	qsort(im->timed, im->ntimed, sizeof(im->timed[0]), by_start);
 	for (size_t k = 0; k < im->ntimed; k++)
 		im->on_timed(im->userdata, &im->timed[k]);
 	im->ntimed = 0;
@@ -760,8 +770,8 @@ int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
 	int imported = 0;
 	struct dirent *de;
 	while ((de = readdir(d))) {
-		size_t len = strlen(de->d_name);
-		if (len < 7 || strcmp(de->d_name + len - 6, ".spool") != 0)
+		size_t len = strlen(de->d_name), suffix = strlen(P2PG_SPOOL_SUFFIX);
+		if (len <= suffix || strcmp(de->d_name + len - suffix, P2PG_SPOOL_SUFFIX) != 0)
 			continue;
 		char path[PATH_MAX];
 		if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= (int)sizeof(path))
@@ -774,8 +784,7 @@ int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
 		/* A living owner holds the lock; so does another recoverer working on this file. */
 		if (flock(fd, LOCK_EX | LOCK_NB) < 0)
 			continue;
-		/* Another version's spool (its layout differs) is left for that version's recover.
-		 */
+		/* Another layout under this name (a damaged or foreign file) is left alone. */
 		char magic[8];
 		if (pread(fd, magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) &&
 		    memcmp(magic, P2PG_SPOOL_MAGIC, 7) == 0 &&

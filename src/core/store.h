@@ -25,9 +25,10 @@ int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t e
 struct p2pg_summary_bucket;
 
 struct p2pg_pending_timing {
-	int64_t row;   /* transfers.id; 0: summarised, no row */
-	uint32_t slot; /* the event pair; for a CUPTI-traced copy, CUPTI's stream ID */
-	bool cupti;    /* P2PG_REC_F_CUPTI: the fields below identify the copy */
+	int64_t row;		/* transfers.id; 0: summarised, no row */
+	uint32_t slot;		/* the event pair; for a CUPTI-traced copy, CUPTI's stream ID */
+	bool cupti;		/* P2PG_REC_F_CUPTI: the fields below identify the copy */
+	uint16_t cupti_context; /* the low 16 bits of CUPTI's ID of the stream's context */
 	int16_t src_device, dst_device;
 	uint64_t started_ns, bytes;
 };

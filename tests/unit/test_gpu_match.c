@@ -98,6 +98,47 @@ int main(void)
 		  p2pg_gpu_match_rows_waiting(m) == 0 && p2pg_gpu_match_copies_waiting(m) == 0,
 	      "both age out, unpaired");
 
+	/* A row let go unpaired may still have its record coming: the stream pairs nothing more,
+	 * rather than give the next row that record's time. */
+	reset();
+	row(m, 20, 12, 10000, 256);
+	row(m, 21, 12, 10010, 256);
+	CHECK(p2pg_gpu_match_run(m, 20000, 1000, found, NULL) == 0, "rows blocked past the age");
+	copy(m, 12, 30000, 30005, 256); /* row 20's, late */
+	copy(m, 12, 30006, 30013, 256); /* row 21's */
+	row(m, 22, 12, 30020, 256);
+	copy(m, 12, 30030, 30032, 256);
+	CHECK(p2pg_gpu_match_run(m, 30100, 1000, found, NULL) == 0 && got[21] == 0 && got[22] == 0,
+	      "after a row was let go, its stream lends no time to any later row");
+
+	/* Stream IDs are unique only within a context: the same ID in two contexts is two streams.
+	 */
+	reset();
+	struct p2pg_gpu_row ra = {.row = 30,
+				  .started_ns = 40000,
+				  .bytes = 256,
+				  .context_id = 1,
+				  .stream_id = 5,
+				  .src_device = 0,
+				  .dst_device = 1};
+	struct p2pg_gpu_row rb = ra;
+	rb.row = 31;
+	rb.context_id = 2;
+	struct p2pg_gpu_copy cb = {.start_ns = 40010,
+				   .end_ns = 40017,
+				   .bytes = 256,
+				   .has_time = true,
+				   .context_id = 2,
+				   .stream_id = 5,
+				   .src_device = 0,
+				   .dst_device = 1};
+	p2pg_gpu_match_row(m, &ra);
+	p2pg_gpu_match_row(m, &rb);
+	p2pg_gpu_match_copy(m, &cb);
+	CHECK(p2pg_gpu_match_run(m, 40100, 100000, found, NULL) == 1 && got[31] == 7 &&
+		  got[30] == 0,
+	      "a copy in context 2 goes to context 2's row, not to context 1's");
+
 	/* Devices must agree. */
 	reset();
 	row(m, 8, 7, 6000, 256);
