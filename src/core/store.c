@@ -718,7 +718,8 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 	im->dropped_reported = dropped;
 	/* Rings are imported one after another; a stream's copies from several threads must queue
 	 * for pairing in the order they were called. */
-	qsort(im->timed, im->ntimed, sizeof(im->timed[0]), by_start);
+	if (im->ntimed > 1)
+		qsort(im->timed, im->ntimed, sizeof(im->timed[0]), by_start);
 	for (size_t k = 0; k < im->ntimed; k++)
 		im->on_timed(im->userdata, &im->timed[k]);
 	im->ntimed = 0;
