@@ -35,6 +35,15 @@ if not REAL:
     equal(scalar(db, "SELECT count(*) FROM transfers WHERE gpu_ns BETWEEN bytes * 19 AND 10000000000"), 100,
           "each with its copy's duration")
 
+# Streams created and destroyed one after another (their handles come back for new streams): each
+# copy is paired with its own record, by size (every copy here has its own).
+db, proc = cupti_run(("streams", "60"))
+equal(tuple(query(db, "SELECT count(*), count(gpu_ns) FROM transfers")[0]), (60, 60),
+      "copies on short-lived streams: all timed")
+if not REAL:
+    equal(scalar(db, "SELECT count(*) FROM transfers WHERE gpu_ns BETWEEN bytes * 19 AND 10000000000"), 60,
+          "each with its own copy's duration (sizes differ)")
+
 # Staged copies are two copies through the host, which CUPTI does not record as peer copies: they
 # keep event timing (sampled: the burst gets some).
 db, proc = cupti_run(("threads", "2", "500", "500"), mode="staged")

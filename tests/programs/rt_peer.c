@@ -15,6 +15,8 @@
  *   rt_peer spaced N US [p2p] N async peer copies of 256 B, US microseconds apart (a program whose
  *                             copies come between kernels); p2p: with peer access enabled, as
  *                             cudaMemcpyAsync on the legacy default stream (PyTorch's way)
+ *   rt_peer streams N         N rounds of: create a stream, an async peer copy of 256 B + round
+ *                             bytes on it, synchronise, destroy it (handles come back reused)
  *   rt_peer bench N SIZE      N async peer copies of SIZE bytes, prints ns per call
  *                             (median of batches of 256, and the mean)
  */
@@ -284,6 +286,28 @@ static int mode_spaced(int copies, int gap_us, bool p2p)
 	return 0;
 }
 
+static int mode_streams(int rounds)
+{
+	need_two_devices();
+	void *a, *b;
+	size_t most = 256 + (size_t)rounds;
+	CHECK(cudaSetDevice(1));
+	CHECK(cudaMalloc(&b, most));
+	CHECK(cudaSetDevice(0));
+	CHECK(cudaMalloc(&a, most));
+	CHECK(cudaDeviceEnablePeerAccess(1, 0));
+	for (int k = 0; k < rounds; k++) {
+		cudaStream_t s;
+		CHECK(cudaStreamCreate(&s));
+		CHECK(cudaMemcpyAsync(b, a, 256 + (size_t)k, cudaMemcpyDeviceToDevice, s));
+		CHECK(cudaStreamSynchronize(s));
+		CHECK(cudaStreamDestroy(s));
+	}
+	usleep(1000000); /* the program goes on: GPU times are read while it lives */
+	printf("EXPECT transfers=%d\n", rounds);
+	return 0;
+}
+
 static int one_copy_round(int copies)
 {
 	void *a, *b;
@@ -536,6 +560,8 @@ int main(int argc, char **argv)
 		return mode_crash();
 	if (strcmp(mode, "copier") == 0 && argc > 3)
 		return mode_copier(argv[2], atoi(argv[3]));
+	if (strcmp(mode, "streams") == 0)
+		return mode_streams(argc > 2 ? atoi(argv[2]) : 100);
 	if (strcmp(mode, "spaced") == 0)
 		return mode_spaced(argc > 2 ? atoi(argv[2]) : 100, argc > 3 ? atoi(argv[3]) : 200,
 				   argc > 4 && strcmp(argv[4], "p2p") == 0);
