@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "driver.h"
+#include "guard.h"
 
 /* Activity buffers: a few reused, more allocated only while CUPTI holds them all. Allocated with
  * aligned_alloc, so that a profiler that takes CUPTI over and is handed one of ours may free it. */
@@ -37,14 +38,12 @@ static struct {
 	__typeof__(cuptiGetStreamIdEx) *GetStreamIdEx;
 	__typeof__(cuptiGetContextId) *GetContextId;
 	__typeof__(cuptiGetResultString) *GetResultString;
-	__typeof__(cuptiActivityGetNumDroppedRecords) *GetNumDroppedRecords; /* optional */
 
 	pthread_mutex_t lock; /* the pool and the parsed copies */
 	uint8_t *pool[POOL_BUFFERS];
 	unsigned npool;
 	struct p2pg_gpu_copy *copies; /* parsed, not yet collected */
 	size_t ncopies, cap;
-	uint64_t lost;
 	struct half halves[HALVES];
 	unsigned next_half;
 	uint64_t now_ns; /* when the buffer being parsed came: records without time are seen then */
@@ -68,10 +67,8 @@ static void keep(const struct p2pg_gpu_copy *c)
 	if (cu.ncopies == cu.cap) {
 		size_t cap = cu.cap ? cu.cap * 2 : 1024;
 		struct p2pg_gpu_copy *grown = realloc(cu.copies, cap * sizeof(*grown));
-		if (!grown) {
-			cu.lost++;
-			return;
-		}
+		if (!grown)
+			return; /* out of memory: its row keeps no time */
 		cu.copies = grown;
 		cu.cap = cap;
 	}
@@ -151,28 +148,16 @@ static void keep_half(const CUpti_ActivityMemcpy6 *m)
 			      .end = m->end};
 }
 
-static uint64_t realtime_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
 				      size_t size, size_t valid)
 {
+	(void)ctx;
+	(void)stream_id;
 	(void)size;
-	/* Outside the lock: a CUPTI call under it could wait on CUPTI while a program thread
-	 * inside CUPTI waits on the lock (in buffer_requested). */
-	size_t dropped = 0;
-	if (cu.GetNumDroppedRecords &&
-	    cu.GetNumDroppedRecords(ctx, stream_id, &dropped) != CUPTI_SUCCESS)
-		dropped = 0;
 	bool parse = p2pg_cupti_active(); /* a forked child collects nothing */
-	uint64_t now = realtime_ns();
+	uint64_t now = p2pg_realtime_ns();
 	pthread_mutex_lock(&cu.lock);
 	cu.now_ns = now;
-	cu.lost += dropped;
 	CUpti_Activity *rec = NULL;
 	while (parse && buffer && valid && cu.GetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
 		if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY2)
@@ -228,8 +213,6 @@ static bool load(char *why, size_t why_len)
 	RESOLVE(Disable, "cuptiActivityDisable");
 	RESOLVE(GetResultString, "cuptiGetResultString");
 #undef RESOLVE
-	cu.GetNumDroppedRecords = (__typeof__(cu.GetNumDroppedRecords))p2pg_real_dlsym(
-	    cu.lib, "cuptiActivityGetNumDroppedRecords");
 	return true;
 }
 
@@ -326,8 +309,7 @@ static void take(struct p2pg_gpu_match *m)
 {
 	pthread_mutex_lock(&cu.lock);
 	for (size_t k = 0; k < cu.ncopies; k++)
-		if (!p2pg_gpu_match_copy(m, &cu.copies[k]))
-			cu.lost++;
+		p2pg_gpu_match_copy(m, &cu.copies[k]); /* out of memory: its row keeps no time */
 	cu.ncopies = 0;
 	pthread_mutex_unlock(&cu.lock);
 }
@@ -344,14 +326,6 @@ void p2pg_cupti_collect(struct p2pg_gpu_match *m, bool flush)
 	if (flush)
 		cu.FlushAll(0);
 	take(m);
-}
-
-uint64_t p2pg_cupti_lost(void)
-{
-	pthread_mutex_lock(&cu.lock);
-	uint64_t n = cu.lost;
-	pthread_mutex_unlock(&cu.lock);
-	return n;
 }
 
 void p2pg_cupti_after_fork_child(void)

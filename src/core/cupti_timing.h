@@ -42,8 +42,4 @@ bool p2pg_cupti_stream_id(CUstream stream, bool per_thread, uint32_t *ret_contex
  */
 void p2pg_cupti_collect(struct p2pg_gpu_match *m, bool flush);
 
-/* Copies that CUPTI recorded but that could not be queued (out of memory), and records CUPTI
- * itself dropped (buffers not handed over in time). */
-uint64_t p2pg_cupti_lost(void);
-
 void p2pg_cupti_after_fork_child(void);

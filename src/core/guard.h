@@ -127,6 +127,8 @@ int p2pg_context_device(CUcontext ctx);
 int p2pg_current_device(void);
 
 uint64_t p2pg_now_ns(void);
+/* CLOCK_REALTIME in ns: the clock of the records' started_ns and of CUPTI's timestamps. */
+uint64_t p2pg_realtime_ns(void);
 
 /* From the preload constructor: settings (no CUDA call). The rest initialises on the first call. */
 void p2pg_init_early(void);

@@ -357,13 +357,6 @@ static void cupti_found(void *arg, int64_t row, uint64_t gpu_ns)
 		p2pg_store_set_gpu_ns(p->db, row, gpu_ns);
 }
 
-static uint64_t realtime_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /*
  * CUPTI's records for the rows waiting: asked for at every pass while rows wait, matched, written
  * in one transaction. Records of copies that found no row in a minute are let go, and rows whose
@@ -372,7 +365,7 @@ static uint64_t realtime_ns(void)
  */
 static void collect_cupti(sqlite3 *db, bool final)
 {
-	uint64_t now = realtime_ns();
+	uint64_t now = p2pg_realtime_ns();
 	/* What CUPTI handed over by itself is taken at every pass (it must not pile up while no
 	 * row waits); it is asked for more only while rows wait. */
 	p2pg_cupti_collect(rec.match, !final && p2pg_gpu_match_rows_waiting(rec.match));

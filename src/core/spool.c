@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "spool.h"
 
+#include "guard.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -34,13 +36,6 @@ void p2pg_boot_id(char *buf, size_t len)
 	snprintf(buf, len, "%s", id);
 }
 
-static uint64_t realtime_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 struct p2pg_spool_layout *p2pg_spool_map(int fd)
 {
 	void *p = mmap(NULL, P2PG_SPOOL_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -58,7 +53,7 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 
 	char boot[40];
 	p2pg_boot_id(boot, sizeof(boot));
-	uint64_t started = realtime_ns();
+	uint64_t started = p2pg_realtime_ns();
 	char path[PATH_MAX];
 	int n = snprintf(path, sizeof(path), "%s/%d-%llu" P2PG_SPOOL_SUFFIX, dir, (int)getpid(),
 			 (unsigned long long)started);
