@@ -13,6 +13,10 @@
  *   cupti+corr  as cupti, plus EXTERNAL_CORRELATION enabled and a CUSTOM0 external correlation id
  *               pushed before and popped after every copy
  *   cupti2      CUPTI activity tracing of MEMCPY2 (peer copies) alone
+ *   queries, queries:cupti
+ *               the copy plus the two questions the guard asks the driver about its stream
+ *               (cuStreamIsCapturing, cuStreamGetId), untraced (against bare) and with CUPTI
+ *               tracing (against cupti): whether tracing makes the guard's own calls dearer
  * and, because the guard must not slow the program's other calls either, what tracing costs calls
  * that are not peer copies (each beside its own untraced run):
  *   h2d, h2d:cupti, h2d:cupti2           cuMemcpyHtoDAsync of --bytes from pinned memory, device 0
@@ -73,6 +77,8 @@ enum variant {
 	V_LAUNCH,
 	V_LAUNCH_CUPTI,
 	V_LAUNCH_CUPTI2,
+	V_QUERIES,
+	V_QUERIES_CUPTI,
 	NVARIANTS,
 };
 
@@ -98,13 +104,16 @@ static const struct {
     [V_LAUNCH] = {OP_LAUNCH, T_NONE, V_LAUNCH},
     [V_LAUNCH_CUPTI] = {OP_LAUNCH, T_MEMCPY_BOTH, V_LAUNCH},
     [V_LAUNCH_CUPTI2] = {OP_LAUNCH, T_MEMCPY2, V_LAUNCH},
+    [V_QUERIES] = {OP_PEER, T_NONE, V_BARE},
+    [V_QUERIES_CUPTI] = {OP_PEER, T_MEMCPY_BOTH, V_CUPTI},
 };
 /* The pre-pass runs these, before CUPTI is called. */
 #define NPLAIN (V_NOTIMING2 + 1)
 
 static const char *const variant_name[NVARIANTS] = {
-    "bare", "events2",	 "events1",    "notiming2", "cupti",	    "cupti+corr",    "cupti2",
-    "h2d",  "h2d:cupti", "h2d:cupti2", "launch",    "launch:cupti", "launch:cupti2",
+    "bare",	  "events2",	  "events1",	   "notiming2", "cupti",
+    "cupti+corr", "cupti2",	  "h2d",	   "h2d:cupti", "h2d:cupti2",
+    "launch",	  "launch:cupti", "launch:cupti2", "queries",	"queries:cupti",
 };
 
 struct opts {
@@ -557,6 +566,16 @@ static int batch(struct bench *b, enum variant v, unsigned n)
 			CHECK(p2pg_drv.cuEventRecord(b->t_end[(first + k) % pool], b->s));
 		}
 		break;
+	case V_QUERIES:
+	case V_QUERIES_CUPTI:
+		for (unsigned k = 0; k < n; k++) {
+			CUstreamCaptureStatus cap;
+			unsigned long long id;
+			CHECK(p2pg_drv.cuStreamIsCapturing(b->s, &cap));
+			CHECK(copy(b));
+			CHECK(p2pg_drv.cuStreamGetId(b->s, &id));
+		}
+		break;
 	case V_CUPTI_CORR:
 		for (unsigned k = 0; k < n; k++) {
 			uint64_t last = 0;
@@ -991,6 +1010,9 @@ int main(int argc, char **argv)
 		const char *why = NULL;
 		if (variant_kind[v].op == OP_LAUNCH && !b.nop)
 			why = b.nop_why;
+		else if ((v == V_QUERIES || v == V_QUERIES_CUPTI) &&
+			 (!p2pg_drv.cuStreamIsCapturing || !p2pg_drv.cuStreamGetId))
+			why = "the driver has no cuStreamIsCapturing or cuStreamGetId";
 		else if (variant_kind[v].tracing == T_NONE)
 			why = NULL;
 		else if (!cupti.ok)

@@ -21,8 +21,13 @@
  *        interposes dlsym; dlvsym reaches glibc's). Without the guard both are one function,
  *        which shows the method's own noise. Prints medians of the batches' ns per call and the
  *        median (and quartiles) of the paired differences.
+ *   drv_peer procaddr|dlsym bench-ab N SIZE peer untraced-own
+ *        the same, with CUPTI's copy tracing switched off around libcuda's own batches (the guard
+ *        switched it on: P2PGUARD_GPU_TIMING=cupti), so that the difference is the whole of that
+ *        mode's cost to a copy, CUPTI's tracing included, and not the guard's share alone.
  */
 #include <cuda.h>
+#include <cupti_activity.h>
 #include <dlfcn.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -328,11 +333,29 @@ struct ab {
 	CUresult(CUDAAPI *own_peer)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t,
 				    CUstream);
 	CUresult(CUDAAPI *own_local)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+	/* Set with untraced-own: CUPTI's, from the copy the guard loaded. */
+	CUptiResult(CUPTIAPI *cupti_enable)(CUpti_ActivityKind);
+	CUptiResult(CUPTIAPI *cupti_disable)(CUpti_ActivityKind);
 };
+
+static void own_tracing(const struct ab *b, bool on)
+{
+	if (!b->cupti_enable)
+		return;
+	CUptiResult(CUPTIAPI * set)(CUpti_ActivityKind) = on ? b->cupti_enable : b->cupti_disable;
+	if (set(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS ||
+	    set(CUPTI_ACTIVITY_KIND_MEMCPY2) != CUPTI_SUCCESS) {
+		fprintf(stderr, "drv_peer: cannot switch CUPTI's copy tracing %s\n",
+			on ? "on" : "off");
+		exit(1);
+	}
+}
 
 static double ab_batch(const struct ab *b, bool own)
 {
 	struct timespec t0, t1;
+	if (own)
+		own_tracing(b, false);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int k = 0; k < AB_BATCH; k++) {
 		if (b->peer)
@@ -344,6 +367,8 @@ static double ab_batch(const struct ab *b, bool own)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	CHECK(cu.StreamSynchronize(b->stream));
+	if (own)
+		own_tracing(b, true);
 	return ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) /
 	       AB_BATCH;
 }
@@ -354,12 +379,28 @@ static int compare_double(const void *x, const void *y)
 	return (a > b) - (a < b);
 }
 
-static int mode_bench_ab(long n, size_t size, bool peer)
+static int mode_bench_ab(long n, size_t size, bool peer, bool untraced_own)
 {
 	setup();
 	if (size > 1 << 20)
 		size = 1 << 20;
 	struct ab b = {.peer = peer, .size = size};
+	if (untraced_own) {
+		const char *path = getenv("P2PGUARD_CUPTI");
+		void *cupti =
+		    dlopen(path && *path ? path : "libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
+		if (cupti) {
+			b.cupti_enable = (CUptiResult(CUPTIAPI *)(CUpti_ActivityKind))dlsym(
+			    cupti, "cuptiActivityEnable");
+			b.cupti_disable = (CUptiResult(CUPTIAPI *)(CUpti_ActivityKind))dlsym(
+			    cupti, "cuptiActivityDisable");
+		}
+		if (!b.cupti_enable || !b.cupti_disable) {
+			fprintf(stderr, "drv_peer: untraced-own needs the guard's CUPTI "
+					"(P2PGUARD_GPU_TIMING=cupti)\n");
+			return 1;
+		}
+	}
 	b.own_peer = own_function("cuMemcpyPeerAsync");
 	b.own_local = own_function("cuMemcpyAsync");
 	CHECK(cu.StreamCreate(&b.stream, 0));
@@ -407,7 +448,7 @@ int main(int argc, char **argv)
 {
 	if (argc < 3 || (strcmp(argv[1], "procaddr") != 0 && strcmp(argv[1], "dlsym") != 0)) {
 		fprintf(stderr, "usage: drv_peer procaddr|dlsym basic|errors|ctx-reuse|bench-ab [N "
-				"SIZE peer|local]\n");
+				"SIZE peer|local [untraced-own]]\n");
 		return 2;
 	}
 	use_dlsym = strcmp(argv[1], "dlsym") == 0;
@@ -421,6 +462,7 @@ int main(int argc, char **argv)
 	if (strcmp(argv[2], "bench-ab") == 0)
 		return mode_bench_ab(argc > 3 ? atol(argv[3]) : 20000,
 				     argc > 4 ? (size_t)atol(argv[4]) : 256,
-				     !(argc > 5 && strcmp(argv[5], "local") == 0));
+				     !(argc > 5 && strcmp(argv[5], "local") == 0),
+				     argc > 6 && strcmp(argv[6], "untraced-own") == 0);
 	return 2;
 }
