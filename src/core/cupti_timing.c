@@ -27,6 +27,9 @@ struct half {
 };
 
 bool p2pg_cupti_on;
+bool p2pg_cupti_requested;
+bool p2pg_cupti_refused;
+static bool start_tried; /* drainer-private (and the forked child's) */
 
 static struct {
 	void *lib;
@@ -216,7 +219,7 @@ static bool load(char *why, size_t why_len)
 	return true;
 }
 
-bool p2pg_cupti_start(char *why, size_t why_len)
+static bool start(char *why, size_t why_len)
 {
 	const char *injected = getenv("CUDA_INJECTION64_PATH");
 	if (injected && *injected) {
@@ -242,6 +245,14 @@ bool p2pg_cupti_start(char *why, size_t why_len)
 	}
 	__atomic_store_n(&p2pg_cupti_on, true, __ATOMIC_RELEASE);
 	return true;
+}
+
+bool p2pg_cupti_start(char *why, size_t why_len)
+{
+	if (start(why, why_len))
+		return true;
+	__atomic_store_n(&p2pg_cupti_refused, true, __ATOMIC_RELEASE);
+	return false;
 }
 
 /*
@@ -328,9 +339,19 @@ void p2pg_cupti_collect(struct p2pg_gpu_match *m, bool flush)
 	take(m);
 }
 
+bool p2pg_cupti_start_due(void)
+{
+	if (start_tried || !__atomic_load_n(&p2pg_cupti_requested, __ATOMIC_ACQUIRE))
+		return false;
+	start_tried = true;
+	return true;
+}
+
 void p2pg_cupti_after_fork_child(void)
 {
 	/* CUPTI's state does not survive fork(); the child times with events. */
 	__atomic_store_n(&p2pg_cupti_on, false, __ATOMIC_RELEASE);
+	__atomic_store_n(&p2pg_cupti_refused, true, __ATOMIC_RELEASE);
+	start_tried = true;
 	pthread_mutex_init(&cu.lock, NULL);
 }

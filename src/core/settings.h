@@ -23,7 +23,9 @@ enum p2pg_gpu_timing {
 	P2PG_GPU_TIMING_OFF,
 	P2PG_GPU_TIMING_SAMPLED, /* large async copies, and a thread's small one per interval */
 	P2PG_GPU_TIMING_ALL,
-	P2PG_GPU_TIMING_CUPTI, /* every async peer copy by CUPTI's records; the rest as SAMPLED */
+	P2PG_GPU_TIMING_CUPTI, /* the default: every async peer copy by CUPTI's records, once the
+				* drainer started CUPTI; the rest, and everything until then,
+				* SAMPLED */
 };
 
 #define P2PG_MAX_DEVICES 64

@@ -1,18 +1,26 @@
-"""P2PGUARD_GPU_TIMING=cupti: every asynchronous peer copy gets its GPU time from CUPTI's activity
-records, matched to its row by stream, order, size and devices; staged copies keep event timing;
-where CUPTI cannot be had the program runs on with one line on stderr and sampled events."""
+"""GPU times by default (P2PGUARD_GPU_TIMING=cupti): every asynchronous peer copy gets its GPU time
+from CUPTI's activity records, matched to its row by stream, order, size and devices, or from
+events while the drainer starts CUPTI; staged copies keep event timing; a process that makes no
+peer copy never loads CUPTI; where CUPTI cannot be had the program runs on with one line on stderr
+and sampled events."""
 from harness import *
 
 
 def cupti_run(args, mode="observe", **extra):
     db = tempdb()
-    proc = run([program("rt_peer")] + list(args), db=db, P2PGUARD_MODE=mode, P2PGUARD_GPU_TIMING="cupti",
-               SIMCUDA_COPY_NS_PER_BYTE=20, **extra)
+    proc = run([program("rt_peer")] + list(args), db=db, P2PGUARD_MODE=mode, SIMCUDA_COPY_NS_PER_BYTE=20,
+               **extra)
     return db, proc
 
 
+def loads_cupti(proc):
+    """What the dynamic loader said it opened (LD_DEBUG=files)."""
+    return any("libcupti" in l and "file=" in l for l in proc.stderr.splitlines())
+
+
 # Back-to-back bursts from four threads on their own streams: every copy is timed.
-db, proc = cupti_run(("threads", "4", "2000", "500"))
+db, proc = cupti_run(("threads", "4", "2000", "500"), LD_DEBUG="files")
+check(loads_cupti(proc), "a program that copies between devices gets CUPTI")
 total = scalar(db, "SELECT count(*) FROM transfers")
 equal(total, expectations(proc.stdout)["transfers"], "every copy has its row")
 equal(scalar(db, "SELECT count(gpu_ns) FROM transfers"), total, "every async copy of a burst has its GPU time")
@@ -50,10 +58,19 @@ db, proc = cupti_run(("threads", "2", "500", "500"), mode="staged")
 equal(scalar(db, "SELECT count(*) FROM transfers WHERE path = 'staged'"), 1000, "staged copies recorded")
 check(0 < scalar(db, "SELECT count(gpu_ns) FROM transfers") < 1000, "staged copies keep sampled event timing")
 
+# Copies that stay on one GPU: the process never loads CUPTI, so none of its copies is traced.
+db, proc = cupti_run(("bench-local", "2000", "256"), LD_DEBUG="files")
+check(not loads_cupti(proc), "no peer copy, no CUPTI")
+
+# P2PGUARD_GPU_TIMING=sampled leaves CUPTI to the profilers: events, one per 50 us of a burst.
+db, proc = cupti_run(("threads", "2", "2000", "500"), P2PGUARD_GPU_TIMING="sampled", LD_DEBUG="files")
+check(not loads_cupti(proc), "sampled: no CUPTI")
+check(0 < scalar(db, "SELECT count(gpu_ns) FROM transfers") < 4000, "sampled: events for some of a burst")
+
 if not REAL:
     # CUPTI refuses: one line, the program runs on, events sampled.
     db, proc = cupti_run(("threads", "2", "300", "300"), SIMCUDA_CUPTI_FAIL=1, P2PGUARD_QUIET=None)
-    lines = [l for l in proc.stderr.splitlines() if "P2PGUARD_GPU_TIMING=cupti" in l]
+    lines = [l for l in proc.stderr.splitlines() if "GPU times of peer copies" in l]
     equal(len(lines), 1, "one line on stderr when CUPTI refuses")
     check("timing events sampled instead" in lines[0] if lines else False, "it says what happens instead: %r" % lines)
     equal(scalar(db, "SELECT count(*) FROM transfers"), 600, "the program ran on, recorded")
