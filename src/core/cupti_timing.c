@@ -316,13 +316,15 @@ bool p2pg_cupti_stream_id(CUstream stream, bool per_thread, uint32_t *ret_contex
 	return true;
 }
 
-static void take(struct p2pg_gpu_match *m)
+static size_t take(struct p2pg_gpu_match *m)
 {
 	pthread_mutex_lock(&cu.lock);
-	for (size_t k = 0; k < cu.ncopies; k++)
+	size_t n = cu.ncopies;
+	for (size_t k = 0; k < n; k++)
 		p2pg_gpu_match_copy(m, &cu.copies[k]); /* out of memory: its row keeps no time */
 	cu.ncopies = 0;
 	pthread_mutex_unlock(&cu.lock);
+	return n;
 }
 
 /*
@@ -330,13 +332,20 @@ static void take(struct p2pg_gpu_match *m)
  * copy still queued behind a long kernel waits for it); a forced one would hand over copies in
  * flight without times, so it is never used.
  */
-void p2pg_cupti_collect(struct p2pg_gpu_match *m, bool flush)
+size_t p2pg_cupti_collect(struct p2pg_gpu_match *m, bool flush)
 {
 	if (!p2pg_cupti_active())
-		return;
+		return 0;
 	if (flush)
 		cu.FlushAll(0);
-	take(m);
+	return take(m);
+}
+
+void p2pg_cupti_give_up(void)
+{
+	/* Its kinds stay as they are: they may be the profiler's now. */
+	__atomic_store_n(&p2pg_cupti_refused, true, __ATOMIC_RELEASE);
+	__atomic_store_n(&p2pg_cupti_on, false, __ATOMIC_RELEASE);
 }
 
 bool p2pg_cupti_start_due(void)

@@ -59,8 +59,12 @@ bool p2pg_cupti_stream_id(CUstream stream, bool per_thread, uint32_t *ret_contex
  * Drainer: queues in m the peer copies of the records CUPTI handed over, after asking it for the
  * finished ones (cuptiActivityFlushAll) when flush is set. Once exit has begun, flush is false:
  * records CUPTI delivers by itself (full buffers, context teardown) are still taken, without a
- * call into CUPTI or CUDA.
+ * call into CUPTI or CUDA. Returns how many peer copies it queued.
  */
-void p2pg_cupti_collect(struct p2pg_gpu_match *m, bool flush);
+size_t p2pg_cupti_collect(struct p2pg_gpu_match *m, bool flush);
+
+/* Drainer: CUPTI delivers no more (another client took its activity callbacks over); copies are
+ * timed with sampled events from now on. */
+void p2pg_cupti_give_up(void);
 
 void p2pg_cupti_after_fork_child(void);

@@ -52,6 +52,7 @@ static struct {
 	struct pending *pending;
 	size_t npending, cap_pending;
 	struct p2pg_gpu_match *match; /* CUPTI timing: rows and records waiting for each other */
+	uint64_t cupti_heard_ns;      /* last pass at which CUPTI delivered, or no row waited */
 } rec = {
     .start_lock = PTHREAD_MUTEX_INITIALIZER,
     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -266,6 +267,10 @@ void p2pg_recorder_set_driver_version(int version)
 
 /* ---- the drainer ---- */
 
+/* Longer than any copy should wait behind the work queued before it; a copy that does wait longer
+ * only costs the rest of the process CUPTI's times (sampled events instead). */
+#define CUPTI_SILENCE_NS (10 * 1000000000ull)
+
 static void on_timed(void *userdata, const struct p2pg_pending_timing *t)
 {
 	(void)userdata;
@@ -368,7 +373,21 @@ static void collect_cupti(sqlite3 *db, bool final)
 	uint64_t now = p2pg_realtime_ns();
 	/* What CUPTI handed over by itself is taken at every pass (it must not pile up while no
 	 * row waits); it is asked for more only while rows wait. */
-	p2pg_cupti_collect(rec.match, !final && p2pg_gpu_match_rows_waiting(rec.match));
+	bool waiting = p2pg_gpu_match_rows_waiting(rec.match) > 0;
+	if (p2pg_cupti_collect(rec.match, !final && waiting) > 0 || !waiting) {
+		rec.cupti_heard_ns = now;
+	} else if (p2pg_cupti_active() && now - rec.cupti_heard_ns > CUPTI_SILENCE_NS) {
+		/* Rows have waited that long while CUPTI handed over nothing: a profiler
+		 * (PyTorch's, say) registered its own activity callbacks, which leaves the guard's
+		 * none, and may have switched copy tracing off when it stopped. */
+		p2pg_cupti_give_up();
+		if (!rec.settings.quiet)
+			p2pg_notice(
+			    "GPU times of peer copies: CUPTI has delivered nothing for %d s "
+			    "(another CUPTI client, such as a profiler, took it over?); "
+			    "timing events sampled instead",
+			    (int)(CUPTI_SILENCE_NS / 1000000000ull));
+	}
 	struct cupti_pass pass = {db, false};
 	p2pg_gpu_match_run(rec.match, now, 60000000000ull, cupti_found, &pass);
 	if (pass.began)
@@ -387,6 +406,7 @@ static void start_cupti(void)
 	}
 	if (!rec.match)
 		rec.match = p2pg_gpu_match_new();
+	rec.cupti_heard_ns = p2pg_realtime_ns();
 }
 
 static void write_rules(sqlite3 *db)

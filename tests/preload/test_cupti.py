@@ -67,6 +67,21 @@ db, proc = cupti_run(("threads", "2", "2000", "500"), P2PGUARD_GPU_TIMING="sampl
 check(not loads_cupti(proc), "sampled: no CUPTI")
 check(0 < scalar(db, "SELECT count(gpu_ns) FROM transfers") < 4000, "sampled: events for some of a burst")
 
+# A profiler takes CUPTI over mid-run (its own activity callbacks), then stops and switches copy
+# tracing off: the guard, hearing nothing for 10 s while rows wait, says so once and goes back to
+# events; the profiler keeps every record it was given.
+db, proc = cupti_run(("profiler", "100"), P2PGUARD_QUIET=None)
+lines = [l for l in proc.stderr.splitlines() if "CUPTI has delivered nothing" in l]
+equal(len(lines), 1, "one line when a profiler has taken CUPTI over")
+check("timing events sampled instead" in lines[0] if lines else False, "it says what happens instead")
+equal(scalar(db, "SELECT count(*) FROM transfers"), 850, "every copy recorded")
+equal(scalar(db, "SELECT count(gpu_ns) FROM (SELECT gpu_ns FROM transfers ORDER BY id LIMIT 100)"), 100,
+      "copies before the profiler: timed")
+equal(scalar(db, "SELECT count(gpu_ns) FROM (SELECT gpu_ns FROM transfers ORDER BY id DESC LIMIT 50)"), 50,
+      "copies after the guard went back to events: timed")
+check(expectations(proc.stdout, "PROFILER").get("records", 0) >= 100,
+      "the profiler received its records: %r" % expectations(proc.stdout, "PROFILER"))
+
 if not REAL:
     # CUPTI refuses: one line, the program runs on, events sampled.
     db, proc = cupti_run(("threads", "2", "300", "300"), SIMCUDA_CUPTI_FAIL=1, P2PGUARD_QUIET=None)

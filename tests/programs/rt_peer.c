@@ -19,8 +19,14 @@
  *                             bytes on it, synchronise, destroy it (handles come back reused)
  *   rt_peer bench N SIZE      N async peer copies of SIZE bytes, prints ns per call
  *                             (median of batches of 256, and the mean)
+ *   rt_peer profiler N        N async peer copies 200 us apart; then a profiler takes CUPTI over
+ *                             as PyTorch's does (its own activity callbacks, copy tracing on) for N
+ *                             more, and switches copy tracing off when it stops; then a copy every
+ *                             20 ms for 13 s. Prints the records the profiler received.
  */
 #include <cuda_runtime_api.h>
+#include <cupti_activity.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -283,6 +289,89 @@ static int mode_spaced(int copies, int gap_us, bool p2p)
 	 * covers the drainer's first pass on a loaded machine. */
 	usleep(1000000);
 	printf("EXPECT transfers=%d bytes=%d\n", copies, copies * 256);
+	return 0;
+}
+
+static _Atomic long profiler_records;
+static CUptiResult(CUPTIAPI *profiler_next)(uint8_t *, size_t, CUpti_Activity **);
+
+static void CUPTIAPI profiler_buffer(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+	*size = 1 << 20;
+	*buffer = aligned_alloc(8, *size);
+	*max_records = 0;
+}
+
+static void CUPTIAPI profiler_done(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
+				   size_t valid)
+{
+	(void)ctx;
+	(void)stream;
+	(void)size;
+	CUpti_Activity *rec = NULL;
+	while (buffer && valid && profiler_next(buffer, valid, &rec) == CUPTI_SUCCESS)
+		profiler_records++;
+	free(buffer);
+}
+
+static void spaced_copies(void *dst, const void *src, cudaStream_t s, int copies, int gap_us)
+{
+	for (int k = 0; k < copies; k++) {
+		CHECK(cudaMemcpyPeerAsync(dst, 1, src, 0, 256, s));
+		usleep((useconds_t)gap_us);
+	}
+	CHECK(cudaStreamSynchronize(s));
+}
+
+static int mode_profiler(int copies)
+{
+	need_two_devices();
+	void *a, *b;
+	cudaStream_t s;
+	CHECK(cudaSetDevice(1));
+	CHECK(cudaMalloc(&b, 256));
+	CHECK(cudaSetDevice(0));
+	CHECK(cudaMalloc(&a, 256));
+	CHECK(cudaStreamCreate(&s));
+	spaced_copies(b, a, s, copies, 200);
+	usleep(300000);
+
+	const char *path = getenv("P2PGUARD_CUPTI");
+	void *lib = dlopen(path && *path ? path : "libcupti.so.13", RTLD_NOW | RTLD_GLOBAL);
+	if (!lib) {
+		fprintf(stderr, "rt_peer: no libcupti.so.13: %s\n", dlerror());
+		return 1;
+	}
+	CUptiResult(CUPTIAPI * reg)(CUpti_BuffersCallbackRequestFunc,
+				    CUpti_BuffersCallbackCompleteFunc) =
+	    (CUptiResult(CUPTIAPI *)(
+		CUpti_BuffersCallbackRequestFunc,
+		CUpti_BuffersCallbackCompleteFunc))dlsym(lib, "cuptiActivityRegisterCallbacks");
+	CUptiResult(CUPTIAPI * enable)(CUpti_ActivityKind) =
+	    (CUptiResult(CUPTIAPI *)(CUpti_ActivityKind))dlsym(lib, "cuptiActivityEnable");
+	CUptiResult(CUPTIAPI * disable)(CUpti_ActivityKind) =
+	    (CUptiResult(CUPTIAPI *)(CUpti_ActivityKind))dlsym(lib, "cuptiActivityDisable");
+	CUptiResult(CUPTIAPI * flush)(uint32_t) =
+	    (CUptiResult(CUPTIAPI *)(uint32_t))dlsym(lib, "cuptiActivityFlushAll");
+	profiler_next = (CUptiResult(CUPTIAPI *)(uint8_t *, size_t, CUpti_Activity **))dlsym(
+	    lib, "cuptiActivityGetNextRecord");
+	if (!reg || !enable || !disable || !flush || !profiler_next ||
+	    reg(profiler_buffer, profiler_done) != CUPTI_SUCCESS ||
+	    enable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS ||
+	    enable(CUPTI_ACTIVITY_KIND_MEMCPY2) != CUPTI_SUCCESS) {
+		fprintf(stderr, "rt_peer: CUPTI would not trace for the profiler\n");
+		return 1;
+	}
+	spaced_copies(b, a, s, copies, 200);
+	flush(0);
+	disable(CUPTI_ACTIVITY_KIND_MEMCPY2);
+	disable(CUPTI_ACTIVITY_KIND_MEMCPY);
+
+	int later = 650;
+	spaced_copies(b, a, s, later, 20000);
+	usleep(1000000);
+	printf("PROFILER records=%ld\n", (long)profiler_records);
+	printf("EXPECT transfers=%d bytes=%d\n", 2 * copies + later, (2 * copies + later) * 256);
 	return 0;
 }
 
@@ -562,6 +651,8 @@ int main(int argc, char **argv)
 		return mode_copier(argv[2], atoi(argv[3]));
 	if (strcmp(mode, "streams") == 0)
 		return mode_streams(argc > 2 ? atoi(argv[2]) : 100);
+	if (strcmp(mode, "profiler") == 0)
+		return mode_profiler(argc > 2 ? atoi(argv[2]) : 100);
 	if (strcmp(mode, "spaced") == 0)
 		return mode_spaced(argc > 2 ? atoi(argv[2]) : 100, argc > 3 ? atoi(argv[3]) : 200,
 				   argc > 4 && strcmp(argv[4], "p2p") == 0);
@@ -575,6 +666,6 @@ int main(int argc, char **argv)
 				  argc > 3 ? (size_t)atol(argv[3]) : 256);
 	fprintf(stderr,
 		"usage: rt_peer basic|errors|threads T N|fork|crash|copier FILE T|crasher FILE T "
-		"MS|spaced N US|bench N SIZE|bench-local N SIZE\n");
+		"MS|spaced N US|streams N|profiler N|bench N SIZE|bench-local N SIZE\n");
 	return 2;
 }
