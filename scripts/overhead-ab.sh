@@ -12,6 +12,11 @@
 # Prints each run, then per variant the median and two estimates of the difference to bare: the
 # difference of the medians and the Hodges-Lehmann estimate (median of all differences
 # variant run - bare run), with the spread of the latter (its 25th and 75th percentiles).
+# Then the same per speed: on the H200 VM a process runs the whole of its life at one of two
+# speeds (bare ~1.6 or ~2.5 us per call; not its CPU's doing: scripts/core-map.sh), which swings
+# medians of a few runs by a microsecond. A variant's runs are split at their largest jump if it
+# exceeds 20% (one speed otherwise, listed as the fast one: with 9 or more runs all of them slow is
+# unlikely, and the runs are printed), and each speed is compared with bare's runs at that speed.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,16 +40,18 @@ run() {
 		# shellcheck disable=SC2086
 		env P2PGUARD_DB="$DIR/$name.db" P2PGUARD_QUIET=1 $envs LD_PRELOAD="$L" \
 			taskset -c "$CORES" "$P" bench "$CALLS" 256 2>/dev/null
-	fi | sed -n 's/.*ns_per_call=\([0-9.]*\).*/\1/p'
+	fi | tee -a "$DIR/runs.txt" | sed -n 's/.*ns_per_call=\([0-9.]*\).*/\1/p'
 }
 for i in $(seq 1 "${REPS:-9}"); do
 	for v in "${V[@]}"; do
 		name=${v%%:*}
 		envs=""
 		[[ $v == *:* ]] && envs=${v#*:}
+		printf '%s ' "$name" >>"$DIR/runs.txt"
 		R[$name]+="$(run "$name" "$envs") "
 	done
 done
+echo "every run's line: $DIR/runs.txt"
 args=()
 for v in "${V[@]}"; do
 	name=${v%%:*}
@@ -81,4 +88,23 @@ for name, xs in runs.items():
         except sqlite3.Error as e:
             cells[4] = str(e)
     print("| " + " | ".join(cells) + " |")
+
+def speeds(xs):
+    xs = sorted(xs)
+    if len(xs) < 2:
+        return xs, []
+    i = max(range(len(xs) - 1), key=lambda k: xs[k + 1] / xs[k])
+    if xs[i + 1] / xs[i] > 1.2:
+        return xs[: i + 1], xs[i + 1 :]
+    return xs, []
+
+if bare:
+    bf, bs = speeds(bare)
+    print()
+    print("| variant | fast: runs, median, vs bare | slow: runs, median, vs bare |")
+    print("|---|---|---|")
+    for name, xs in runs.items():
+        f, s = speeds(xs)
+        cell = lambda a, b: ("%d, %.0f, %+.0f ns" % (len(a), st.median(a), st.median(a) - st.median(b))) if a and b else ("%d" % len(a))
+        print(f"| {name} | {cell(f, bf)} | {cell(s, bs)} |")
 PY

@@ -385,22 +385,6 @@ static int mode_bench_ab(long n, size_t size, bool peer, bool untraced_own)
 	if (size > 1 << 20)
 		size = 1 << 20;
 	struct ab b = {.peer = peer, .size = size};
-	if (untraced_own) {
-		const char *path = getenv("P2PGUARD_CUPTI");
-		void *cupti =
-		    dlopen(path && *path ? path : "libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
-		if (cupti) {
-			b.cupti_enable = (CUptiResult(CUPTIAPI *)(CUpti_ActivityKind))dlsym(
-			    cupti, "cuptiActivityEnable");
-			b.cupti_disable = (CUptiResult(CUPTIAPI *)(CUpti_ActivityKind))dlsym(
-			    cupti, "cuptiActivityDisable");
-		}
-		if (!b.cupti_enable || !b.cupti_disable) {
-			fprintf(stderr, "drv_peer: untraced-own needs the guard's CUPTI "
-					"(P2PGUARD_GPU_TIMING=cupti)\n");
-			return 1;
-		}
-	}
 	b.own_peer = own_function("cuMemcpyPeerAsync");
 	b.own_local = own_function("cuMemcpyAsync");
 	CHECK(cu.StreamCreate(&b.stream, 0));
@@ -422,6 +406,25 @@ static int mode_bench_ab(long n, size_t size, bool peer, bool untraced_own)
 		return 1;
 	ab_batch(&b, false);
 	ab_batch(&b, true);
+	if (untraced_own) {
+		/* The guard starts CUPTI on its drainer once the program made its first peer copy.
+		 */
+		usleep(300000);
+		const char *path = getenv("P2PGUARD_CUPTI");
+		void *cupti =
+		    dlopen(path && *path ? path : "libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
+		if (cupti) {
+			b.cupti_enable = (CUptiResult(CUPTIAPI *)(CUpti_ActivityKind))dlsym(
+			    cupti, "cuptiActivityEnable");
+			b.cupti_disable = (CUptiResult(CUPTIAPI *)(CUpti_ActivityKind))dlsym(
+			    cupti, "cuptiActivityDisable");
+		}
+		if (!b.cupti_enable || !b.cupti_disable) {
+			fprintf(stderr, "drv_peer: untraced-own needs the guard's CUPTI "
+					"(P2PGUARD_GPU_TIMING=cupti, the default)\n");
+			return 1;
+		}
+	}
 	for (long k = 0; k < pairs; k++) {
 		/* Which goes first alternates: neither always follows the other's synchronise. */
 		if (k & 1)

@@ -598,9 +598,45 @@ static double enqueue_ns_per_call(const struct bench_copy *c, long n, double *re
 	return median;
 }
 
+/*
+ * A fixed piece of work without CUDA, ns: a dependent walk through 8 MiB (cache and memory
+ * latency) and an arithmetic loop. Printed beside a benchmark's figure, it tells whether a slow
+ * run was a slow process (the whole process at a lower speed) or a slow CUDA call.
+ */
+static double cpu_probe_ns(void)
+{
+	enum { WORDS = 1 << 20, STEPS = 1 << 18 };
+	uint32_t *next = malloc(WORDS * sizeof(uint32_t));
+	if (!next)
+		return -1;
+	uint64_t x = 88172645463325252ull;
+	for (uint32_t k = 0; k < WORDS; k++)
+		next[k] = k;
+	for (uint32_t k = WORDS - 1; k > 0; k--) { /* one cycle through every word (Sattolo) */
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		uint32_t j = (uint32_t)(x % k), t = next[k];
+		next[k] = next[j];
+		next[j] = t;
+	}
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	uint32_t at = 0;
+	for (int k = 0; k < STEPS; k++)
+		at = next[at];
+	volatile uint64_t sink = at;
+	for (int k = 0; k < STEPS * 8; k++)
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+	sink += x;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	(void)sink;
+	free(next);
+	return (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+}
+
 /* Peer copies with peer access enabled: the guard's cost per intercepted call. */
 static int mode_bench(long n, size_t size)
 {
+	double cpu_ns = cpu_probe_ns(); /* before any CUDA call: the guard is idle */
 	need_two_devices();
 	struct bench_copy c = {.size = size, .peer = true};
 	CHECK(cudaSetDevice(1));
@@ -613,8 +649,8 @@ static int mode_bench(long n, size_t size)
 	if (can)
 		cudaDeviceEnablePeerAccess(1, 0);
 	double mean = 0, median = enqueue_ns_per_call(&c, n, &mean);
-	printf("BENCH calls=%ld bytes=%zu ns_per_call=%.1f mean_ns=%.1f p2p=%d\n", n, size, median,
-	       mean, can);
+	printf("BENCH calls=%ld bytes=%zu ns_per_call=%.1f mean_ns=%.1f p2p=%d cpu_probe_ns=%.0f\n",
+	       n, size, median, mean, can, cpu_ns);
 	return 0;
 }
 
