@@ -27,9 +27,6 @@ struct half {
 };
 
 bool p2pg_cupti_on;
-bool p2pg_cupti_requested;
-bool p2pg_cupti_refused;
-static bool start_tried; /* drainer-private (and the forked child's) */
 
 static struct {
 	void *lib;
@@ -219,7 +216,7 @@ static bool load(char *why, size_t why_len)
 	return true;
 }
 
-static bool start(char *why, size_t why_len)
+bool p2pg_cupti_start(char *why, size_t why_len)
 {
 	const char *injected = getenv("CUDA_INJECTION64_PATH");
 	if (injected && *injected) {
@@ -245,14 +242,6 @@ static bool start(char *why, size_t why_len)
 	}
 	__atomic_store_n(&p2pg_cupti_on, true, __ATOMIC_RELEASE);
 	return true;
-}
-
-bool p2pg_cupti_start(char *why, size_t why_len)
-{
-	if (start(why, why_len))
-		return true;
-	__atomic_store_n(&p2pg_cupti_refused, true, __ATOMIC_RELEASE);
-	return false;
 }
 
 /*
@@ -344,23 +333,12 @@ size_t p2pg_cupti_collect(struct p2pg_gpu_match *m, bool flush)
 void p2pg_cupti_give_up(void)
 {
 	/* Its kinds stay as they are: they may be the profiler's now. */
-	__atomic_store_n(&p2pg_cupti_refused, true, __ATOMIC_RELEASE);
 	__atomic_store_n(&p2pg_cupti_on, false, __ATOMIC_RELEASE);
-}
-
-bool p2pg_cupti_start_due(void)
-{
-	if (start_tried || !__atomic_load_n(&p2pg_cupti_requested, __ATOMIC_ACQUIRE))
-		return false;
-	start_tried = true;
-	return true;
 }
 
 void p2pg_cupti_after_fork_child(void)
 {
 	/* CUPTI's state does not survive fork(); the child times with events. */
 	__atomic_store_n(&p2pg_cupti_on, false, __ATOMIC_RELEASE);
-	__atomic_store_n(&p2pg_cupti_refused, true, __ATOMIC_RELEASE);
-	start_tried = true;
 	pthread_mutex_init(&cu.lock, NULL);
 }

@@ -16,34 +16,17 @@
 #include "gpu_match.h"
 
 /*
- * Loads libcupti and enables its MEMCPY activity. Called by the drainer once the program made its
- * first asynchronous peer copy (p2pg_cupti_request), never on the program's own threads: a process
- * that makes no peer copy (a child, a data loader, a single-GPU job) never loads CUPTI, and none
- * of its copies is traced. false with a reason in why when it cannot (no libcupti, a profiler owns
- * CUPTI, CUPTI refuses): the caller keeps timing events.
+ * Loads libcupti and enables its MEMCPY activity. Called when the program first initialises the
+ * driver (its cuInit), before the driver is: CUPTI then costs the process about 4 ms once and
+ * nothing later. Started once the driver has contexts, it took 21-29 ms and held the program's
+ * copies up to 18 ms, and tracing cost 1.2 us more per copy for the next few hundred milliseconds
+ * (tests/bench/bench_cupti_start on the H200 pair), so it is never started later. false with a
+ * reason in why when it cannot (no libcupti, a profiler owns CUPTI, CUPTI refuses): the caller
+ * keeps timing events.
  */
 bool p2pg_cupti_start(char *why, size_t why_len);
 
-extern bool p2pg_cupti_on;	  /* set once by p2pg_cupti_start, cleared in a forked child */
-extern bool p2pg_cupti_requested; /* set once by p2pg_cupti_request */
-extern bool p2pg_cupti_refused;	  /* the start failed, or this is a forked child: events for good */
-
-/* Neither started nor refused yet: the caller times every copy with events meanwhile. */
-static inline bool p2pg_cupti_pending(void)
-{
-	return !__atomic_load_n(&p2pg_cupti_on, __ATOMIC_ACQUIRE) &&
-	       !__atomic_load_n(&p2pg_cupti_refused, __ATOMIC_ACQUIRE);
-}
-
-/* Hot path: asks the drainer to start CUPTI (one store, once per process). */
-static inline void p2pg_cupti_request(void)
-{
-	if (!__atomic_load_n(&p2pg_cupti_requested, __ATOMIC_RELAXED))
-		__atomic_store_n(&p2pg_cupti_requested, true, __ATOMIC_RELEASE);
-}
-
-/* Drainer: whether a start was asked for and not yet tried; true at most once per process. */
-bool p2pg_cupti_start_due(void);
+extern bool p2pg_cupti_on; /* set once by p2pg_cupti_start, cleared in a forked child */
 
 static inline bool p2pg_cupti_active(void)
 {

@@ -152,6 +152,17 @@ static void init(void)
 	__atomic_store_n(&p2pg_active, 1, __ATOMIC_RELEASE);
 }
 
+void p2pg_driver_initialising(void)
+{
+	static bool done;
+	if (__atomic_exchange_n(&done, true, __ATOMIC_ACQ_REL) ||
+	    settings.gpu_timing != P2PG_GPU_TIMING_CUPTI)
+		return;
+	char why[256];
+	if (!p2pg_cupti_start(why, sizeof(why)) && !settings.quiet)
+		p2pg_notice("GPU times of peer copies: %s; timing events sampled instead", why);
+}
+
 bool p2pg_init_slow(void)
 {
 	pthread_once(&init_once, init);
@@ -305,18 +316,9 @@ enum p2pg_route p2pg_copy_begin(struct p2pg_copy *c)
 	/* The events sit on the caller's stream around whatever moves the data: the staged engine
 	 * orders the caller's stream after its last chunk, so a staged copy is timed the same way.
 	 * CUPTI records peer copies only: a staged copy is two copies through the host. */
-	bool every = false;
-	if (c->async && route == P2PG_ROUTE_REAL && settings.gpu_timing == P2PG_GPU_TIMING_CUPTI) {
-		c->by_cupti = p2pg_cupti_active();
-		/* Until the drainer has started CUPTI (a few milliseconds) every copy gets events,
-		 * so that none goes untimed; if CUPTI cannot be had, they are sampled. */
-		if (!c->by_cupti && p2pg_cupti_pending()) {
-			p2pg_cupti_request();
-			every = true;
-		}
-	}
+	c->by_cupti = c->async && route == P2PG_ROUTE_REAL && p2pg_cupti_active();
 	if (c->async && !c->by_cupti)
-		c->timing = p2pg_timing_begin(stream, c->bytes, c->t0, every, &c->ev_end);
+		c->timing = p2pg_timing_begin(stream, c->bytes, c->t0, &c->ev_end);
 	return route;
 }
 
@@ -447,10 +449,6 @@ enum p2pg_peer_route p2pg_peer_begin(struct p2pg_peer *p)
 	p->action = P2PG_ACTION_PASSED;
 	p->clear_runtime_error = false;
 	p->answered = false;
-	/* A program that asks about peers is about to copy between devices: CUPTI is started ahead
-	 * of its first copy. */
-	if (settings.gpu_timing == P2PG_GPU_TIMING_CUPTI)
-		p2pg_cupti_request();
 	if (!staged_pair(p) && !broken_pair(p))
 		return P2PG_PEER_REAL;
 	/* Flags other than 0 are a programming error the driver must still report. */

@@ -25,6 +25,9 @@ extern __thread int p2pg_depth __attribute__((tls_model("initial-exec")));
 extern int p2pg_active; /* 0 before init and when the guard is disabled */
 
 bool p2pg_init_slow(void);
+/* The program is initialising the driver (cuInit), which has not happened yet on this path: the
+ * moment to start CUPTI (see cupti_timing.h). Within p2pg_enter's scope. */
+void p2pg_driver_initialising(void);
 
 /*
  * Returns true when the call is the guard's to handle. False means: go straight through — a call

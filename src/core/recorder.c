@@ -394,21 +394,6 @@ static void collect_cupti(sqlite3 *db, bool final)
 		sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
 }
 
-/* The program made its first asynchronous peer copy: from now on CUPTI times them. */
-static void start_cupti(void)
-{
-	char why[256];
-	if (!p2pg_cupti_start(why, sizeof(why))) {
-		if (!rec.settings.quiet)
-			p2pg_notice("GPU times of peer copies: %s; timing events sampled instead",
-				    why);
-		return;
-	}
-	if (!rec.match)
-		rec.match = p2pg_gpu_match_new();
-	rec.cupti_heard_ns = p2pg_realtime_ns();
-}
-
 static void write_rules(sqlite3 *db)
 {
 	struct p2pg_ruleset *rs = p2pg_ruleset_new();
@@ -480,8 +465,12 @@ static void *drainer_main(void *arg)
 		bool stopping = rec.stop;
 		pthread_mutex_unlock(&rec.lock);
 
-		if (!stopping && !atomic_load(&rec.exiting) && p2pg_cupti_start_due())
-			start_cupti();
+		/* CUPTI starts at the program's cuInit, which may come after the first record. */
+		if (p2pg_cupti_active() && !rec.match) {
+			rec.match = p2pg_gpu_match_new();
+			rec.cupti_heard_ns = p2pg_realtime_ns();
+		}
+
 		rc = p2pg_store_import(db, spool, &im, false);
 		/* GPU times before the housekeeping below (the first pass writes the rules): a
 		 * short program's copies are read while it still runs. */

@@ -189,10 +189,9 @@ static struct timing_slot *slot_grow(struct context_pool *pool, CUcontext ctx)
 	return slot;
 }
 
-int p2pg_timing_begin(CUstream stream, size_t bytes, uint64_t now_ns, bool every, CUevent *ret_end)
+int p2pg_timing_begin(CUstream stream, size_t bytes, uint64_t now_ns, CUevent *ret_end)
 {
-	if ((!every && !sampled(bytes, now_ns)) || !p2pg_drv.cuEventRecord ||
-	    !p2pg_drv.cuEventCreate)
+	if (!sampled(bytes, now_ns) || !p2pg_drv.cuEventRecord || !p2pg_drv.cuEventCreate)
 		return -1;
 	CUcontext ctx = NULL;
 	CUresult rc;

@@ -11,9 +11,9 @@
 
 void p2pg_timing_configure(enum p2pg_gpu_timing mode, uint64_t interval_ns, size_t min_bytes);
 
-/* Hot path. now_ns: the copy's start (p2pg_now_ns); every: time it whatever the sampling says.
- * Returns a slot index and the end event to record after the copy, or -1 (untimed). */
-int p2pg_timing_begin(CUstream stream, size_t bytes, uint64_t now_ns, bool every, CUevent *ret_end);
+/* Hot path. now_ns: the copy's start (p2pg_now_ns). Returns a slot index and the end event to
+ * record after the copy, or -1 (untimed). */
+int p2pg_timing_begin(CUstream stream, size_t bytes, uint64_t now_ns, CUevent *ret_end);
 /* Records the end event; true when the slot now waits for the drainer. */
 bool p2pg_timing_finish(int slot, CUevent end, CUstream stream);
 /* The copy failed or was not a copy after all: the slot is free again. */

@@ -10,6 +10,7 @@
 
 #define DRIVER_REAL(type, name) P2PG_REAL(type, name, P2PG_LIB_DRIVER)
 
+typedef CUresult(CUDAAPI *init_fn)(unsigned int);
 typedef CUresult(CUDAAPI *can_access_fn)(int *, CUdevice, CUdevice);
 typedef CUresult(CUDAAPI *p2p_attr_fn)(int *, CUdevice_P2PAttribute, CUdevice, CUdevice);
 typedef CUresult(CUDAAPI *ctx_enable_fn)(CUcontext, unsigned int);
@@ -29,6 +30,19 @@ typedef CUresult(CUDAAPI *batch_v1_fn)(CUdeviceptr *, CUdeviceptr *, size_t *, s
 #define REAL_SLOT(name) void *_Atomic p2pg_real_##name;
 P2PG_DRIVER_HOOKS(REAL_SLOT)
 #undef REAL_SLOT
+
+/* ---- the driver's initialisation: the guard's moment to start CUPTI, before it ---- */
+
+P2PG_EXPORT CUresult CUDAAPI cuInit(unsigned int Flags)
+{
+	init_fn real = DRIVER_REAL(init_fn, cuInit);
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	struct p2pg_scope scope;
+	if (p2pg_enter(&scope))
+		p2pg_driver_initialising();
+	return P2PG_PASS_THROUGH(scope, real(Flags));
+}
 
 /* ---- peer access ---- */
 

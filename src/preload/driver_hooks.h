@@ -6,6 +6,7 @@
 #include <cuda.h>
 
 #define P2PG_DRIVER_HOOKS(X)          \
+	X(cuInit)                     \
 	X(cuDeviceCanAccessPeer)      \
 	X(cuDeviceGetP2PAttribute)    \
 	X(cuCtxEnablePeerAccess)      \

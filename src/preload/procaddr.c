@@ -32,6 +32,7 @@ struct entry_map {
 #define PAIR(legacy, ptds) (void *)legacy, (void *)ptds, &p2pg_real_##legacy, &p2pg_real_##ptds
 
 static const struct entry_map entry_maps[] = {
+    {"cuInit", 2000, INT_MAX, SAME(cuInit)},
     {"cuDeviceCanAccessPeer", 4000, INT_MAX, SAME(cuDeviceCanAccessPeer)},
     {"cuDeviceGetP2PAttribute", 8000, INT_MAX, SAME(cuDeviceGetP2PAttribute)},
     {"cuCtxEnablePeerAccess", 4000, INT_MAX, SAME(cuCtxEnablePeerAccess)},
