@@ -52,6 +52,7 @@ db() { python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(c.e
 {
 	nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 	nvidia-smi topo -m
+	echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
 	python3 -c 'import torch; print("torch", torch.__version__, "gpus", torch.cuda.device_count())'
 	echo "libcudart: $CUDART_DIR"
 } >"$OUT/machine.txt" 2>&1
@@ -80,32 +81,27 @@ if want preload; then
 	done
 fi
 
-# 4. Overhead per async peer copy (256 B, P2P on), side by side, alternating, median of 5 each.
+# 4. Overhead per async peer copy (256 B, P2P on), across processes: scripts/overhead-ab.sh, each
+# variant 9 runs interleaved with bare runs, compared overall and per speed of the VM (see there).
 if want overhead; then
-	bench() { taskset -c "$BENCH_CORES" "$BUILD/tests/programs/rt_peer" bench 20000 256 2>/dev/null | sed -n 's/.*ns_per_call=\([0-9.]*\).*/\1/p'; }
-	declare -A OV
-	for rep in 1 2 3 4 5 6 7; do
-		OV[bare]+="$(bench) "
-		for k in off sampled all cupti; do
-			OV[$k]+="$(P2PGUARD_DB=$OUT/ov-$k.db P2PGUARD_QUIET=1 P2PGUARD_GPU_TIMING=$k LD_PRELOAD=$LIB bench) "
-		done
+	DIR=$OUT/ov REPS=9 CORES=$BENCH_CORES BUILD=$BUILD \
+		VARIANTS="bare;default;sampled:P2PGUARD_GPU_TIMING=sampled;off:P2PGUARD_GPU_TIMING=off;all:P2PGUARD_GPU_TIMING=all" \
+		bash scripts/overhead-ab.sh >"$OUT/overhead.txt" 2>&1
+	for k in default sampled off all; do
+		row "cudaMemcpyPeerAsync 256 B enqueue, guard $k, per VM speed (fast / slow)" \
+			"$(awk -F'|' -v k="$k" '$2 ~ "^ "k" $" && n++ {print $3 "/" $4}' "$OUT/overhead.txt")" \
+			"runs, median ns, vs bare at that speed; overall: $(awk -F'|' -v k="$k" '$2 ~ "^ "k" $" && !n++ {print $4}' "$OUT/overhead.txt"); budget +1 us"
 	done
-	b=$(med "${OV[bare]}")
-	for k in off sampled all cupti; do
-		m=$(med "${OV[$k]}")
-		row "cudaMemcpyPeerAsync 256 B enqueue, guard timing=$k" "$(awk -v m="$m" -v b="$b" 'BEGIN {printf "%.2f us vs %.2f us bare: %+.2f us", m/1000, b/1000, (m-b)/1000}')" "median of 7 runs x 20000 calls (a run: median of its batches of 256); budget +1 us"
+	for k in default sampled off all; do
+		row "rows of the $k runs" "$(awk -F'|' -v k="$k" '$2 ~ "^ "k" $" && !n++ {print $6}' "$OUT/overhead.txt")" "rows, with gpu_ns, records dropped (ring full)"
 	done
-	echo "bare: ${OV[bare]} | off: ${OV[off]} | sampled: ${OV[sampled]} | all: ${OV[all]} | cupti: ${OV[cupti]}" >"$OUT/overhead.txt"
 	# A program whose copies come between kernels: with the default every copy gets its GPU time.
 	rm -f "$OUT/spaced.db"*
 	P2PGUARD_DB=$OUT/spaced.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB "$BUILD/tests/programs/rt_peer" spaced 2000 100 >/dev/null 2>&1
 	row "async peer copies 100 us apart, default timing" "$(db "$OUT/spaced.db" "select count(gpu_ns) || ' of ' || count(*) || ' timed, median gpu_ns ' || (select gpu_ns from transfers where gpu_ns is not null order by gpu_ns limit 1 offset (select count(gpu_ns)/2 from transfers) ) from transfers")" "rt_peer spaced 2000 100"
-	rm -f "$OUT/spaced-cupti.db"*
-	P2PGUARD_DB=$OUT/spaced-cupti.db P2PGUARD_GPU_TIMING=cupti LD_PRELOAD=$LIB "$BUILD/tests/programs/rt_peer" spaced 2000 100 >/dev/null 2>"$OUT/spaced-cupti.err"
-	row "async peer copies 100 us apart, timing=cupti" "$(db "$OUT/spaced-cupti.db" "select count(gpu_ns) || ' of ' || count(*) || ' timed, median gpu_ns ' || (select gpu_ns from transfers where gpu_ns is not null order by gpu_ns limit 1 offset (select count(gpu_ns)/2 from transfers) ) from transfers")" "stderr: $(head -c 300 "$OUT/spaced-cupti.err" | tr '\n' ' ')"
-	for k in off sampled all cupti; do
-		row "rows of the timing=$k runs" "$(db "$OUT/ov-$k.db" "select count(*) from transfers") transfers, $(db "$OUT/ov-$k.db" "select count(gpu_ns) from transfers") with gpu_ns" "$(db "$OUT/ov-$k.db" "select sum(records_dropped) from processes") records dropped (ring full)"
-	done
+	rm -f "$OUT/spaced-sampled.db"*
+	P2PGUARD_DB=$OUT/spaced-sampled.db P2PGUARD_GPU_TIMING=sampled LD_PRELOAD=$LIB "$BUILD/tests/programs/rt_peer" spaced 2000 100 >/dev/null 2>"$OUT/spaced-sampled.err"
+	row "async peer copies 100 us apart, timing=sampled (events)" "$(db "$OUT/spaced-sampled.db" "select count(gpu_ns) || ' of ' || count(*) || ' timed, median gpu_ns ' || (select gpu_ns from transfers where gpu_ns is not null order by gpu_ns limit 1 offset (select count(gpu_ns)/2 from transfers) ) from transfers")" "stderr: $(head -c 300 "$OUT/spaced-sampled.err" | tr '\n' ' ')"
 fi
 
 # 4b. What a copy that does not cross devices pays (budget: 0.2 us): same-device async copies.
