@@ -132,11 +132,14 @@ if want ab; then
 				AB[$kind-$t]+="$(P2PGUARD_DB=$OUT/ab.db P2PGUARD_QUIET=1 P2PGUARD_GPU_TIMING=$t LD_PRELOAD=$LIB ab "$kind") "
 			done
 		done
+		# The default's whole cost, CUPTI's tracing included: libcuda's own half runs untraced.
+		AB[peer-whole]+="$(P2PGUARD_DB=$OUT/ab.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB ab peer untraced-own) "
 	done
 	row "guard's cost inside one process, cuMemcpyAsync 256 B within GPU 0" "$(med "${AB[local-sampled]}") ns (no guard, same method: $(med "${AB[local-bare]}") ns)" "median paired difference per call, 3 runs: ${AB[local-sampled]}; budget 200 ns"
 	for t in off sampled all cupti; do
 		row "guard's cost inside one process, cuMemcpyPeerAsync 256 B, timing=$t" "$(med "${AB[peer-$t]}") ns (no guard, same method: $(med "${AB[peer-bare]}") ns)" "median paired difference per call, 3 runs: ${AB[peer-$t]}; budget 1000 ns"
 	done
+	row "default's whole cost inside one process (CUPTI tracing off for libcuda's own half), cuMemcpyPeerAsync 256 B" "$(med "${AB[peer-whole]}") ns" "median paired difference per call, 3 runs: ${AB[peer-whole]}; budget 1000 ns"
 fi
 
 # 5. PyTorch: a split model, 200 steps, bare and under every mode.
