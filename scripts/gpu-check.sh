@@ -85,23 +85,24 @@ fi
 # variant 9 runs interleaved with bare runs, compared overall and per speed of the VM (see there).
 if want overhead; then
 	DIR=$OUT/ov REPS=9 CORES=$BENCH_CORES BUILD=$BUILD \
-		VARIANTS="bare;default;sampled:P2PGUARD_GPU_TIMING=sampled;off:P2PGUARD_GPU_TIMING=off;all:P2PGUARD_GPU_TIMING=all" \
+		VARIANTS="bare;default;cupti:P2PGUARD_GPU_TIMING=cupti;off:P2PGUARD_GPU_TIMING=off;all:P2PGUARD_GPU_TIMING=all" \
 		bash scripts/overhead-ab.sh >"$OUT/overhead.txt" 2>&1
-	for k in default sampled off all; do
+	for k in default cupti off all; do
 		row "cudaMemcpyPeerAsync 256 B enqueue, guard $k, per VM speed (fast / slow)" \
 			"$(awk -F'|' -v k="$k" '$2 ~ "^ "k" $" && n++ {print $3 "/" $4}' "$OUT/overhead.txt")" \
 			"runs, median ns, vs bare at that speed; overall: $(awk -F'|' -v k="$k" '$2 ~ "^ "k" $" && !n++ {print $4}' "$OUT/overhead.txt"); budget +1 us"
 	done
-	for k in default sampled off all; do
+	for k in default cupti off all; do
 		row "rows of the $k runs" "$(awk -F'|' -v k="$k" '$2 ~ "^ "k" $" && !n++ {print $6}' "$OUT/overhead.txt")" "rows, with gpu_ns, records dropped (ring full)"
 	done
-	# A program whose copies come between kernels: with the default every copy gets its GPU time.
+	# A program whose copies come between kernels: with the default (sampled events) every copy gets
+	# its GPU time.
 	rm -f "$OUT/spaced.db"*
 	P2PGUARD_DB=$OUT/spaced.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB "$BUILD/tests/programs/rt_peer" spaced 2000 100 >/dev/null 2>&1
 	row "async peer copies 100 us apart, default timing" "$(db "$OUT/spaced.db" "select count(gpu_ns) || ' of ' || count(*) || ' timed, median gpu_ns ' || (select gpu_ns from transfers where gpu_ns is not null order by gpu_ns limit 1 offset (select count(gpu_ns)/2 from transfers) ) from transfers")" "rt_peer spaced 2000 100"
-	rm -f "$OUT/spaced-sampled.db"*
-	P2PGUARD_DB=$OUT/spaced-sampled.db P2PGUARD_GPU_TIMING=sampled LD_PRELOAD=$LIB "$BUILD/tests/programs/rt_peer" spaced 2000 100 >/dev/null 2>"$OUT/spaced-sampled.err"
-	row "async peer copies 100 us apart, timing=sampled (events)" "$(db "$OUT/spaced-sampled.db" "select count(gpu_ns) || ' of ' || count(*) || ' timed, median gpu_ns ' || (select gpu_ns from transfers where gpu_ns is not null order by gpu_ns limit 1 offset (select count(gpu_ns)/2 from transfers) ) from transfers")" "stderr: $(head -c 300 "$OUT/spaced-sampled.err" | tr '\n' ' ')"
+	rm -f "$OUT/spaced-cupti.db"*
+	P2PGUARD_DB=$OUT/spaced-cupti.db P2PGUARD_GPU_TIMING=cupti LD_PRELOAD=$LIB "$BUILD/tests/programs/rt_peer" spaced 2000 100 >/dev/null 2>"$OUT/spaced-cupti.err"
+	row "async peer copies 100 us apart, timing=cupti" "$(db "$OUT/spaced-cupti.db" "select count(gpu_ns) || ' of ' || count(*) || ' timed, median gpu_ns ' || (select gpu_ns from transfers where gpu_ns is not null order by gpu_ns limit 1 offset (select count(gpu_ns)/2 from transfers) ) from transfers")" "stderr: $(head -c 300 "$OUT/spaced-cupti.err" | tr '\n' ' ')"
 fi
 
 # 4b. What a copy that does not cross devices pays (budget: 0.2 us): same-device async copies.
@@ -109,13 +110,17 @@ if want classify; then
 	local_bench() { taskset -c "$BENCH_CORES" "$BUILD/tests/programs/rt_peer" bench-local 20000 256 2>/dev/null | sed -n 's/.*ns_per_call=\([0-9.]*\).*/\1/p'; }
 	LB=""
 	LG=""
+	LC=""
 	for rep in 1 2 3 4 5 6 7 8 9; do
 		LB+="$(local_bench) "
 		LG+="$(P2PGUARD_DB=$OUT/local.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB local_bench) "
+		LC+="$(P2PGUARD_DB=$OUT/local.db P2PGUARD_QUIET=1 P2PGUARD_GPU_TIMING=cupti LD_PRELOAD=$LIB local_bench) "
 	done
 	b=$(med "$LB")
 	m=$(med "$LG")
+	c=$(med "$LC")
 	row "cudaMemcpyAsync 256 B within one GPU (not recorded)" "$(awk -v m="$m" -v b="$b" 'BEGIN {printf "%.3f us vs %.3f us bare: %+.3f us", m/1000, b/1000, (m-b)/1000}')" "median of 9 runs each, alternating; a run's figure is the median of its batches of 256; bare: $LB; guarded: $LG; budget +0.2 us"
+	row "the same with timing=cupti (CUPTI traces every copy of the process)" "$(awk -v m="$c" -v b="$b" 'BEGIN {printf "%.3f us vs %.3f us bare: %+.3f us", m/1000, b/1000, (m-b)/1000}')" "guarded: $LC"
 fi
 
 # 4c. The same costs measured inside one process (drv_peer bench-ab): batches through the guard's
@@ -132,14 +137,14 @@ if want ab; then
 				AB[$kind-$t]+="$(P2PGUARD_DB=$OUT/ab.db P2PGUARD_QUIET=1 P2PGUARD_GPU_TIMING=$t LD_PRELOAD=$LIB ab "$kind") "
 			done
 		done
-		# The default's whole cost, CUPTI's tracing included: libcuda's own half runs untraced.
-		AB[peer-whole]+="$(P2PGUARD_DB=$OUT/ab.db P2PGUARD_QUIET=1 LD_PRELOAD=$LIB ab peer untraced-own) "
+		# The cupti mode's whole cost, CUPTI's tracing included: libcuda's own half runs untraced.
+		AB[peer-whole]+="$(P2PGUARD_DB=$OUT/ab.db P2PGUARD_QUIET=1 P2PGUARD_GPU_TIMING=cupti LD_PRELOAD=$LIB ab peer untraced-own) "
 	done
 	row "guard's cost inside one process, cuMemcpyAsync 256 B within GPU 0" "$(med "${AB[local-sampled]}") ns (no guard, same method: $(med "${AB[local-bare]}") ns)" "median paired difference per call, 3 runs: ${AB[local-sampled]}; budget 200 ns"
 	for t in off sampled all cupti; do
 		row "guard's cost inside one process, cuMemcpyPeerAsync 256 B, timing=$t" "$(med "${AB[peer-$t]}") ns (no guard, same method: $(med "${AB[peer-bare]}") ns)" "median paired difference per call, 3 runs: ${AB[peer-$t]}; budget 1000 ns"
 	done
-	row "default's whole cost inside one process (CUPTI tracing off for libcuda's own half), cuMemcpyPeerAsync 256 B" "$(med "${AB[peer-whole]}") ns" "median paired difference per call, 3 runs: ${AB[peer-whole]}; budget 1000 ns"
+	row "timing=cupti, whole cost inside one process (CUPTI tracing off for libcuda's own half), cuMemcpyPeerAsync 256 B" "$(med "${AB[peer-whole]}") ns" "median paired difference per call, 3 runs: ${AB[peer-whole]}; budget 1000 ns"
 fi
 
 # 5. PyTorch: a split model, 200 steps, bare and under every mode.

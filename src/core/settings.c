@@ -113,7 +113,7 @@ void p2pg_settings_parse(struct p2pg_settings *s, char *(*get)(const char *name)
 	s->mode = P2PG_MODE_OBSERVE;
 	snprintf(s->db_path, sizeof(s->db_path), "p2pguard.db");
 	s->record = P2PG_RECORD_ALL;
-	s->gpu_timing = P2PG_GPU_TIMING_CUPTI;
+	s->gpu_timing = P2PG_GPU_TIMING_SAMPLED;
 	s->gpu_timing_interval_us = 50;
 	s->gpu_timing_min_bytes = 1 << 20;
 	s->staging_bytes = 256u << 20;
@@ -171,7 +171,7 @@ void p2pg_settings_parse(struct p2pg_settings *s, char *(*get)(const char *name)
 		else
 			warnf(warn,
 			      "P2PGUARD_GPU_TIMING=%s is not understood (accepted: off, sampled, "
-			      "all, cupti); using cupti",
+			      "all, cupti); using sampled",
 			      v);
 	}
 	if ((v = get("P2PGUARD_GPU_TIMING_INTERVAL_US")) && *v) {

@@ -23,9 +23,8 @@ enum p2pg_gpu_timing {
 	P2PG_GPU_TIMING_OFF,
 	P2PG_GPU_TIMING_SAMPLED, /* large async copies, and a thread's small one per interval */
 	P2PG_GPU_TIMING_ALL,
-	P2PG_GPU_TIMING_CUPTI, /* the default: every async peer copy by CUPTI's records, once the
-				* drainer started CUPTI; the rest, and everything until then,
-				* SAMPLED */
+	P2PG_GPU_TIMING_CUPTI, /* every async peer copy by CUPTI's records (started at cuInit); the
+				* rest, and everything where CUPTI cannot be had, SAMPLED */
 };
 
 #define P2PG_MAX_DEVICES 64

@@ -1,15 +1,16 @@
-"""GPU times by default (P2PGUARD_GPU_TIMING=cupti): every asynchronous peer copy gets its GPU time
-from CUPTI's activity records, matched to its row by stream, order, size and devices; CUPTI starts
-when the program initialises the driver, so a process that never uses CUDA never loads it; staged
-copies keep event timing; where CUPTI cannot be had, or a profiler takes it over, the program runs
-on with one line on stderr and sampled events."""
+"""P2PGUARD_GPU_TIMING=cupti: every asynchronous peer copy gets its GPU time from CUPTI's activity
+records, matched to its row by stream, order, size and devices; CUPTI starts when the program
+initialises the driver, so a process that never uses CUDA never loads it, and by default
+(sampled events) no process does; staged copies keep event timing; where CUPTI cannot be had, or a
+profiler takes it over, the program runs on with one line on stderr and sampled events."""
 from harness import *
 
 
 def cupti_run(args, mode="observe", **extra):
     db = tempdb()
-    proc = run([program("rt_peer")] + list(args), db=db, P2PGUARD_MODE=mode, SIMCUDA_COPY_NS_PER_BYTE=20,
-               **extra)
+    env = dict(P2PGUARD_GPU_TIMING="cupti")
+    env.update(extra)
+    proc = run([program("rt_peer")] + list(args), db=db, P2PGUARD_MODE=mode, SIMCUDA_COPY_NS_PER_BYTE=20, **env)
     return db, proc
 
 
@@ -63,10 +64,10 @@ check(0 < scalar(db, "SELECT count(gpu_ns) FROM transfers") < 1000, "staged copi
 proc = run(["sh", "-c", "true"], db=tempdb(), LD_DEBUG="files")
 check(not loads_cupti(proc), "no CUDA, no CUPTI")
 
-# P2PGUARD_GPU_TIMING=sampled leaves CUPTI to the profilers: events, one per 50 us of a burst.
-db, proc = cupti_run(("threads", "2", "2000", "500"), P2PGUARD_GPU_TIMING="sampled", LD_DEBUG="files")
-check(not loads_cupti(proc), "sampled: no CUPTI")
-check(0 < scalar(db, "SELECT count(gpu_ns) FROM transfers") < 4000, "sampled: events for some of a burst")
+# The default (sampled events) leaves CUPTI alone: events, one per 50 us of a burst.
+db, proc = cupti_run(("threads", "2", "2000", "500"), P2PGUARD_GPU_TIMING=None, LD_DEBUG="files")
+check(not loads_cupti(proc), "the default: no CUPTI")
+check(0 < scalar(db, "SELECT count(gpu_ns) FROM transfers") < 4000, "the default: events for some of a burst")
 
 # A profiler takes CUPTI over mid-run (its own activity callbacks), then stops and switches copy
 # tracing off: the guard, hearing nothing for 10 s while rows wait, says so once and goes back to

@@ -43,7 +43,7 @@ int main(void)
 	struct p2pg_settings s;
 	parse(&s, NULL, NULL);
 	CHECK(s.enabled && s.mode == P2PG_MODE_OBSERVE && strcmp(s.db_path, "p2pguard.db") == 0 &&
-		  s.record == P2PG_RECORD_ALL && s.gpu_timing == P2PG_GPU_TIMING_CUPTI &&
+		  s.record == P2PG_RECORD_ALL && s.gpu_timing == P2PG_GPU_TIMING_SAMPLED &&
 		  s.pairs_all && s.staging_bytes == 256u << 20 && warning_count == 0,
 	      "defaults, no warning");
 
@@ -78,11 +78,11 @@ int main(void)
 	      "timing interval: trailing garbage rejected");
 	parse(&s, "P2PGUARD_GPU_TIMING_INTERVAL_US", "0");
 	CHECK(s.gpu_timing_interval_us == 0 && warning_count == 0, "timing interval 0 accepted");
-	parse(&s, "P2PGUARD_GPU_TIMING", "sampled");
-	CHECK(s.gpu_timing == P2PG_GPU_TIMING_SAMPLED && warning_count == 0, "timing sampled");
+	parse(&s, "P2PGUARD_GPU_TIMING", "cupti");
+	CHECK(s.gpu_timing == P2PG_GPU_TIMING_CUPTI && warning_count == 0, "timing cupti");
 	parse(&s, "P2PGUARD_GPU_TIMING", "everything");
-	CHECK(s.gpu_timing == P2PG_GPU_TIMING_CUPTI && warning_count == 1,
-	      "an unknown timing: a warning, the default (cupti)");
+	CHECK(s.gpu_timing == P2PG_GPU_TIMING_SAMPLED && warning_count == 1,
+	      "an unknown timing: a warning, the default (sampled)");
 	parse(&s, "P2PGUARD_RECORD", "summary");
 	CHECK(s.record == P2PG_RECORD_SUMMARY, "record summary");
 	parse(&s, "P2PGUARD_DISABLE", "yes");
