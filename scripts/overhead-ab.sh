@@ -40,15 +40,16 @@ run() {
 		# shellcheck disable=SC2086
 		env P2PGUARD_DB="$DIR/$name.db" P2PGUARD_QUIET=1 $envs LD_PRELOAD="$L" \
 			taskset -c "$CORES" "$P" bench "$CALLS" 256 2>/dev/null
-	fi | tee -a "$DIR/runs.txt" | sed -n 's/.*ns_per_call=\([0-9.]*\).*/\1/p'
+	fi | grep BENCH | tail -1
 }
 for i in $(seq 1 "${REPS:-9}"); do
 	for v in "${V[@]}"; do
 		name=${v%%:*}
 		envs=""
 		[[ $v == *:* ]] && envs=${v#*:}
-		printf '%s ' "$name" >>"$DIR/runs.txt"
-		R[$name]+="$(run "$name" "$envs") "
+		line=$(run "$name" "$envs")
+		echo "$name ${line:-(no result)}" >>"$DIR/runs.txt"
+		R[$name]+="$(echo "$line" | sed -n 's/.*ns_per_call=\([0-9.]*\).*/\1/p') "
 	done
 done
 echo "every run's line: $DIR/runs.txt"

@@ -117,8 +117,15 @@ void p2pg_init_early(void)
 		setenv("NCCL_P2P_DISABLE", "1", 0);
 }
 
+static pthread_mutex_t driver_init_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool driver_initialised;
+static __thread bool starting_cupti; /* CUPTI's own start may call cuInit */
+
 static void atfork_child(void)
 {
+	/* A child of a process that initialised CUDA never starts CUPTI (driver_initialised stays
+	 * set); one of a process that had not is a fresh start. */
+	pthread_mutex_init(&driver_init_lock, NULL);
 	p2pg_cupti_after_fork_child();
 	p2pg_recorder_atfork_child();
 	p2pg_evidence_reset();
@@ -152,15 +159,29 @@ static void init(void)
 	__atomic_store_n(&p2pg_active, 1, __ATOMIC_RELEASE);
 }
 
+/*
+ * Whatever the depth: a runtime initialises the driver inside the program's first runtime call,
+ * which the guard may be intercepting (the guard's own code calls the real cuInit, never this).
+ * A second thread's first cuInit waits for the start, so that no copy is made before it; the
+ * first cuInit decides for good, so CUPTI never starts once contexts may exist.
+ */
 void p2pg_driver_initialising(void)
 {
-	static bool done;
-	if (__atomic_exchange_n(&done, true, __ATOMIC_ACQ_REL) ||
-	    settings.gpu_timing != P2PG_GPU_TIMING_CUPTI)
+	if (__atomic_load_n(&driver_initialised, __ATOMIC_ACQUIRE) || starting_cupti)
 		return;
-	char why[256];
-	if (!p2pg_cupti_start(why, sizeof(why)) && !settings.quiet)
-		p2pg_notice("GPU times of peer copies: %s; timing events sampled instead", why);
+	pthread_mutex_lock(&driver_init_lock);
+	if (!driver_initialised && settings.enabled &&
+	    settings.gpu_timing == P2PG_GPU_TIMING_CUPTI &&
+	    __atomic_load_n(&p2pg_active, __ATOMIC_ACQUIRE)) {
+		starting_cupti = true;
+		char why[256];
+		if (!p2pg_cupti_start(why, sizeof(why)) && !settings.quiet)
+			p2pg_notice("GPU times of peer copies: %s; timing events sampled instead",
+				    why);
+		starting_cupti = false;
+	}
+	__atomic_store_n(&driver_initialised, true, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&driver_init_lock);
 }
 
 bool p2pg_init_slow(void)
@@ -316,7 +337,8 @@ enum p2pg_route p2pg_copy_begin(struct p2pg_copy *c)
 	/* The events sit on the caller's stream around whatever moves the data: the staged engine
 	 * orders the caller's stream after its last chunk, so a staged copy is timed the same way.
 	 * CUPTI records peer copies only: a staged copy is two copies through the host. */
-	c->by_cupti = c->async && route == P2PG_ROUTE_REAL && p2pg_cupti_active();
+	/* An empty copy leaves no CUPTI record. */
+	c->by_cupti = c->async && route == P2PG_ROUTE_REAL && c->bytes > 0 && p2pg_cupti_active();
 	if (c->async && !c->by_cupti)
 		c->timing = p2pg_timing_begin(stream, c->bytes, c->t0, &c->ev_end);
 	return route;

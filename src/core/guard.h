@@ -26,7 +26,7 @@ extern int p2pg_active; /* 0 before init and when the guard is disabled */
 
 bool p2pg_init_slow(void);
 /* The program is initialising the driver (cuInit), which has not happened yet on this path: the
- * moment to start CUPTI (see cupti_timing.h). Within p2pg_enter's scope. */
+ * moment to start CUPTI (see cupti_timing.h). After p2pg_enter, whatever it returned. */
 void p2pg_driver_initialising(void);
 
 /*

@@ -52,7 +52,8 @@ static struct {
 	struct pending *pending;
 	size_t npending, cap_pending;
 	struct p2pg_gpu_match *match; /* CUPTI timing: rows and records waiting for each other */
-	uint64_t cupti_heard_ns;      /* last pass at which CUPTI delivered, or no row waited */
+	uint64_t
+	    cupti_heard_ns; /* monotonic: last pass at which CUPTI delivered, or no row waited */
 } rec = {
     .start_lock = PTHREAD_MUTEX_INITIALIZER,
     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -277,6 +278,10 @@ static void on_timed(void *userdata, const struct p2pg_pending_timing *t)
 	int64_t row = t->row;
 	uint32_t slot = t->slot;
 	if (t->cupti) {
+		if (!rec.match) { /* CUPTI started after the drainer's last look */
+			rec.match = p2pg_gpu_match_new();
+			rec.cupti_heard_ns = p2pg_now_ns();
+		}
 		struct p2pg_gpu_row r = {
 		    .row = row,
 		    .started_ns = t->started_ns,
@@ -374,9 +379,10 @@ static void collect_cupti(sqlite3 *db, bool final)
 	/* What CUPTI handed over by itself is taken at every pass (it must not pile up while no
 	 * row waits); it is asked for more only while rows wait. */
 	bool waiting = p2pg_gpu_match_rows_waiting(rec.match) > 0;
+	uint64_t mono = p2pg_now_ns(); /* the silence is timed by a clock that is never set */
 	if (p2pg_cupti_collect(rec.match, !final && waiting) > 0 || !waiting) {
-		rec.cupti_heard_ns = now;
-	} else if (p2pg_cupti_active() && now - rec.cupti_heard_ns > CUPTI_SILENCE_NS) {
+		rec.cupti_heard_ns = mono;
+	} else if (p2pg_cupti_active() && mono - rec.cupti_heard_ns > CUPTI_SILENCE_NS) {
 		/* Rows have waited that long while CUPTI handed over nothing: a profiler
 		 * (PyTorch's, say) registered its own activity callbacks, which leaves the guard's
 		 * none, and may have switched copy tracing off when it stopped. */
@@ -468,7 +474,7 @@ static void *drainer_main(void *arg)
 		/* CUPTI starts at the program's cuInit, which may come after the first record. */
 		if (p2pg_cupti_active() && !rec.match) {
 			rec.match = p2pg_gpu_match_new();
-			rec.cupti_heard_ns = p2pg_realtime_ns();
+			rec.cupti_heard_ns = p2pg_now_ns();
 		}
 
 		rc = p2pg_store_import(db, spool, &im, false);

@@ -61,8 +61,15 @@ check(0 < scalar(db, "SELECT count(gpu_ns) FROM transfers") < 1000, "staged copi
 
 # A process that never initialises CUDA (a shell, a tool a job starts, with the guard preloaded
 # all the same) never loads CUPTI.
-proc = run(["sh", "-c", "true"], db=tempdb(), LD_DEBUG="files")
+proc = run(["sh", "-c", "true"], db=tempdb(), P2PGUARD_GPU_TIMING="cupti", LD_DEBUG="files")
 check(not loads_cupti(proc), "no CUDA, no CUPTI")
+
+# The program's first CUDA call is one the guard intercepts, inside which the runtime initialises
+# the driver: CUPTI starts there all the same, and times every copy of the burst that follows.
+db, proc = cupti_run(("peer-first", "2000"), LD_DEBUG="files")
+check(loads_cupti(proc), "first call intercepted: CUPTI loaded")
+equal(tuple(query(db, "SELECT count(*), count(gpu_ns) FROM transfers WHERE api = 'cudaMemcpyPeerAsync'")[0]),
+      (2000, 2000), "first call intercepted: every copy of the burst timed")
 
 # The default (sampled events) leaves CUPTI alone: events, one per 50 us of a burst.
 db, proc = cupti_run(("threads", "2", "2000", "500"), P2PGUARD_GPU_TIMING=None, LD_DEBUG="files")
@@ -83,6 +90,14 @@ equal(scalar(db, "SELECT count(gpu_ns) FROM (SELECT gpu_ns FROM transfers ORDER 
       "copies after the guard went back to events: timed")
 check(expectations(proc.stdout, "PROFILER").get("records", 0) >= 100,
       "the profiler received its records: %r" % expectations(proc.stdout, "PROFILER"))
+
+# An empty copy leaves no record, and nothing else is copied for 12 s: that is not a profiler
+# taking CUPTI over, and the copies after it are timed by CUPTI.
+db, proc = cupti_run(("empty-idle", "2000"), P2PGUARD_QUIET=None)
+check(not any("delivered nothing" in l for l in proc.stderr.splitlines()),
+      "an empty copy and a quiet spell: CUPTI kept (%r)" % proc.stderr[-300:])
+equal(scalar(db, "SELECT count(gpu_ns) FROM transfers WHERE bytes = 256"), 2000,
+      "the copies after the quiet spell: all timed")
 
 if not REAL:
     # CUPTI refuses: one line, the program runs on, events sampled.

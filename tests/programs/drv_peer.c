@@ -24,7 +24,9 @@
  *   drv_peer procaddr|dlsym bench-ab N SIZE peer untraced-own
  *        the same, with CUPTI's copy tracing switched off around libcuda's own batches (the guard
  *        switched it on: P2PGUARD_GPU_TIMING=cupti), so that the difference is the whole of that
- *        mode's cost to a copy, CUPTI's tracing included, and not the guard's share alone.
+ *        mode's cost to a copy, CUPTI's tracing included, and not the guard's share alone. Read
+ *        it as an upper bound: switching tracing back on with contexts alive may itself cost the
+ *        batch that follows (bench_cupti_start saw a stall when CUPTI was enabled late).
  */
 #include <cuda.h>
 #include <cupti_activity.h>
@@ -407,9 +409,6 @@ static int mode_bench_ab(long n, size_t size, bool peer, bool untraced_own)
 	ab_batch(&b, false);
 	ab_batch(&b, true);
 	if (untraced_own) {
-		/* The guard starts CUPTI on its drainer once the program made its first peer copy.
-		 */
-		usleep(300000);
 		const char *path = getenv("P2PGUARD_CUPTI");
 		void *cupti =
 		    dlopen(path && *path ? path : "libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
@@ -421,7 +420,7 @@ static int mode_bench_ab(long n, size_t size, bool peer, bool untraced_own)
 		}
 		if (!b.cupti_enable || !b.cupti_disable) {
 			fprintf(stderr, "drv_peer: untraced-own needs the guard's CUPTI "
-					"(P2PGUARD_GPU_TIMING=cupti, the default)\n");
+					"(P2PGUARD_GPU_TIMING=cupti)\n");
 			return 1;
 		}
 	}

@@ -19,6 +19,11 @@
  *                             bytes on it, synchronise, destroy it (handles come back reused)
  *   rt_peer bench N SIZE      N async peer copies of SIZE bytes, prints ns per call
  *                             (median of batches of 256, and the mean)
+ *   rt_peer peer-first N      the first CUDA call is one the guard intercepts
+ *                             (cudaDeviceCanAccessPeer: the runtime initialises the driver inside
+ *                             it), then N back-to-back async peer copies of 256 B on a stream
+ *   rt_peer empty-idle N      an empty async peer copy (which leaves no CUPTI record), 12 s with
+ *                             no copy, then N back-to-back async peer copies of 256 B
  *   rt_peer profiler N        N async peer copies 200 us apart; then a profiler takes CUPTI over
  *                             as PyTorch's does (its own activity callbacks, copy tracing on) for N
  *                             more, and switches copy tracing off when it stops; then a copy every
@@ -375,6 +380,46 @@ static int mode_profiler(int copies)
 	return 0;
 }
 
+static int mode_peer_first(int copies)
+{
+	int can = 0;
+	CHECK(cudaDeviceCanAccessPeer(&can, 0, 1));
+	void *a, *b;
+	cudaStream_t s;
+	CHECK(cudaSetDevice(1));
+	CHECK(cudaMalloc(&b, 256));
+	CHECK(cudaSetDevice(0));
+	CHECK(cudaMalloc(&a, 256));
+	CHECK(cudaStreamCreate(&s));
+	for (int k = 0; k < copies; k++)
+		CHECK(cudaMemcpyPeerAsync(b, 1, a, 0, 256, s));
+	CHECK(cudaStreamSynchronize(s));
+	usleep(1000000); /* the drainer reads GPU times only while the process runs */
+	printf("EXPECT transfers=%d bytes=%d\n", copies, copies * 256);
+	return 0;
+}
+
+static int mode_empty_idle(int copies)
+{
+	need_two_devices();
+	void *a, *b;
+	cudaStream_t s;
+	CHECK(cudaSetDevice(1));
+	CHECK(cudaMalloc(&b, 256));
+	CHECK(cudaSetDevice(0));
+	CHECK(cudaMalloc(&a, 256));
+	CHECK(cudaStreamCreate(&s));
+	CHECK(cudaMemcpyPeerAsync(b, 1, a, 0, 0, s));
+	CHECK(cudaStreamSynchronize(s));
+	sleep(12);
+	for (int k = 0; k < copies; k++)
+		CHECK(cudaMemcpyPeerAsync(b, 1, a, 0, 256, s));
+	CHECK(cudaStreamSynchronize(s));
+	usleep(1000000);
+	printf("EXPECT transfers=%d bytes=%d\n", copies + 1, copies * 256);
+	return 0;
+}
+
 static int mode_streams(int rounds)
 {
 	need_two_devices();
@@ -599,7 +644,7 @@ static double enqueue_ns_per_call(const struct bench_copy *c, long n, double *re
 }
 
 /*
- * A fixed piece of work without CUDA, ns: a dependent walk through 8 MiB (cache and memory
+ * A fixed piece of work without CUDA, ns: a dependent walk through 4 MiB (cache and memory
  * latency) and an arithmetic loop. Printed beside a benchmark's figure, it tells whether a slow
  * run was a slow process (the whole process at a lower speed) or a slow CUDA call.
  */
@@ -687,6 +732,10 @@ int main(int argc, char **argv)
 		return mode_copier(argv[2], atoi(argv[3]));
 	if (strcmp(mode, "streams") == 0)
 		return mode_streams(argc > 2 ? atoi(argv[2]) : 100);
+	if (strcmp(mode, "empty-idle") == 0)
+		return mode_empty_idle(argc > 2 ? atoi(argv[2]) : 100);
+	if (strcmp(mode, "peer-first") == 0)
+		return mode_peer_first(argc > 2 ? atoi(argv[2]) : 1000);
 	if (strcmp(mode, "profiler") == 0)
 		return mode_profiler(argc > 2 ? atoi(argv[2]) : 100);
 	if (strcmp(mode, "spaced") == 0)
@@ -702,6 +751,7 @@ int main(int argc, char **argv)
 				  argc > 3 ? (size_t)atol(argv[3]) : 256);
 	fprintf(stderr,
 		"usage: rt_peer basic|errors|threads T N|fork|crash|copier FILE T|crasher FILE T "
-		"MS|spaced N US|streams N|profiler N|bench N SIZE|bench-local N SIZE\n");
+		"MS|spaced N US|streams N|peer-first N|empty-idle N|profiler N|bench N "
+		"SIZE|bench-local N SIZE\n");
 	return 2;
 }
