@@ -17,12 +17,12 @@
 
 /*
  * Loads libcupti and enables its MEMCPY activity. Called when the program first initialises the
- * driver (its cuInit), before the driver is: CUPTI then costs the process about 4 ms once and
- * nothing later. Started once the driver has contexts, it took 21-29 ms and held the program's
- * copies up to 18 ms, and tracing cost 1.2 us more per copy for the next few hundred milliseconds
- * (tests/bench/bench_cupti_start on the H200 pair), so it is never started later. false with a
- * reason in why when it cannot (no libcupti, a profiler owns CUPTI, CUPTI refuses): the caller
- * keeps timing events.
+ * driver (its cuInit), before the driver is: starting then costs the process about 4 ms once.
+ * Started once the driver has contexts, it took 21-29 ms and held the program's
+ * copies up to 18 ms, and tracing cost 0.7-1.8 us more per copy for the next few hundred
+ * milliseconds (tests/bench/bench_cupti_start on the H200 pair), so it is never started later.
+ * false with a reason in why when it cannot (no libcupti, a profiler owns CUPTI, CUPTI refuses):
+ * the caller keeps timing events.
  */
 bool p2pg_cupti_start(char *why, size_t why_len);
 

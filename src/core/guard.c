@@ -336,8 +336,8 @@ enum p2pg_route p2pg_copy_begin(struct p2pg_copy *c)
 	}
 	/* The events sit on the caller's stream around whatever moves the data: the staged engine
 	 * orders the caller's stream after its last chunk, so a staged copy is timed the same way.
-	 * CUPTI records peer copies only: a staged copy is two copies through the host. */
-	/* An empty copy leaves no CUPTI record. */
+	 * CUPTI records peer copies only: a staged copy is two copies through the host; nor does it
+	 * record an empty copy. */
 	c->by_cupti = c->async && route == P2PG_ROUTE_REAL && c->bytes > 0 && p2pg_cupti_active();
 	if (c->async && !c->by_cupti)
 		c->timing = p2pg_timing_begin(stream, c->bytes, c->t0, &c->ev_end);

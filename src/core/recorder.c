@@ -52,8 +52,7 @@ static struct {
 	struct pending *pending;
 	size_t npending, cap_pending;
 	struct p2pg_gpu_match *match; /* CUPTI timing: rows and records waiting for each other */
-	uint64_t
-	    cupti_heard_ns; /* monotonic: last pass at which CUPTI delivered, or no row waited */
+	uint64_t cupti_heard_ns;      /* monotonic: CUPTI last delivered, or no row waited */
 } rec = {
     .start_lock = PTHREAD_MUTEX_INITIALIZER,
     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -272,16 +271,23 @@ void p2pg_recorder_set_driver_version(int version)
  * only costs the rest of the process CUPTI's times (sampled events instead). */
 #define CUPTI_SILENCE_NS (10 * 1000000000ull)
 
+/* CUPTI starts at the program's cuInit, which may come after the drainer's start or its last look.
+ */
+static void match_needed(void)
+{
+	if (rec.match)
+		return;
+	rec.match = p2pg_gpu_match_new();
+	rec.cupti_heard_ns = p2pg_now_ns();
+}
+
 static void on_timed(void *userdata, const struct p2pg_pending_timing *t)
 {
 	(void)userdata;
 	int64_t row = t->row;
 	uint32_t slot = t->slot;
 	if (t->cupti) {
-		if (!rec.match) { /* CUPTI started after the drainer's last look */
-			rec.match = p2pg_gpu_match_new();
-			rec.cupti_heard_ns = p2pg_now_ns();
-		}
+		match_needed();
 		struct p2pg_gpu_row r = {
 		    .row = row,
 		    .started_ns = t->started_ns,
@@ -471,11 +477,8 @@ static void *drainer_main(void *arg)
 		bool stopping = rec.stop;
 		pthread_mutex_unlock(&rec.lock);
 
-		/* CUPTI starts at the program's cuInit, which may come after the first record. */
-		if (p2pg_cupti_active() && !rec.match) {
-			rec.match = p2pg_gpu_match_new();
-			rec.cupti_heard_ns = p2pg_now_ns();
-		}
+		if (p2pg_cupti_active())
+			match_needed();
 
 		rc = p2pg_store_import(db, spool, &im, false);
 		/* GPU times before the housekeeping below (the first pass writes the rules): a

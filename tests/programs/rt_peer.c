@@ -57,6 +57,18 @@
 		}                                                                          \
 	} while (0)
 
+/* dst on device 1 and src on device 0, size bytes each; device 0 is current after, and *s, when
+ * asked for, a new stream of device 0. */
+static void peer_buffers(void **dst, void **src, size_t size, cudaStream_t *s)
+{
+	CHECK(cudaSetDevice(1));
+	CHECK(cudaMalloc(dst, size));
+	CHECK(cudaSetDevice(0));
+	CHECK(cudaMalloc(src, size));
+	if (s)
+		CHECK(cudaStreamCreate(s));
+}
+
 static int need_two_devices(void)
 {
 	int n = 0;
@@ -81,10 +93,7 @@ static int mode_basic(void)
 	unsigned char *h = malloc(big), *back = malloc(big);
 	void *a0, *a0b, *b1;
 	cudaStream_t s0;
-	CHECK(cudaSetDevice(1));
-	CHECK(cudaMalloc(&b1, big));
-	CHECK(cudaSetDevice(0));
-	CHECK(cudaMalloc(&a0, big));
+	peer_buffers(&b1, &a0, big, NULL);
 	CHECK(cudaMalloc(&a0b, big));
 	CHECK(cudaStreamCreate(&s0));
 	fill(h, big, 7);
@@ -223,11 +232,7 @@ static void *worker_main(void *arg)
 	struct worker *w = arg;
 	void *a, *b;
 	cudaStream_t s;
-	CHECK(cudaSetDevice(1));
-	CHECK(cudaMalloc(&b, w->bytes));
-	CHECK(cudaSetDevice(0));
-	CHECK(cudaMalloc(&a, w->bytes));
-	CHECK(cudaStreamCreate(&s));
+	peer_buffers(&b, &a, w->bytes, &s);
 	if (w->tid_out)
 		*w->tid_out = (uint32_t)syscall(SYS_gettid);
 	for (long k = 0; w->copies < 0 || k < w->copies; k++) {
@@ -273,10 +278,7 @@ static int mode_spaced(int copies, int gap_us, bool p2p)
 	need_two_devices();
 	void *a, *b;
 	cudaStream_t s = NULL;
-	CHECK(cudaSetDevice(1));
-	CHECK(cudaMalloc(&b, 256));
-	CHECK(cudaSetDevice(0));
-	CHECK(cudaMalloc(&a, 256));
+	peer_buffers(&b, &a, 256, NULL);
 	if (p2p)
 		CHECK(cudaDeviceEnablePeerAccess(1, 0));
 	else
@@ -333,11 +335,7 @@ static int mode_profiler(int copies)
 	need_two_devices();
 	void *a, *b;
 	cudaStream_t s;
-	CHECK(cudaSetDevice(1));
-	CHECK(cudaMalloc(&b, 256));
-	CHECK(cudaSetDevice(0));
-	CHECK(cudaMalloc(&a, 256));
-	CHECK(cudaStreamCreate(&s));
+	peer_buffers(&b, &a, 256, &s);
 	spaced_copies(b, a, s, copies, 200);
 	usleep(300000);
 
@@ -386,11 +384,7 @@ static int mode_peer_first(int copies)
 	CHECK(cudaDeviceCanAccessPeer(&can, 0, 1));
 	void *a, *b;
 	cudaStream_t s;
-	CHECK(cudaSetDevice(1));
-	CHECK(cudaMalloc(&b, 256));
-	CHECK(cudaSetDevice(0));
-	CHECK(cudaMalloc(&a, 256));
-	CHECK(cudaStreamCreate(&s));
+	peer_buffers(&b, &a, 256, &s);
 	for (int k = 0; k < copies; k++)
 		CHECK(cudaMemcpyPeerAsync(b, 1, a, 0, 256, s));
 	CHECK(cudaStreamSynchronize(s));
@@ -404,11 +398,7 @@ static int mode_empty_idle(int copies)
 	need_two_devices();
 	void *a, *b;
 	cudaStream_t s;
-	CHECK(cudaSetDevice(1));
-	CHECK(cudaMalloc(&b, 256));
-	CHECK(cudaSetDevice(0));
-	CHECK(cudaMalloc(&a, 256));
-	CHECK(cudaStreamCreate(&s));
+	peer_buffers(&b, &a, 256, &s);
 	CHECK(cudaMemcpyPeerAsync(b, 1, a, 0, 0, s));
 	CHECK(cudaStreamSynchronize(s));
 	sleep(12);
@@ -425,10 +415,7 @@ static int mode_streams(int rounds)
 	need_two_devices();
 	void *a, *b;
 	size_t most = 256 + (size_t)rounds;
-	CHECK(cudaSetDevice(1));
-	CHECK(cudaMalloc(&b, most));
-	CHECK(cudaSetDevice(0));
-	CHECK(cudaMalloc(&a, most));
+	peer_buffers(&b, &a, most, NULL);
 	CHECK(cudaDeviceEnablePeerAccess(1, 0));
 	for (int k = 0; k < rounds; k++) {
 		cudaStream_t s;
@@ -684,11 +671,7 @@ static int mode_bench(long n, size_t size)
 	double cpu_ns = cpu_probe_ns(); /* before any CUDA call: the guard is idle */
 	need_two_devices();
 	struct bench_copy c = {.size = size, .peer = true};
-	CHECK(cudaSetDevice(1));
-	CHECK(cudaMalloc(&c.dst, size));
-	CHECK(cudaSetDevice(0));
-	CHECK(cudaMalloc(&c.src, size));
-	CHECK(cudaStreamCreate(&c.stream));
+	peer_buffers(&c.dst, &c.src, size, &c.stream);
 	int can = 0;
 	CHECK(cudaDeviceCanAccessPeer(&can, 0, 1));
 	if (can)
