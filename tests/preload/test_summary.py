@@ -129,8 +129,8 @@ for key in sorted(timed):
     rates = sorted(g for _, g in timed[key])
     nearest = lambda q: rates[max(1, int(q * len(rates) + 0.5)) - 1]
     # The view rounds to MB/s: a few hundred bytes that took a slow (sanitised) run 0.2 ms read 0.
-    check(p50 is not None and p99 is not None and 0 <= p50 <= p99 and p99 > 0,
-          label + ": 0 <= p50 <= p99, p99 > 0 (%s, %s)" % (p50, p99))
+    check(p50 is not None and p99 is not None and 0 <= p50 <= p99,
+          label + ": 0 <= p50 <= p99 (%s, %s)" % (p50, p99))
     check(p50 == round(nearest(0.50), 3) and p99 == round(nearest(0.99), 3),
           label + ": nearest-rank percentiles (%s, %s)" % (p50, p99))
 big = view.get((0, 1, "driver"))
