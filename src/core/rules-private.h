@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The knowledge base's insides, shared by its files: rules.c (the rule and the set), rules_load.c
+ * (files and folders), rules_validate.c (JSON to a checked rule, and the examples) and
+ * rules_match.c (matching a failure, explaining a pasted line). Not for use outside them.
+ */
+#pragma once
+
+#include <regex.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <string.h>
+
+#include "p2pguard/rules.h"
+
+/* The kinds of value a fact key holds (rules/README.md, "Fact keys"). */
+enum kind {
+	KIND_BOOL,
+	KIND_INT,
+	KIND_STR,
+};
+
+struct fact_key {
+	const char *name;
+	enum kind kind;
+	const char *const *values; /* the allowed strings; NULL when free-form */
+};
+
+struct value {
+	enum kind kind;
+	long long i; /* BOOL (0/1), INT */
+	char *s;     /* STR */
+};
+
+enum op {
+	OP_ANY, /* a scalar is a list of one */
+	OP_GTE,
+	OP_LTE,
+	OP_NE,
+	OP_EXISTS,
+};
+
+struct condition {
+	const struct fact_key *key;
+	enum op op;
+	struct value *values;
+	size_t n_values;
+	bool exists;
+};
+
+struct example {
+	int line;
+	char *text; /* a text example when not NULL */
+	char *api;
+	int status;		 /* -1 when the example has none */
+	struct condition *facts; /* OP_ANY with one value each */
+	size_t n_facts;
+};
+
+struct workaround {
+	char *action;
+	char *how;
+	double rate;
+	size_t order; /* position in the file, to keep it among equal rates */
+};
+
+struct p2pg_rule {
+	char *id;
+	char *title;
+	char *root_cause;
+	char *doc_url;
+	char *file;
+	char *json;
+	char *advice;
+	char *dead_ends_text;
+	double confidence;
+
+	int *codes;
+	size_t n_codes;
+
+	bool has_match;
+	char **apis;
+	size_t n_apis;
+	int *statuses;
+	size_t n_statuses;
+	struct condition *conditions;
+	size_t n_conditions;
+	int specificity;
+
+	bool has_regex;
+	regex_t regex;
+	char **aliases;
+	size_t n_aliases;
+
+	struct workaround *workarounds;
+	size_t n_workarounds;
+	struct workaround *dead_ends; /* action, why (in how), fail rate */
+	size_t n_dead_ends;
+
+	struct example *matches;
+	size_t n_matches;
+	struct example *near_misses;
+	size_t n_near_misses;
+};
+
+struct p2pg_ruleset {
+	struct p2pg_rule **rules;
+	size_t count;
+};
+
+void rules_rule_free(struct p2pg_rule *r); /* accepts NULL */
+void rules_strings_free(char **s, size_t n);
+
+static inline bool has_suffix(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+	return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* Reports "FILE:LINE: message" through report, when there is one. */
+void rules_report(p2pg_rules_report_fn report, void *userdata, const char *file, int line,
+		  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/*
+ * Parses and validates one entry and adds it to rs. id_path, when not NULL, is the id the file's
+ * path implies. *problems (when not NULL) grows by the number of problems reported. Returns 0,
+ * -EINVAL (malformed, reported), -EEXIST (duplicate id, reported) or -ENOMEM.
+ */
+int rules_add_text(struct p2pg_ruleset *rs, const char *file, const char *id_path, const char *text,
+		   size_t len, p2pg_rules_report_fn report, void *userdata, int *problems);

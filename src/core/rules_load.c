@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The knowledge base's loader: rule text, rule files and folders (in name order, following links
+ * to a bounded depth), and the rules compiled into the binary. Each entry goes through
+ * rules_validate.c.
+ */
+#include "p2pguard/rules.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "rules-builtin.h"
+#include "rules-private.h"
+
+/* Rule files are small; anything larger is a mistake (a log pasted into the folder). */
+#define RULE_FILE_MAX (1024 * 1024)
+/* load_dir follows symbolic links; a link loop must end somewhere. */
+#define DIR_DEPTH_MAX 16
+
+int p2pg_ruleset_add_text(struct p2pg_ruleset *rs, const char *file, const char *text, size_t len,
+			  p2pg_rules_report_fn report, void *userdata)
+{
+	if (!rs || !file || !text)
+		return -EINVAL;
+	return rules_add_text(rs, file, NULL, text, len, report, userdata, NULL);
+}
+
+static int read_file(const char *path, char **ret, size_t *ret_len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	if (st.st_size > RULE_FILE_MAX) {
+		close(fd);
+		return -EFBIG;
+	}
+	size_t cap = (size_t)st.st_size + 1, len = 0;
+	char *buf = malloc(cap);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	for (;;) {
+		ssize_t n = read(fd, buf + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = -errno;
+			free(buf);
+			close(fd);
+			return e;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (len + 1 == cap) {
+			/* The file grew since fstat. */
+			if (cap > RULE_FILE_MAX) {
+				free(buf);
+				close(fd);
+				return -EFBIG;
+			}
+			char *bigger = realloc(buf, cap * 2);
+			if (!bigger) {
+				free(buf);
+				close(fd);
+				return -ENOMEM;
+			}
+			buf = bigger;
+			cap *= 2;
+		}
+	}
+	close(fd);
+	buf[len] = '\0';
+	*ret = buf;
+	*ret_len = len;
+	return 0;
+}
+
+static int compare_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Loads root/rel (a folder) recursively, in name order so problems come out the same each time.
+ * Returns the problem count or a negative errno when the top folder cannot be read. */
+static int load_tree(struct p2pg_ruleset *rs, const char *root, const char *rel, int depth,
+		     p2pg_rules_report_fn report, void *userdata)
+{
+	char path[PATH_MAX];
+	int problems = 0;
+	DIR *d;
+	char **names = NULL;
+	size_t n_names = 0, cap = 0;
+
+	snprintf(path, sizeof(path), "%s%s%s", root, *rel ? "/" : "", rel);
+	d = opendir(path);
+	if (!d)
+		return -errno;
+	for (struct dirent *de; (de = readdir(d));) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (n_names == cap) {
+			cap = cap ? cap * 2 : 16;
+			char **more = realloc(names, cap * sizeof(*names));
+			if (!more)
+				goto nomem;
+			names = more;
+		}
+		names[n_names] = strdup(de->d_name);
+		if (!names[n_names])
+			goto nomem;
+		n_names++;
+	}
+	closedir(d);
+	d = NULL;
+	if (n_names)
+		qsort(names, n_names, sizeof(*names), compare_names);
+
+	for (size_t k = 0; k < n_names; k++) {
+		char sub[PATH_MAX], file[PATH_MAX];
+		struct stat st;
+
+		if (snprintf(sub, sizeof(sub), "%s%s%s", rel, *rel ? "/" : "", names[k]) >=
+			(int)sizeof(sub) ||
+		    snprintf(file, sizeof(file), "%s/%s", root, sub) >= (int)sizeof(file))
+			continue; /* no such path can be opened anyway */
+		if (stat(file, &st) < 0)
+			continue; /* a dangling link is not a rule file */
+		if (S_ISDIR(st.st_mode)) {
+			if (depth >= DIR_DEPTH_MAX) {
+				rules_report(report, userdata, file, 0,
+					     "folders nested deeper than %d levels", DIR_DEPTH_MAX);
+				problems++;
+				continue;
+			}
+			int r = load_tree(rs, root, sub, depth + 1, report, userdata);
+			if (r < 0) {
+				rules_report(report, userdata, file, 0, "cannot read folder: %s",
+					     strerror(-r));
+				problems++;
+			} else {
+				problems += r;
+			}
+			continue;
+		}
+		if (!S_ISREG(st.st_mode) || !has_suffix(names[k], ".json"))
+			continue;
+
+		char *text = NULL;
+		size_t len = 0;
+		int r = read_file(file, &text, &len);
+		if (r < 0) {
+			rules_report(report, userdata, file, 0, "cannot read file: %s",
+				     r == -EFBIG ? "larger than 1 MiB" : strerror(-r));
+			problems++;
+			continue;
+		}
+		sub[strlen(sub) - strlen(".json")] = '\0';
+		r = rules_add_text(rs, file, sub, text, len, report, userdata, &problems);
+		free(text);
+		if (r == -ENOMEM) {
+			rules_strings_free(names, n_names);
+			return r;
+		}
+	}
+	rules_strings_free(names, n_names);
+	return problems;
+
+nomem:
+	if (d)
+		closedir(d);
+	rules_strings_free(names, n_names);
+	return -ENOMEM;
+}
+
+int p2pg_ruleset_load_dir(struct p2pg_ruleset *rs, const char *dir, p2pg_rules_report_fn report,
+			  void *userdata)
+{
+	char root[PATH_MAX];
+	size_t n;
+
+	if (!rs || !dir || !*dir)
+		return -EINVAL;
+	/* "rules/" and "rules" name the same folder; keep "rules//cuda/x.json" out of messages. */
+	n = (size_t)snprintf(root, sizeof(root), "%s", dir);
+	if (n >= sizeof(root))
+		return -ENAMETOOLONG;
+	while (n > 1 && root[n - 1] == '/')
+		root[--n] = '\0';
+	return load_tree(rs, root, "", 0, report, userdata);
+}
+
+int p2pg_ruleset_load_builtin(struct p2pg_ruleset *rs, p2pg_rules_report_fn report, void *userdata)
+{
+	int problems = 0;
+
+	if (!rs)
+		return -EINVAL;
+	for (size_t k = 0; k < p2pg_builtin_rule_count; k++) {
+		const struct p2pg_builtin_rule *b = &p2pg_builtin_rules[k];
+		char file[PATH_MAX], id_path[PATH_MAX];
+
+		snprintf(file, sizeof(file), "rules/%s", b->path);
+		snprintf(id_path, sizeof(id_path), "%s", b->path);
+		if (has_suffix(id_path, ".json"))
+			id_path[strlen(id_path) - strlen(".json")] = '\0';
+		int r =
+		    rules_add_text(rs, file, id_path, b->text, b->len, report, userdata, &problems);
+		if (r == -ENOMEM)
+			return r;
+	}
+	return problems;
+}
