@@ -3,7 +3,8 @@
 #   conformance with and without the guard, the preload tests against the real driver, nvcc
 #   binaries (static and shared runtime), the guard's overhead per async peer copy, the staged
 #   engine's bandwidth, the recorder's budgets, PyTorch (split model, every mode), torchrun DDP over
-#   NCCL, JAX and CuPy, and topo. Prints one table; logs go to $OUT (or ./gpu-check-out).
+#   NCCL, JAX and CuPy, and topo. Prints one table; results go to $OUT, or,
+#   when it is not set, to a new folder under /tmp (its path is the last line printed).
 #
 # Built elsewhere: the GPU machine has no SQLite headers and no libunwind. Prepare with
 #   scripts/prepare-carry.sh        (here: copies the build and libunwind.so.8 into .carry/)
@@ -18,7 +19,7 @@ CARRY=$ROOT/.carry
 BUILD=$CARRY/build
 # Everything is written to a work folder; $OUT gets the summary, the benchmark tables and one
 # archive of the rest (the device runner brings back only a few files).
-RESULTS=${OUT:-$ROOT/gpu-check-out}
+RESULTS=${OUT:-$(mktemp -d /tmp/gpu-check-results.XXXXXX)}
 OUT=$(mktemp -d /tmp/gpu-check.XXXXXX)
 mkdir -p "$RESULTS"
 LIB=$BUILD/src/preload/libp2pguard.so
@@ -310,3 +311,4 @@ fi
 cp "$OUT/summary.md" "$OUT"/bench-*.txt "$OUT/topo.txt" "$RESULTS/" 2>/dev/null
 find "$OUT" -name '*.db*' -size +4M -delete
 tar -C "$OUT" -czf "$RESULTS/gpu-check-logs.tar.gz" .
+echo "gpu-check: results in $RESULTS"
