@@ -3,6 +3,7 @@
 By default programs run against the simulated CUDA in the build tree. With P2PG_REAL_CUDA=1 (as
 scripts/gpu-check.sh sets it) they run against the machine's real driver and runtime instead.
 """
+import atexit
 import functools
 import os
 import re
@@ -140,9 +141,27 @@ def scalar(db, sql, *params):
     return rows[0][0] if rows else None
 
 
-def tempdb(name="p2pguard.db"):
+_folders = []
+
+
+@atexit.register
+def _remove_folders():
+    # P2PG_KEEP_TEMP=1 keeps the databases and spools for a look after a failure.
+    if os.environ.get("P2PG_KEEP_TEMP") == "1":
+        return
+    for folder in _folders:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def tempfolder():
+    """A new folder under $TMPDIR, removed when the test exits (done() or an exception)."""
     folder = tempfile.mkdtemp(prefix="p2pg-test-")
-    return os.path.join(folder, name)
+    _folders.append(folder)
+    return folder
+
+
+def tempdb(name="p2pguard.db"):
+    return os.path.join(tempfolder(), name)
 
 
 def check(condition, what):

@@ -21,7 +21,7 @@ for var, value in (("P2PGUARD_RECORD", "some"), ("P2PGUARD_PAIRS", "0-0"), ("P2P
     check(proc.stdout == bare and len(lines) == 1 and var + "=" + value in lines[0],
           "%s=%s: one line naming it, program unharmed" % (var, value))
 
-folder = tempfile.mkdtemp()
+folder = tempfolder()
 os.chmod(folder, 0o500)
 db = os.path.join(folder, "sub", "p2pguard.db")
 proc = run([program("rt_peer"), "basic"], db=db)

@@ -99,7 +99,7 @@ equal(sorted(r[:2] for r in query(db, "SELECT device, peer_device FROM failures 
       [(2, 3), (3, 2)], "four GPUs: failure rows for 2->3 and 3->2 only")
 
 # ---- --no-record ----
-folder = tempfile.mkdtemp(prefix="p2pg-test-")
+folder = tempfolder()
 proc = subprocess.run([CLI, "topo", "--no-record", "--bytes", str(BYTES)], capture_output=True, text=True,
                       env=environment(preload=False), timeout=120, cwd=folder)
 check(proc.returncode in (0, 1) and "P2P matrix" in proc.stdout, "--no-record: still prints the matrix")

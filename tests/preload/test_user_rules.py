@@ -4,7 +4,7 @@ import json
 import os
 from harness import *
 
-folder = tempfile.mkdtemp()
+folder = tempfolder()
 site = {
     "id": "site/disable-in-cleanup",
     "signature": "our cleanup disables peers it never enabled",

@@ -5,6 +5,7 @@
  * through; summary mode aggregates; the ring drops and counts when full.
  */
 #include <errno.h>
+#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -67,6 +68,11 @@ static void publish(struct p2pg_spool_thread *t, int n, int status)
 					.dst_device = 1};
 		p2pg_spool_put(t, &r);
 	}
+}
+
+static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	return remove(path);
 }
 
 int main(void)
@@ -229,5 +235,6 @@ int main(void)
 	      "integrity check ok");
 	sqlite3_finalize(st);
 	sqlite3_close(db);
+	nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 	return TAP_DONE();
 }
