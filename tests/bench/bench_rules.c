@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What loading the knowledge base costs: every rule compiled into the binary (the shipped rules/
+ * folder), parsed, validated and added to a fresh set, repeated; then the check of every rule's
+ * examples against the set. Prints one table of medians.
+ *   build/tests/bench/bench_rules [REPEATS]
+ * No GPU involved: rules load in the guard's process when a failure is first diagnosed, in every
+ * `p2pguard explain` and `p2pguard rules validate`.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "json.h"
+#include "p2pguard/rules.h"
+#include "rules-builtin.h"
+
+static double now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), compare_doubles);
+	return v[n / 2];
+}
+
+int main(int argc, char **argv)
+{
+	int repeats = argc > 1 ? atoi(argv[1]) : 200;
+	if (repeats < 1)
+		repeats = 1;
+	double *load = calloc((size_t)repeats, sizeof(double));
+	double *check = calloc((size_t)repeats, sizeof(double));
+	double *parse = calloc((size_t)repeats, sizeof(double));
+	size_t bytes = 0, count = 0;
+	if (!load || !check || !parse)
+		return 2;
+	for (size_t k = 0; k < p2pg_builtin_rule_count; k++)
+		bytes += p2pg_builtin_rules[k].len;
+
+	for (int r = 0; r < repeats; r++) {
+		struct p2pg_ruleset *rs = p2pg_ruleset_new();
+		double t0 = now_us();
+		int problems = p2pg_ruleset_load_builtin(rs, NULL, NULL);
+		double t1 = now_us();
+		int failed = p2pg_ruleset_check_examples(rs, NULL, NULL);
+		double t2 = now_us();
+		if (problems != 0 || failed != 0) {
+			fprintf(stderr,
+				"bench_rules: the built-in rules do not load cleanly (%d, %d)\n",
+				problems, failed);
+			return 1;
+		}
+		count = p2pg_ruleset_count(rs);
+		p2pg_ruleset_free(rs);
+		load[r] = t1 - t0;
+		check[r] = t2 - t1;
+
+		/* The JSON reader's share of the load. */
+		t0 = now_us();
+		for (size_t k = 0; k < p2pg_builtin_rule_count; k++) {
+			struct p2pg_json *v = NULL;
+			if (p2pg_json_parse(p2pg_builtin_rules[k].text, p2pg_builtin_rules[k].len,
+					    &v, NULL) < 0)
+				return 1;
+			p2pg_json_free(v);
+		}
+		parse[r] = now_us() - t0;
+	}
+	double l = median(load, repeats), c = median(check, repeats), j = median(parse, repeats);
+	printf("bench_rules: %zu built-in rules, %zu bytes of JSON, %d repeats (medians)\n", count,
+	       bytes, repeats);
+	printf("| what | median | per rule |\n|---|---|---|\n");
+	printf("| load (parse, validate, add) | %.0f us | %.1f us |\n", l, l / (double)count);
+	printf("| of which: JSON parse alone | %.0f us | %.1f us |\n", j, j / (double)count);
+	printf("| check every example | %.0f us | %.1f us |\n", c, c / (double)count);
+	printf("| both | %.0f us | %.1f us |\n", l + c, (l + c) / (double)count);
+	free(load);
+	free(check);
+	free(parse);
+	return 0;
+}
