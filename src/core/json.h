@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A small JSON (RFC 8259) reader for the knowledge base. It builds a tree and remembers the line
- * every value starts on, so that the rule validator can say "file:line: message" about any field.
+ * The knowledge base's JSON (RFC 8259) reader: SQLite's json_tree() decodes the text, and a checker
+ * (json.c) adds the line every value starts on, so that the rule validator can say
+ * "file:line: message" about any field, and the syntax messages rules/README.md specifies.
  *
  * Stricter than the RFC where a data file should be: duplicate object keys, "\u0000" and invalid
  * UTF-8 are errors, and nesting is limited to P2PG_JSON_MAX_DEPTH levels (the parser recurses).
