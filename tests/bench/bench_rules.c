@@ -79,8 +79,9 @@ int main(int argc, char **argv)
 		parse[r] = now_us() - t0;
 	}
 	double l = median(load, repeats), c = median(check, repeats), j = median(parse, repeats);
-	printf("bench_rules: %zu built-in rules, %zu bytes of JSON, %d repeats (medians of CPU time)\n", count,
-	       bytes, repeats);
+	printf("bench_rules: %zu built-in rules, %zu bytes of JSON, %d repeats (medians of CPU "
+	       "time)\n",
+	       count, bytes, repeats);
 	printf("| what | median | per rule |\n|---|---|---|\n");
 	printf("| load (parse, validate, add) | %.0f us | %.1f us |\n", l, l / (double)count);
 	printf("| of which: JSON parse alone | %.0f us | %.1f us |\n", j, j / (double)count);
