@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cleanup.h"
 
@@ -439,6 +440,7 @@ static int check_value(struct parser *ps)
 static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
 static sqlite3 *shared_db;
 static sqlite3_stmt *shared_tree;
+static pid_t shared_pid; /* SQLite connections must not cross fork() */
 
 static const char tree_sql[] = "SELECT id, parent, type, atom, key FROM json_tree(?1)";
 
@@ -602,9 +604,10 @@ static int decode(struct parser *ps, const char *text, size_t len, struct p2pg_j
 	bool shared = pthread_mutex_trylock(&shared_lock) == 0;
 	int r;
 
-	if (shared && !shared_db && open_reader(&shared_db, &shared_tree) < 0)
-		shared_db = NULL;
-	if (shared && shared_db) {
+	if (shared && !shared_db && open_reader(&shared_db, &shared_tree) == 0)
+		shared_pid = getpid();
+	/* In a forked child the parent's connection is left alone: each parse opens its own. */
+	if (shared && shared_db && shared_pid == getpid()) {
 		stmt = shared_tree;
 	} else {
 		if (shared)
