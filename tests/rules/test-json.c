@@ -3,6 +3,8 @@
  * "Syntax errors"). */
 #include <errno.h>
 #include <math.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "json.h"
 #include "rules-test.h"
@@ -135,11 +137,31 @@ static void test_errors(void)
 	check_int(p2pg_json_parse("[", 1, &v, NULL), -EINVAL);
 }
 
+/* SQLite decodes the text through one shared connection, which a forked child must not use:
+ * a parse in the child still works (on a connection of its own). */
+static void test_fork(void)
+{
+	struct p2pg_json *v = parse_ok("{\"a\": [1, 2]}");
+	p2pg_json_free(v);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct p2pg_json *w = NULL;
+		int r = p2pg_json_parse("{\"b\": \"x\"}", 10, &w, NULL);
+		bool ok = r == 0 && w && strcmp(p2pg_json_member(w, "b")->string, "x") == 0;
+		p2pg_json_free(w);
+		_exit(ok ? 0 : 1);
+	}
+	int status = -1;
+	check(pid > 0 && waitpid(pid, &status, 0) == pid);
+	check(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(void)
 {
 	RUN(test_values);
 	RUN(test_lines);
 	RUN(test_strings);
 	RUN(test_errors);
+	RUN(test_fork);
 	return test_failures ? 1 : 0;
 }
