@@ -452,10 +452,11 @@ static int open_reader(sqlite3 **ret_db, sqlite3_stmt **ret_stmt)
 		sqlite3_close(db);
 		return -ENOMEM;
 	}
-	if (sqlite3_prepare_v3(db, tree_sql, -1, SQLITE_PREPARE_PERSISTENT, ret_stmt, NULL) !=
-	    SQLITE_OK) {
+	int r = sqlite3_prepare_v3(db, tree_sql, -1, SQLITE_PREPARE_PERSISTENT, ret_stmt, NULL);
+	if (r != SQLITE_OK) {
 		sqlite3_close(db);
-		return -ENOMEM;
+		/* json_tree() is built in since SQLite 3.38, optional (JSON1) before. */
+		return r == SQLITE_NOMEM ? -ENOMEM : -EPROTONOSUPPORT;
 	}
 	*ret_db = db;
 	return 0;
@@ -478,7 +479,7 @@ static size_t row_index(const sqlite3_int64 *ids, size_t n, sqlite3_int64 id)
 
 static enum p2pg_json_type type_of(const char *t)
 {
-	switch (t[0]) {
+	switch (t ? t[0] : '\0') {
 	case 'o':
 		return P2PG_JSON_OBJECT;
 	case 'a':
@@ -518,7 +519,10 @@ static int append(struct p2pg_json *parent, struct p2pg_json *item, const char *
 /* Reads node v's value from the row: the atom is SQLite's decoded value. */
 static int read_atom(sqlite3_stmt *stmt, struct p2pg_json *v)
 {
-	v->type = type_of((const char *)sqlite3_column_text(stmt, 2));
+	const char *type = (const char *)sqlite3_column_text(stmt, 2);
+	if (!type)
+		return -ENOMEM; /* json_tree() always names the type */
+	v->type = type_of(type);
 	switch (v->type) {
 	case P2PG_JSON_BOOL:
 		v->boolean = sqlite3_column_int(stmt, 3) != 0;
@@ -530,14 +534,17 @@ static int read_atom(sqlite3_stmt *stmt, struct p2pg_json *v)
 		if (v->is_integer)
 			v->integer = sqlite3_column_int64(stmt, 3);
 		return 0;
-	case P2PG_JSON_STRING:
+	case P2PG_JSON_STRING: {
+		/* Text first, then its length: the order SQLite's documentation asks for. */
+		const unsigned char *text = sqlite3_column_text(stmt, 3);
 		v->length = (size_t)sqlite3_column_bytes(stmt, 3);
-		v->string = malloc(v->length + 1);
+		v->string = text ? malloc(v->length + 1) : NULL;
 		if (!v->string)
 			return -ENOMEM;
-		memcpy(v->string, sqlite3_column_text(stmt, 3), v->length);
+		memcpy(v->string, text, v->length);
 		v->string[v->length] = '\0';
 		return 0;
+	}
 	default:
 		return 0;
 	}
@@ -613,7 +620,10 @@ static int decode(struct parser *ps, const char *text, size_t len, struct p2pg_j
 		if (shared)
 			pthread_mutex_unlock(&shared_lock);
 		shared = false;
-		if (open_reader(&own_db, &stmt) < 0)
+		r = open_reader(&own_db, &stmt);
+		if (r == -EPROTONOSUPPORT)
+			return fail(ps, "this SQLite has no JSON functions (json_tree)");
+		if (r < 0)
 			return out_of_memory(ps);
 	}
 	r = build(ps, stmt, text, len, ret);
