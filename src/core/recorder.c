@@ -622,6 +622,8 @@ void p2pg_recorder_atfork_child(void)
 	rec.spool_fd = -1;
 	rec.spool_failed = false;
 	rec.drainer_running = false;
+	atomic_store(&rec.drainer_tid, 0); /* the parent's drainer is not in the child */
+	atomic_store(&rec.crashing, false);
 	rec.stop = false;
 	rec.drained_all = false;
 	rec.pending = NULL; /* the parent's list; the child starts its own */
