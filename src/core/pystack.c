@@ -299,21 +299,16 @@ size_t p2pg_python_stack_signal_safe(char *buf, size_t len)
 		return 0;
 	dump(fd, tstate);
 	size_t got = 0;
-	if (read_end == fd) {
-		ssize_t r;
+	ssize_t r;
+	if (read_end == fd) { /* a memfd: read from its start */
 		while (got < len - 1 && (r = pread(fd, buf + got, len - 1 - got, (off_t)got)) > 0)
 			got += (size_t)r;
-	} else {
-		close(fd); /* the write end: reads then end at what was written */
-		fd = -1;
-		ssize_t r;
+	} else { /* a pipe: with its write end closed, reads end at what was written */
+		close(fd);
 		while (got < len - 1 && (r = read(read_end, buf + got, len - 1 - got)) > 0)
 			got += (size_t)r;
 	}
-	if (fd >= 0)
-		close(fd);
-	if (read_end != fd && read_end >= 0)
-		close(read_end);
+	close(read_end);
 	buf[got] = '\0';
 	return p2pg_python_stack_convert(buf, got);
 }
