@@ -151,6 +151,21 @@ check(bt is not None and " crash_in_cxx(int)+0x" in first_line(bt),
       "the crash backtrace starts in crash_in_cxx(int) (%r)" % first_line(bt))
 equal(scalar(db, "SELECT python_stack FROM crashes"), None, "a C++ program's crash has no Python stack")
 
+# When the final import cannot happen (here the database cannot be opened: its path is a folder),
+# the spool keeps the crash for `p2pguard recover`, whose symbolisation demangles too (the CLI is a
+# C program: it opens the C++ runtime for its demangler).
+db = tempdb()
+os.mkdir(db)
+proc = run([program("cxx_peer"), "crash"], db=db, check=False)
+equal(proc.returncode, -signal.SIGSEGV, "with no usable database the C++ program still dies of SIGSEGV")
+check(len(os.listdir(db + ".spool")) == 1, "its spool is left for recovery")
+os.rmdir(db)
+recover = subprocess.run([CLI, "recover", db], capture_output=True, text=True, env=environment(preload=False))
+check("recovered 1 spool file" in recover.stdout, "recover imports it (%s)" % recover.stdout.strip())
+bt = scalar(db, "SELECT backtrace FROM crashes")
+check(bt is not None and " crash_in_cxx(int)+0x" in first_line(bt),
+      "the recovered crash is demangled too (%r)" % first_line(bt))
+
 # A database made before crashes.python_stack existed gets the column when the guard opens it.
 db = tempdb()
 con = sqlite3.connect(db)
