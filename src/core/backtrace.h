@@ -51,7 +51,7 @@ void p2pg_python_stack_prepare(void);
 /*
  * Async-signal-safe: the same as p2pg_python_stack, through the traceback writer found by the last
  * p2pg_python_stack_prepare (nothing when none was). Takes no lock and allocates nothing; uses a
- * memfd (or a pipe) for the writer's text.
+ * pipe (or a memfd) for the writer's text.
  */
 size_t p2pg_python_stack_signal_safe(char *buf, size_t len);
 
