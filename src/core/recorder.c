@@ -51,8 +51,7 @@ static struct {
 	 * (the faulting thread may hold the driver's locks). */
 	_Atomic bool crashing;
 	/* For that wait: the drainer's thread id while it runs and has a database or may still open
-	 * one (0 otherwise),
-	 * and its import passes, counted as they begin and as they succeed. */
+	 * one (0 otherwise), and its import passes, counted as they begin and as they succeed. */
 	_Atomic uint32_t drainer_tid;
 	_Atomic uint64_t passes_begun;
 	_Atomic uint64_t passes_imported;
@@ -492,6 +491,7 @@ static void *drainer_main(void *arg)
 			match_needed();
 
 		uint64_t pass = atomic_fetch_add(&rec.passes_begun, 1) + 1;
+		atomic_thread_fence(memory_order_seq_cst); /* see p2pg_recorder_await_signal_safe */
 		rc = p2pg_store_import(db, spool, &im, false);
 		if (rc >= 0)
 			atomic_store(&rec.passes_imported, pass);
@@ -566,7 +566,10 @@ bool p2pg_recorder_await_signal_safe(uint64_t timeout_ns)
 	if (!drainer || drainer == p2pg_tid_signal_safe())
 		return false;
 	atomic_store(&rec.crashing, true);
-	/* A pass that begins after this moment sees everything published before it. */
+	/* A pass that begins after this moment sees everything published before it. The fences
+	 * here and in the drainer keep the blob's publication from being ordered after this read
+	 * (a store then a load of another location may pass each other otherwise). */
+	atomic_thread_fence(memory_order_seq_cst);
 	uint64_t after = atomic_load(&rec.passes_begun);
 	uint64_t deadline = monotonic_ns_signal_safe() + timeout_ns;
 	bool done = false;
