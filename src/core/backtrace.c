@@ -6,6 +6,8 @@
  */
 #define UNW_LOCAL_ONLY
 #include "backtrace.h"
+#include "cleanup.h"
+#include "driver.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -314,12 +316,54 @@ static uintptr_t elf_symbolise_ip(struct elf_image *img, uintptr_t base, uintptr
 	return symbol ? symbol : elf_symbolise(img, base, ip, name, name_len);
 }
 
+/*
+ * C++ names as the program's authors wrote them ("enable_peers(int)", not "_Z12enable_peersi").
+ * The C++ runtime's demangler is found at run time: a process with C++ frames has libstdc++ (or
+ * libc++, which exports the same function) loaded already; anywhere else (the CLI symbolising a
+ * dead process's crash) libstdc++ is opened if it is installed. Never linked, never called from
+ * a signal handler (it allocates).
+ */
+typedef char *(*demangle_fn)(const char *mangled, char *buf, size_t *len, int *status);
+
+static demangle_fn demangler;
+static pthread_once_t demangler_once = PTHREAD_ONCE_INIT;
+
+static void find_demangler(void)
+{
+	demangler = (demangle_fn)p2pg_real_dlsym(RTLD_DEFAULT, "__cxa_demangle");
+	if (demangler)
+		return;
+	void *lib = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+	if (lib)
+		demangler = (demangle_fn)p2pg_real_dlsym(lib, "__cxa_demangle");
+}
+
+/* The demangled name (malloc'd, for free) or NULL: not a C++ name, or no demangler. */
+static char *demangle(const char *symbol)
+{
+	if (!symbol || strncmp(symbol, "_Z", 2) != 0)
+		return NULL;
+	pthread_once(&demangler_once, find_demangler);
+	if (!demangler)
+		return NULL;
+	int status = -1;
+	char *name = demangler(symbol, NULL, NULL, &status);
+	if (status != 0) {
+		free(name);
+		return NULL;
+	}
+	return name;
+}
+
 /* One formatted frame: "#N module+0xOFF symbol+0xOFF", with the parts that are unknown left out. */
 static void format_frame(struct out *o, int index, uintptr_t ip, const char *module, uintptr_t base,
 			 const char *symbol, long symbol_off)
 {
 	char line[1024];
 	int n;
+	_cleanup_free_ char *readable = demangle(symbol);
+	if (readable)
+		symbol = readable;
 	if (!module || !*module)
 		n = snprintf(line, sizeof(line), "#%d 0x%lx\n", index, (unsigned long)ip);
 	else if (!symbol || !*symbol)

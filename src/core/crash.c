@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fatal signals: the faulting thread's raw backtrace goes into the spool from the handler (nothing
- * but memory writes and read-only /proc access there); it is symbolised later by whoever imports
- * the spool. Then the previous handler runs, so Python's faulthandler and the frameworks' own
- * handlers still work, and the process ends with the same signal.
+ * Fatal signals: the faulting thread's raw backtrace and its Python stack go into the spool from
+ * the handler (nothing but memory writes, read-only /proc access and the interpreter's signal-safe
+ * traceback writer there); the backtrace is symbolised later by whoever imports the spool. The
+ * handler then gives the drainer (another thread, which is not interrupted) up to a second to put
+ * the crash and everything before it into the database, so the row is there when the process is
+ * gone; past that the spool keeps them for recovery. Then the previous handler runs, so Python's
+ * faulthandler and the frameworks' own handlers still work, and the process ends with the same
+ * signal.
  */
 #include <errno.h>
 #include <libunwind.h>
@@ -21,6 +25,8 @@
 
 static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
 #define NFATAL (sizeof(fatal_signals) / sizeof(fatal_signals[0]))
+/* A crash's Python stack: 64 frames of ordinary length. */
+#define PYSTACK_CRASH_MAX (8 << 10)
 
 static struct sigaction previous[NFATAL];
 static _Atomic int in_handler;
@@ -33,14 +39,18 @@ static int signal_index(int sig)
 	return -1;
 }
 
-static void write_crash(int sig, void *uctx)
+/* The final import's bound: the process is dying, and whoever waits for it (a launcher, a user)
+ * must not notice. */
+#define CRASH_IMPORT_WAIT_NS 1000000000ull
+
+static struct p2pg_spool_blob *write_crash(int sig, void *uctx)
 {
 	struct p2pg_spool_layout *spool = p2pg_recorder_spool_signal_safe();
 	if (!spool)
-		return;
+		return NULL;
 	struct p2pg_spool_blob *blob = p2pg_spool_blob_claim(spool);
 	if (!blob)
-		return;
+		return NULL;
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	uintptr_t ips[P2PG_BACKTRACE_MAX];
@@ -57,11 +67,18 @@ static void write_crash(int sig, void *uctx)
 	blob->tid = p2pg_tid_signal_safe();
 	blob->signal = sig;
 	blob->started_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	blob->length = (uint32_t)p2pg_backtrace_raw_signal_safe(ips + skip, n - skip, blob->text,
-								sizeof(blob->text) - 1) +
-		       1;
-	blob->text[blob->length - 1] = '\0';
+	/* Fields: the raw backtrace, then the Python stack (store.c reads them in this order). */
+	size_t pos = p2pg_backtrace_raw_signal_safe(ips + skip, n - skip, blob->text,
+						    sizeof(blob->text) - 1);
+	blob->text[pos++] = '\0';
+	size_t room = sizeof(blob->text) - pos;
+	if (room > PYSTACK_CRASH_MAX)
+		room = PYSTACK_CRASH_MAX;
+	pos += p2pg_python_stack_signal_safe(blob->text + pos, room);
+	blob->text[pos++] = '\0';
+	blob->length = (uint32_t)pos;
 	p2pg_spool_blob_publish(blob);
+	return blob;
 }
 
 static void on_fatal_signal(int sig, siginfo_t *info, void *uctx)
@@ -72,7 +89,9 @@ static void on_fatal_signal(int sig, siginfo_t *info, void *uctx)
 	int saved_errno = errno;
 	/* A second fault inside the handler must not loop: straight to the previous handler. */
 	if (atomic_exchange(&in_handler, 1) == 0) {
-		write_crash(sig, uctx);
+		struct p2pg_spool_blob *blob = write_crash(sig, uctx);
+		if (blob)
+			p2pg_recorder_await_signal_safe(CRASH_IMPORT_WAIT_NS);
 		/* A previous handler may recover (longjmp out, or fix and return): the next fault
 		 * is recorded again. */
 		atomic_store(&in_handler, 0);
@@ -99,6 +118,9 @@ static void on_fatal_signal(int sig, siginfo_t *info, void *uctx)
 
 void p2pg_crash_install(void)
 {
+	/* The interpreter's traceback writer, if one is loaded already (dlsym cannot be called in
+	 * the handler); the first cuInit and every failure look again. */
+	p2pg_python_stack_prepare();
 	for (unsigned k = 0; k < NFATAL; k++) {
 		struct sigaction sa;
 		memset(&sa, 0, sizeof(sa));

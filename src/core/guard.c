@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backtrace.h"
 #include "cupti_timing.h"
 #include "driver.h"
 #include "evidence.h"
@@ -180,8 +181,18 @@ void p2pg_driver_initialising(void)
 				    why);
 		starting_cupti = false;
 	}
+	bool first = !driver_initialised;
 	__atomic_store_n(&driver_initialised, true, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&driver_init_lock);
+	/* Every guarded CUDA process is seen, peer calls or not: its processes row and crash rows
+	 * come from its spool, made here rather than at its first record. A process that never
+	 * initialises CUDA (a shell, a tool) makes nothing. */
+	if (first && settings.enabled && __atomic_load_n(&p2pg_active, __ATOMIC_ACQUIRE)) {
+		/* An interpreter embedded after the guard loaded is there by now: its traceback
+		 * writer is looked up for the crash handler. */
+		p2pg_python_stack_prepare();
+		p2pg_recorder_process_seen();
+	}
 }
 
 bool p2pg_init_slow(void)

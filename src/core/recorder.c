@@ -47,6 +47,14 @@ static struct {
 	bool stop;
 	bool drained_all;     /* the last pass before shutdown imported everything */
 	_Atomic bool exiting; /* exit has begun: the drainer makes no more CUDA calls */
+	/* A fatal signal's handler waits for a final import: the drainer makes no CUDA call then
+	 * (the faulting thread may hold the driver's locks). */
+	_Atomic bool crashing;
+	/* For that wait: the drainer's thread id while it runs and has a database or may still open
+	 * one (0 otherwise), and its import passes, counted as they begin and as they succeed. */
+	_Atomic uint32_t drainer_tid;
+	_Atomic uint64_t passes_begun;
+	_Atomic uint64_t passes_imported;
 
 	/* drainer-private */
 	struct pending *pending;
@@ -336,7 +344,7 @@ static void poll_timings(sqlite3 *db)
 	bool began = false;
 	for (size_t k = 0; k < rec.npending; k++) {
 		/* Exit may begin during the pass: from then on no CUDA call. */
-		if (atomic_load(&rec.exiting)) {
+		if (atomic_load(&rec.exiting) || atomic_load(&rec.crashing)) {
 			rec.pending[kept++] = rec.pending[k];
 			continue;
 		}
@@ -441,6 +449,7 @@ static void *drainer_main(void *arg)
 	sqlite3 *db = NULL;
 	char err[256];
 	pthread_mutex_lock(&pass_lock);
+	atomic_store(&rec.drainer_tid, p2pg_tid());
 	sem_post(arg); /* start_drainer's, which returns now */
 	/* Opening writes the schema: like a pass, it waits at most 100 ms for another rank's lock
 	 * with pass_lock held, and tries again later with it released. */
@@ -455,6 +464,7 @@ static void *drainer_main(void *arg)
 		pthread_mutex_lock(&pass_lock);
 	}
 	if (rc < 0) {
+		atomic_store(&rec.drainer_tid, 0);
 		pthread_mutex_unlock(&pass_lock);
 		p2pg_notice(
 		    "cannot use the database %s (%s); records stay in %s for `p2pguard recover`, "
@@ -480,13 +490,18 @@ static void *drainer_main(void *arg)
 		if (p2pg_cupti_active())
 			match_needed();
 
+		uint64_t pass = atomic_fetch_add(&rec.passes_begun, 1) + 1;
+		atomic_thread_fence(memory_order_seq_cst); /* see p2pg_recorder_await_signal_safe */
 		rc = p2pg_store_import(db, spool, &im, false);
+		if (rc >= 0)
+			atomic_store(&rec.passes_imported, pass);
+		bool no_cuda = atomic_load(&rec.exiting) || atomic_load(&rec.crashing);
 		/* GPU times before the housekeeping below (the first pass writes the rules): a
 		 * short program's copies are read while it still runs. */
-		if (rec.npending && !stopping && !atomic_load(&rec.exiting))
+		if (rec.npending && !stopping && !no_cuda)
 			poll_timings(db);
 		if (rec.match)
-			collect_cupti(db, stopping || atomic_load(&rec.exiting));
+			collect_cupti(db, stopping || no_cuda);
 		/* Children that left with _exit, ranks that were killed: their spools are imported
 		 * by whoever is still alive, about once a second and once more at exit. */
 		if (passes++ == 0) {
@@ -524,10 +539,49 @@ static void *drainer_main(void *arg)
 		pthread_mutex_lock(&pass_lock);
 		pthread_mutex_lock(&rec.lock);
 	}
+	atomic_store(&rec.drainer_tid, 0);
 	p2pg_importer_release(&im);
 	sqlite3_close(db);
 	pthread_mutex_unlock(&pass_lock);
 	return NULL;
+}
+
+void p2pg_recorder_process_seen(void)
+{
+	spool_get();
+}
+
+static uint64_t monotonic_ns_signal_safe(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+bool p2pg_recorder_await_signal_safe(uint64_t timeout_ns)
+{
+	uint32_t drainer = atomic_load(&rec.drainer_tid);
+	/* No drainer (or one that could not open the database), or the drainer itself faulted:
+	 * nobody to wait for. */
+	if (!drainer || drainer == p2pg_tid_signal_safe())
+		return false;
+	atomic_store(&rec.crashing, true);
+	/* A pass that begins after this moment sees everything published before it. The fences
+	 * here and in the drainer keep the blob's publication from being ordered after this read
+	 * (a store then a load of another location may pass each other otherwise). */
+	atomic_thread_fence(memory_order_seq_cst);
+	uint64_t after = atomic_load(&rec.passes_begun);
+	uint64_t deadline = monotonic_ns_signal_safe() + timeout_ns;
+	bool done = false;
+	while (!(done = atomic_load(&rec.passes_imported) > after)) {
+		if (monotonic_ns_signal_safe() >= deadline || !atomic_load(&rec.drainer_tid))
+			break;
+		struct timespec nap = {0, 1000000}; /* the drainer passes every 5 ms */
+		nanosleep(&nap, NULL);
+	}
+	/* A previous handler may yet recover from the fault: timing goes on then. */
+	atomic_store(&rec.crashing, false);
+	return done;
 }
 
 void p2pg_recorder_exit_begins(void)
@@ -571,6 +625,8 @@ void p2pg_recorder_atfork_child(void)
 	rec.spool_fd = -1;
 	rec.spool_failed = false;
 	rec.drainer_running = false;
+	atomic_store(&rec.drainer_tid, 0); /* the parent's drainer is not in the child */
+	atomic_store(&rec.crashing, false);
 	rec.stop = false;
 	rec.drained_all = false;
 	rec.pending = NULL; /* the parent's list; the child starts its own */

@@ -28,6 +28,19 @@ struct p2pg_spool_blob *p2pg_recorder_blob(void);
 /* Async-signal-safe: the spool if one exists, else NULL. */
 struct p2pg_spool_layout *p2pg_recorder_spool_signal_safe(void);
 
+/* The process uses CUDA (its first cuInit): its spool, and so its processes row and crash rows,
+ * exist from now on, whether or not it ever makes a peer call. */
+void p2pg_recorder_process_seen(void);
+
+/*
+ * Async-signal-safe, for a fatal signal's handler after it published its crash blob: waits, up to
+ * timeout_ns, for the drainer (another thread) to finish an import pass begun after this call, so
+ * that the crash and every record published before it are in the database. Returns false at once
+ * when no drainer runs (or its database cannot be opened), when the caller is the drainer, and when
+ * the time runs out.
+ */
+bool p2pg_recorder_await_signal_safe(uint64_t timeout_ns);
+
 /* Stores the driver version in the process row once known. */
 void p2pg_recorder_set_driver_version(int version);
 

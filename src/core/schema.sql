@@ -83,6 +83,7 @@ CREATE TABLE IF NOT EXISTS crashes (
   signal INTEGER,
   backtrace TEXT,
   started_ns INTEGER,
+  python_stack TEXT,  -- added after 0.1 (older databases get it by ALTER TABLE on open)
   UNIQUE (process_id, thread_id, started_ns)
 );
 

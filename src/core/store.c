@@ -19,6 +19,41 @@
 #include "failure.h"
 #include "spool.h"
 
+static bool has_column(sqlite3 *db, const char *table, const char *column)
+{
+	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	char sql[128];
+	snprintf(sql, sizeof(sql), "SELECT %s FROM %s LIMIT 0", column, table);
+	return sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK;
+}
+
+/* Columns added to the schema after a database may have been made: CREATE TABLE IF NOT EXISTS
+ * leaves an existing table as it was. */
+static int add_missing_columns(sqlite3 *db, char **msg)
+{
+	static const struct {
+		const char *table, *column, *type;
+	} added[] = {
+	    {"crashes", "python_stack", "TEXT"},
+	};
+	for (size_t k = 0; k < sizeof(added) / sizeof(added[0]); k++) {
+		if (has_column(db, added[k].table, added[k].column))
+			continue;
+		char sql[160];
+		snprintf(sql, sizeof(sql), "ALTER TABLE %s ADD COLUMN %s %s", added[k].table,
+			 added[k].column, added[k].type);
+		int rc = sqlite3_exec(db, sql, NULL, NULL, msg);
+		/* Another process may have added it meanwhile. */
+		if (rc != SQLITE_OK && !has_column(db, added[k].table, added[k].column))
+			return rc;
+		if (rc != SQLITE_OK) {
+			sqlite3_free(*msg);
+			*msg = NULL;
+		}
+	}
+	return SQLITE_OK;
+}
+
 int p2pg_store_open(const char *path, sqlite3 **ret_db, char *err, size_t err_len)
 {
 	return p2pg_store_open_wait(path, ret_db, err, err_len, 10000);
@@ -46,6 +81,8 @@ int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t e
 			  NULL, NULL, &msg);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(db, p2pg_schema_sql, NULL, NULL, &msg);
+	if (rc == SQLITE_OK)
+		rc = add_missing_columns(db, &msg);
 	if (rc != SQLITE_OK) {
 		snprintf(err, err_len, "%s", msg ? msg : sqlite3_errstr(rc));
 		sqlite3_free(msg);
@@ -311,7 +348,7 @@ static int statements_prepare(sqlite3 *db, struct statements *s)
 	    sqlite3_prepare_v3(
 		db,
 		"INSERT OR IGNORE INTO crashes (process_id, thread_id, signal, backtrace, "
-		"started_ns) VALUES (?1,?2,?3,?4,?5)",
+		"started_ns, python_stack) VALUES (?1,?2,?3,?4,?5,?6)",
 		-1, SQLITE_PREPARE_PERSISTENT, &s->crash, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v3(db,
 			       "SELECT imported FROM spool_progress WHERE process_id=?1 AND "
@@ -576,8 +613,9 @@ static int insert_blob(sqlite3_stmt *failure, sqlite3_stmt *crash, int64_t proce
 		return sqlite3_step(st) == SQLITE_DONE ? 0 : -EIO;
 	}
 	if (b->kind == P2PG_BLOB_CRASH) {
-		const char *f[1];
-		blob_fields(b, f, 1);
+		/* The raw backtrace, then the Python stack (crash.c writes them). */
+		const char *f[2];
+		blob_fields(b, f, 2);
 		/* The handler stored raw addresses with their modules; symbols come from the files.
 		 */
 		size_t cap = 64 << 10;
@@ -592,6 +630,7 @@ static int insert_blob(sqlite3_stmt *failure, sqlite3_stmt *crash, int64_t proce
 		sqlite3_bind_int(st, 3, b->signal);
 		bind_text_or_null(st, 4, text);
 		sqlite3_bind_int64(st, 5, (int64_t)b->started_ns);
+		bind_text_or_null(st, 6, f[1]);
 		int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -EIO;
 		free(text);
 		return rc;

@@ -39,3 +39,14 @@ size_t diagtest_backtrace(char *buf, size_t len)
 	__asm__ volatile("" ::: "memory");
 	return written;
 }
+
+size_t diagtest_python_stack_signal_safe(char *buf, size_t len)
+{
+	p2pg_python_stack_prepare();
+	return p2pg_python_stack_signal_safe(buf, len);
+}
+
+size_t diagtest_python_stack_convert(char *text, size_t n)
+{
+	return p2pg_python_stack_convert(text, n);
+}

@@ -19,3 +19,11 @@ DIAGTEST_EXPORT size_t diagtest_python_stack_with_error(char *buf, size_t len);
 
 /* p2pg_backtrace_capture + p2pg_backtrace_format from inside the library. */
 DIAGTEST_EXPORT size_t diagtest_backtrace(char *buf, size_t len);
+
+/* p2pg_python_stack_signal_safe (after p2pg_python_stack_prepare), as the crash handler reads it.
+ */
+DIAGTEST_EXPORT size_t diagtest_python_stack_signal_safe(char *buf, size_t len);
+
+/* p2pg_python_stack_convert: the traceback writer's text in buf[0..n), turned into ours in place.
+ */
+DIAGTEST_EXPORT size_t diagtest_python_stack_convert(char *text, size_t n);

@@ -1,11 +1,14 @@
 """SIGSEGV after a copy: the process still dies of SIGSEGV, and the log has the copy and a crash
-row whose backtrace names the faulting function."""
+row whose backtrace names the faulting function, as soon as the process is gone (the drainer's
+final import); `p2pguard recover` then adds nothing."""
 import signal
 from harness import *
 
 db = tempdb()
 proc = run([program("rt_peer"), "crash"], db=db, check=False)
 equal(proc.returncode, -signal.SIGSEGV, "the program ends with SIGSEGV, as without the guard")
+equal(scalar(db, "SELECT count(*) FROM crashes"), 1, "the crash row is there before any recover")
+equal(scalar(db, "SELECT count(*) FROM transfers"), 1, "and so is the copy before it")
 recover = subprocess.run([CLI, "recover", db], capture_output=True, text=True, env=environment(preload=False))
 equal(recover.returncode, 0, "p2pguard recover succeeds")
 check("recovered 1 spool file" in recover.stdout, "recover imported the dead process's spool (%s)" % recover.stdout.strip())

@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """A Python program calling the CUDA runtime through ctypes: peer copies, then a failing enable.
 
-PyDLL keeps the GIL held during each call, so the guard can read this script's stack. (With
-ctypes.CDLL the GIL is released and the guard records no Python stack: it reads one only when it is
-safe to.)
+    py_peer.py [pydll|cdll] [thread]
+
+pydll (the default): PyDLL keeps the GIL held during each call. cdll: ctypes.CDLL releases it around
+every call, as PyTorch does around its CUDA work. thread: the work runs in a threading.Thread. The
+guard records this script's line in every case (the interpreter's signal-safe traceback writer needs
+no GIL).
 """
 import ctypes
 import sys
+import threading
 
-rt = ctypes.PyDLL("libcudart.so.13")
+rt = (ctypes.CDLL if "cdll" in sys.argv[1:] else ctypes.PyDLL)("libcudart.so.13")
 cudaMemcpyDeviceToDevice = 3
 
 
@@ -47,5 +51,14 @@ def main():
     print("EXPECT transfers=2 bytes=%d failures=1 status=%d" % (2 << 16, status))
 
 
+def in_thread():
+    worker = threading.Thread(target=main, name="peer-worker")
+    worker.start()
+    worker.join()
+
+
 if __name__ == "__main__":
-    main()
+    if "thread" in sys.argv[1:]:
+        in_thread()
+    else:
+        main()
