@@ -181,7 +181,7 @@ int p2pg_cmd_topo(int argc, char **argv)
 			p2pg_drv.cuDeviceCanAccessPeer(&r->can, s, d);
 			p2pg_drv.cuDeviceGetP2PAttribute(
 			    &r->rank, CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK, s, d);
-			p2pg_probe_pair(s, d, bytes, 3, r->can != 0, &r->probe);
+			p2pg_probe_pair(s, d, bytes, 3, r->can != 0, 5000, &r->probe);
 			if (r->can && strcmp(r->probe.verdict, "ok") != 0)
 				problems++;
 			if (record)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "probe.h"
 
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,14 +33,51 @@ static void canary(unsigned char *p, size_t n, unsigned seed)
 
 struct probe_state {
 	CUcontext ctx_src, ctx_dst, saved;
+	CUstream stream_src, stream_dst; /* the probe's own, non-blocking: no program work waits */
 	CUdeviceptr src, dst;
 	unsigned char *expect, *back;
 	size_t bytes;
+	double deadline_ms; /* now_ms() by which every copy of the probe must have finished */
+	bool hung;	    /* a copy did not finish by the deadline */
 };
 
 static CUresult on(CUcontext ctx)
 {
 	return p2pg_drv.cuCtxSetCurrent(ctx);
+}
+
+/*
+ * Waits for the stream's work by asking, never by a blocking synchronise: a P2P copy whose
+ * transactions an IOMMU swallows never completes, and cuCtxSynchronize would then never return.
+ * Yields for the first milliseconds (a healthy copy is timed close to what a synchronise would
+ * see), then sleeps a millisecond at a time until the deadline.
+ */
+static CUresult wait_done(struct probe_state *st, CUstream stream)
+{
+	double start = now_ms();
+	for (;;) {
+		CUresult rc = p2pg_drv.cuStreamQuery(stream);
+		if (rc != CUDA_ERROR_NOT_READY)
+			return rc;
+		double now = now_ms();
+		if (now >= st->deadline_ms) {
+			st->hung = true;
+			return CUDA_ERROR_NOT_READY;
+		}
+		if (now - start < 10)
+			sched_yield();
+		else
+			nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+	}
+}
+
+static CUresult clear_dst(struct probe_state *st)
+{
+	CUresult rc;
+	if ((rc = on(st->ctx_dst)) != CUDA_SUCCESS ||
+	    (rc = p2pg_drv.cuMemsetD8Async(st->dst, 0, st->bytes, st->stream_dst)) != CUDA_SUCCESS)
+		return rc;
+	return wait_done(st, st->stream_dst);
 }
 
 /* Times one way of copying; checks the result against the canary. Returns the best GB/s. */
@@ -49,20 +87,23 @@ static CUresult measure(struct probe_state *st, bool p2p, int repeats, double *r
 	double best = 0;
 	CUresult rc;
 	for (int k = 0; k < repeats; k++) {
-		if ((rc = on(st->ctx_dst)) != CUDA_SUCCESS ||
-		    (rc = p2pg_drv.cuMemsetD8(st->dst, 0, st->bytes)) != CUDA_SUCCESS ||
-		    (rc = p2pg_drv.cuCtxSynchronize()) != CUDA_SUCCESS)
+		if ((rc = clear_dst(st)) != CUDA_SUCCESS)
 			return rc;
 		double t0 = now_ms();
+		CUstream waited;
 		if (p2p) {
-			rc = p2pg_drv.cuMemcpyPeer(st->dst, st->ctx_dst, st->src, st->ctx_src,
-						   st->bytes);
+			on(st->ctx_src);
+			rc = p2pg_drv.cuMemcpyPeerAsync(st->dst, st->ctx_dst, st->src, st->ctx_src,
+							st->bytes, st->stream_src);
+			waited = st->stream_src;
 		} else {
 			struct p2pg_staged_copy c = {.dst = st->dst,
 						     .src = st->src,
 						     .dst_device = -1,
 						     .src_device = -1,
-						     .bytes = st->bytes};
+						     .bytes = st->bytes,
+						     .stream = st->stream_dst,
+						     .async = true};
 			CUdevice d;
 			on(st->ctx_src);
 			p2pg_drv.cuCtxGetDevice(&d);
@@ -71,9 +112,10 @@ static CUresult measure(struct probe_state *st, bool p2p, int repeats, double *r
 			p2pg_drv.cuCtxGetDevice(&d);
 			c.dst_device = d;
 			rc = p2pg_staged_copy(&c);
+			waited = st->stream_dst;
 		}
 		if (rc == CUDA_SUCCESS)
-			rc = p2pg_drv.cuCtxSynchronize();
+			rc = wait_done(st, waited);
 		double ms = now_ms() - t0;
 		if (rc != CUDA_SUCCESS)
 			return rc;
@@ -82,14 +124,16 @@ static CUresult measure(struct probe_state *st, bool p2p, int repeats, double *r
 			best = gbps;
 	}
 	if ((rc = on(st->ctx_dst)) != CUDA_SUCCESS ||
-	    (rc = p2pg_drv.cuMemcpyDtoH(st->back, st->dst, st->bytes)) != CUDA_SUCCESS)
+	    (rc = p2pg_drv.cuMemcpyDtoHAsync(st->back, st->dst, st->bytes, st->stream_dst)) !=
+		CUDA_SUCCESS ||
+	    (rc = wait_done(st, st->stream_dst)) != CUDA_SUCCESS)
 		return rc;
 	*ret_correct = memcmp(st->back, st->expect, st->bytes) == 0;
 	*ret_gbps = best;
 	return CUDA_SUCCESS;
 }
 
-void p2pg_probe_pair(int src, int dst, size_t bytes, int repeats, bool enable,
+void p2pg_probe_pair(int src, int dst, size_t bytes, int repeats, bool enable, unsigned timeout_ms,
 		     struct p2pg_probe_result *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -99,7 +143,7 @@ void p2pg_probe_pair(int src, int dst, size_t bytes, int repeats, bool enable,
 		out->status = CUDA_ERROR_INVALID_VALUE;
 		return;
 	}
-	struct probe_state st = {.bytes = bytes};
+	struct probe_state st = {.bytes = bytes, .deadline_ms = t0 + (double)timeout_ms};
 	CUdevice dev_src, dev_dst;
 	bool enabled_here = false;
 	CUresult rc = p2pg_drv.cuCtxGetCurrent(&st.saved);
@@ -124,8 +168,11 @@ void p2pg_probe_pair(int src, int dst, size_t bytes, int repeats, bool enable,
 	    (rc = p2pg_drv.cuMemAlloc(&st.src, bytes)) != CUDA_SUCCESS ||
 	    (rc = p2pg_drv.cuMemcpyHtoD(st.src, st.expect, bytes)) != CUDA_SUCCESS)
 		goto done;
+	if ((rc = p2pg_drv.cuStreamCreate(&st.stream_src, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
+		goto done;
 	if ((rc = on(st.ctx_dst)) != CUDA_SUCCESS ||
-	    (rc = p2pg_drv.cuMemAlloc(&st.dst, bytes)) != CUDA_SUCCESS)
+	    (rc = p2pg_drv.cuMemAlloc(&st.dst, bytes)) != CUDA_SUCCESS ||
+	    (rc = p2pg_drv.cuStreamCreate(&st.stream_dst, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
 		goto done;
 	if (enable) {
 		on(st.ctx_src);
@@ -137,9 +184,16 @@ void p2pg_probe_pair(int src, int dst, size_t bytes, int repeats, bool enable,
 			goto done;
 		}
 	}
-	if ((rc = measure(&st, true, repeats, &out->p2p_gbps, &out->p2p_correct)) != CUDA_SUCCESS ||
-	    (rc = measure(&st, false, repeats, &out->staged_gbps, &out->staged_correct)) !=
-		CUDA_SUCCESS)
+	rc = measure(&st, true, repeats, &out->p2p_gbps, &out->p2p_correct);
+	if (st.hung) {
+		/* Only the P2P path can leave a copy unfinished for good; staging is not measured
+		 * (it would queue behind nothing, but the pair's verdict is already known). */
+		out->verdict = "hang";
+		rc = CUDA_SUCCESS;
+		goto done;
+	}
+	if (rc != CUDA_SUCCESS || (rc = measure(&st, false, repeats, &out->staged_gbps,
+						&out->staged_correct)) != CUDA_SUCCESS)
 		goto done;
 	if (!out->p2p_correct && out->staged_correct)
 		out->verdict = "wrong_data";
@@ -153,6 +207,21 @@ void p2pg_probe_pair(int src, int dst, size_t bytes, int repeats, bool enable,
 		out->verdict = "ok";
 
 done:
+	if (st.hung) {
+		/*
+		 * The stuck copy may still read src and write dst whenever its transactions come
+		 * back, and freeing either, destroying a stream or disabling the mapping under it
+		 * would wait for it (cuMemFree synchronises) or pull memory from under a DMA. So
+		 * they are leaked on purpose: two buffers of `bytes` and two streams, once per hung
+		 * pair (the guard probes a pair once). The host buffers were never the copy's.
+		 */
+		free(st.expect);
+		free(st.back);
+		p2pg_drv.cuCtxSetCurrent(st.saved);
+		out->status = rc;
+		out->elapsed_ms = now_ms() - t0;
+		return;
+	}
 	if (enabled_here) {
 		on(st.ctx_src);
 		p2pg_drv.cuCtxDisablePeerAccess(st.ctx_dst);
@@ -164,6 +233,14 @@ done:
 	if (st.dst) {
 		on(st.ctx_dst);
 		p2pg_drv.cuMemFree(st.dst);
+	}
+	if (st.stream_src) {
+		on(st.ctx_src);
+		p2pg_drv.cuStreamDestroy(st.stream_src);
+	}
+	if (st.stream_dst) {
+		on(st.ctx_dst);
+		p2pg_drv.cuStreamDestroy(st.stream_dst);
 	}
 	free(st.expect);
 	free(st.back);
