@@ -119,11 +119,19 @@ static int in_child(void (*fn)(const void *arg, void *out), const void *arg, voi
 		off += (size_t)r;
 	}
 	close(fds[0]);
-	if (rc == -ETIMEDOUT) {
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, WNOHANG); /* reaped now if it died at once, else left behind */
-	} else {
-		waitpid(pid, NULL, 0);
+	/* Even a child that answered may not get out of the driver: a process with a stuck copy
+	 * can take long to tear down. It gets 5 s, then SIGKILL, and is left behind (reaped if it
+	 * died at once; the kernel reaps the rest when topo exits). */
+	uint64_t reap_until = mono_ms() + (rc == -ETIMEDOUT ? 0 : 5000);
+	for (;;) {
+		if (waitpid(pid, NULL, WNOHANG) != 0)
+			break;
+		if (mono_ms() >= reap_until) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, WNOHANG);
+			break;
+		}
+		nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
 	}
 	return rc;
 }
