@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "probe.h"
 
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,9 @@ static void canary(unsigned char *p, size_t n, unsigned seed)
 struct probe_state {
 	CUcontext ctx_src, ctx_dst, saved;
 	CUstream stream_src, stream_dst; /* the probe's own, non-blocking: no program work waits */
+	/* Timing events around each copy, on the stream that carries it: the copy's time does not
+	 * depend on how soon the polling notices it finished. */
+	CUevent ev_src[2], ev_dst[2];
 	CUdeviceptr src, dst;
 	unsigned char *expect, *back;
 	size_t bytes;
@@ -48,8 +52,10 @@ static CUresult on(CUcontext ctx)
 /*
  * Waits for the stream's work by asking, never by a blocking synchronise: a P2P copy whose
  * transactions an IOMMU swallows never completes, and cuCtxSynchronize would then never return.
- * Asks every 20 us for the first 10 ms (a healthy copy is timed close to what a synchronise would
- * see, without spinning on a CPU the program needs), then every millisecond until the deadline.
+ * For the first 10 ms it asks again at once, yielding the CPU in between (as cuCtxSynchronize
+ * spins by default: a probe is short, and sleeping made it cost three times as much on a loaded
+ * machine), then every millisecond until the deadline. The copies are timed by events, so how
+ * soon the asking notices does not change the bandwidth figures.
  */
 static CUresult wait_done(struct probe_state *st, CUstream stream)
 {
@@ -64,7 +70,7 @@ static CUresult wait_done(struct probe_state *st, CUstream stream)
 			return CUDA_ERROR_NOT_READY;
 		}
 		if (now - start < 10)
-			nanosleep(&(struct timespec){.tv_nsec = 20000}, NULL);
+			sched_yield();
 		else
 			nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
 	}
@@ -88,13 +94,14 @@ static CUresult measure(struct probe_state *st, bool p2p, int repeats, double *r
 	for (int k = 0; k < repeats; k++) {
 		if ((rc = clear_dst(st)) != CUDA_SUCCESS)
 			return rc;
-		double t0 = now_ms();
-		CUstream waited;
+		CUstream waited = p2p ? st->stream_src : st->stream_dst;
+		CUevent *ev = p2p ? st->ev_src : st->ev_dst;
+		on(p2p ? st->ctx_src : st->ctx_dst);
+		if ((rc = p2pg_drv.cuEventRecord(ev[0], waited)) != CUDA_SUCCESS)
+			return rc;
 		if (p2p) {
-			on(st->ctx_src);
 			rc = p2pg_drv.cuMemcpyPeerAsync(st->dst, st->ctx_dst, st->src, st->ctx_src,
 							st->bytes, st->stream_src);
-			waited = st->stream_src;
 		} else {
 			struct p2pg_staged_copy c = {.dst = st->dst,
 						     .src = st->src,
@@ -111,14 +118,18 @@ static CUresult measure(struct probe_state *st, bool p2p, int repeats, double *r
 			p2pg_drv.cuCtxGetDevice(&d);
 			c.dst_device = d;
 			rc = p2pg_staged_copy(&c);
-			waited = st->stream_dst;
+			on(st->ctx_dst);
 		}
 		if (rc == CUDA_SUCCESS)
+			rc = p2pg_drv.cuEventRecord(ev[1], waited);
+		if (rc == CUDA_SUCCESS)
 			rc = wait_done(st, waited);
-		double ms = now_ms() - t0;
+		float ms = 0;
+		if (rc == CUDA_SUCCESS)
+			rc = p2pg_drv.cuEventElapsedTime(&ms, ev[0], ev[1]);
 		if (rc != CUDA_SUCCESS)
 			return rc;
-		double gbps = ms > 0 ? (double)st->bytes / (ms * 1e6) : 0;
+		double gbps = ms > 0 ? (double)st->bytes / ((double)ms * 1e6) : 0;
 		if (gbps > best)
 			best = gbps;
 	}
@@ -167,11 +178,17 @@ void p2pg_probe_pair(int src, int dst, size_t bytes, int repeats, bool enable, u
 	    (rc = p2pg_drv.cuMemAlloc(&st.src, bytes)) != CUDA_SUCCESS ||
 	    (rc = p2pg_drv.cuMemcpyHtoD(st.src, st.expect, bytes)) != CUDA_SUCCESS)
 		goto done;
-	if ((rc = p2pg_drv.cuStreamCreate(&st.stream_src, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
+	if ((rc = p2pg_drv.cuStreamCreate(&st.stream_src, CU_STREAM_NON_BLOCKING)) !=
+		CUDA_SUCCESS ||
+	    (rc = p2pg_drv.cuEventCreate(&st.ev_src[0], CU_EVENT_DEFAULT)) != CUDA_SUCCESS ||
+	    (rc = p2pg_drv.cuEventCreate(&st.ev_src[1], CU_EVENT_DEFAULT)) != CUDA_SUCCESS)
 		goto done;
 	if ((rc = on(st.ctx_dst)) != CUDA_SUCCESS ||
 	    (rc = p2pg_drv.cuMemAlloc(&st.dst, bytes)) != CUDA_SUCCESS ||
-	    (rc = p2pg_drv.cuStreamCreate(&st.stream_dst, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
+	    (rc = p2pg_drv.cuStreamCreate(&st.stream_dst, CU_STREAM_NON_BLOCKING)) !=
+		CUDA_SUCCESS ||
+	    (rc = p2pg_drv.cuEventCreate(&st.ev_dst[0], CU_EVENT_DEFAULT)) != CUDA_SUCCESS ||
+	    (rc = p2pg_drv.cuEventCreate(&st.ev_dst[1], CU_EVENT_DEFAULT)) != CUDA_SUCCESS)
 		goto done;
 	if (enable) {
 		on(st.ctx_src);
@@ -211,8 +228,9 @@ done:
 		 * The stuck copy may still read src and write dst whenever its transactions come
 		 * back, and freeing either, destroying a stream or disabling the mapping under it
 		 * would wait for it (cuMemFree synchronises) or pull memory from under a DMA. So
-		 * they are leaked on purpose: two buffers of `bytes` and two streams, once per hung
-		 * pair (the guard probes a pair once). The host buffers were never the copy's.
+		 * they are leaked on purpose: two buffers of `bytes`, two streams and their four
+		 * events, once per hung pair (the guard probes a pair once). The host buffers were
+		 * never the copy's.
 		 */
 		free(st.expect);
 		free(st.back);
@@ -233,14 +251,18 @@ done:
 		on(st.ctx_dst);
 		p2pg_drv.cuMemFree(st.dst);
 	}
-	if (st.stream_src) {
-		on(st.ctx_src);
+	on(st.ctx_src);
+	for (int k = 0; k < 2; k++)
+		if (st.ev_src[k])
+			p2pg_drv.cuEventDestroy(st.ev_src[k]);
+	if (st.stream_src)
 		p2pg_drv.cuStreamDestroy(st.stream_src);
-	}
-	if (st.stream_dst) {
-		on(st.ctx_dst);
+	on(st.ctx_dst);
+	for (int k = 0; k < 2; k++)
+		if (st.ev_dst[k])
+			p2pg_drv.cuEventDestroy(st.ev_dst[k]);
+	if (st.stream_dst)
 		p2pg_drv.cuStreamDestroy(st.stream_dst);
-	}
 	free(st.expect);
 	free(st.back);
 	p2pg_drv.cuCtxSetCurrent(st.saved);
