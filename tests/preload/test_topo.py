@@ -108,16 +108,20 @@ took = time.monotonic() - t0
 equal(proc.returncode, 1, "P2P hang: exit 1 (%s)" % proc.stderr.strip()[-300:])
 check(took < 30, "P2P hang: the whole matrix in bounded time (%.1f s, deadline 0.3 s a pair)" % took)
 cells = matrix(proc.stdout)
-equal(cells, {(0, 1): "HANG", (1, 0): "HANG", (0, 2): "OK", (2, 0): "OK", (1, 2): "OK", (2, 1): "OK"},
-      "P2P hang: 0-1 marked HANG, every other pair measured")
+# A healthy pair may be judged SLOW by timing noise on two busy cores (see above): OK or SLOW.
+equal({k: v if v != "SLOW" else "OK" for k, v in cells.items()},
+      {(0, 1): "HANG", (1, 0): "HANG", (0, 2): "OK", (2, 0): "OK", (1, 2): "OK", (2, 1): "OK"},
+      "P2P hang: 0-1 marked HANG, every other pair measured (%s)" % cells)
 progress = re.findall(r"^probing (\d+)->(\d+) \((\d+)/(\d+)\)\.\.\.$", proc.stderr, re.M)
 equal(len(progress), 6, "P2P hang: one progress line per pair on stderr")
 check(all(p[3] == "6" for p in progress) and [p[2] for p in progress] == [str(k) for k in range(1, 7)],
       "P2P hang: progress counts 1/6 to 6/6")
-equal(query(db, "SELECT device, peer_device, rule_id FROM failures ORDER BY device"),
+equal(query(db, "SELECT device, peer_device, rule_id FROM failures WHERE rule_id NOT LIKE '%slower%' "
+                "ORDER BY device"),
       [(0, 1, "p2p/copy-never-completes"), (1, 0, "p2p/copy-never-completes")],
       "P2P hang: a failure row per direction, rule p2p/copy-never-completes")
-check(all("unfinished after" in a for (a,) in query(db, "SELECT args FROM failures")),
+check(all("unfinished after" in a for (a,) in query(db, "SELECT args FROM failures WHERE rule_id = "
+                                                        "'p2p/copy-never-completes'")),
       "P2P hang: each row's args say the copy did not finish")
 equal(scalar(db, "SELECT count(*) FROM peer_bandwidth WHERE path = 'p2p' AND ((src_device = 0 AND dst_device = 1) "
                  "OR (src_device = 1 AND dst_device = 0))"), 0, "P2P hang: no P2P bandwidth read from a hung copy")
