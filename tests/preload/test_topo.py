@@ -3,6 +3,7 @@ records (a failure row per lying direction, the measured bandwidth per path)."""
 import json
 import os
 import re
+import signal
 import time
 from harness import *
 
@@ -125,6 +126,46 @@ check(all("unfinished after" in a for (a,) in query(db, "SELECT args FROM failur
       "P2P hang: each row's args say the copy did not finish")
 equal(scalar(db, "SELECT count(*) FROM peer_bandwidth WHERE path = 'p2p' AND ((src_device = 0 AND dst_device = 1) "
                  "OR (src_device = 1 AND dst_device = 0))"), 0, "P2P hang: no P2P bandwidth read from a hung copy")
+
+# ---- a probing process that never answers (stuck in a driver call): killed, the matrix goes on ----
+# Copies slowed to ~0.1 s per MiB keep the first pair's child alive long enough to be stopped; a
+# stopped process answers nothing, as one stuck in the driver would. topo waits the probe's
+# deadline plus 15 s for it, kills it, and probes the next pair.
+db = tempdb()
+env = environment(preload=False, SIMCUDA_COPY_NS_PER_BYTE=100, P2PGUARD_PROBE_TIMEOUT_MS=3000)
+t0 = time.monotonic()
+topo_proc = subprocess.Popen([CLI, "topo", "--json", "--db", db, "--bytes", str(BYTES)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+first = topo_proc.stderr.readline()
+stopped = []
+deadline = time.monotonic() + 5
+while not stopped and time.monotonic() < deadline:
+    for task in os.listdir("/proc/%d/task" % topo_proc.pid):
+        try:
+            with open("/proc/%d/task/%s/children" % (topo_proc.pid, task)) as f:
+                stopped += [int(pid) for pid in f.read().split()]
+        except OSError:
+            pass
+    if not stopped:
+        time.sleep(0.01)
+for pid in stopped:
+    os.kill(pid, signal.SIGSTOP)
+out, err = topo_proc.communicate(timeout=100)
+took = time.monotonic() - t0
+equal(first.strip(), "probing 0->1 (1/2)...", "stuck child: the first pair's progress line")
+equal(len(stopped), 1, "stuck child: the test stopped the first pair's probing process")
+doc = json.loads(out)
+pairs = {(p["src"], p["dst"]): p for p in doc["pairs"]}
+equal((pairs[(0, 1)]["verdict"], pairs[(0, 1)]["timed_out"]), ("hang", True),
+      "stuck child: 0->1 is a hang, its process timed out")
+check(pairs[(1, 0)]["verdict"] in ("ok", "slow") and not pairs[(1, 0)]["timed_out"],
+      "stuck child: 1->0 was still probed (%s)" % pairs[(1, 0)])
+check(17 <= took < 60, "stuck child: given up after the deadline plus 15 s (%.1f s)" % took)
+check(all(not os.path.exists("/proc/%d" % pid) or open("/proc/%d/stat" % pid).read().split()[2] == "Z"
+          for pid in stopped), "stuck child: killed")
+check("(the probing process did not answer and was killed)" in
+      scalar(db, "SELECT args FROM failures WHERE device = 0 AND peer_device = 1"),
+      "stuck child: the failure row says so")
 
 # ---- --json ----
 db = tempdb()
