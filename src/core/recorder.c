@@ -377,6 +377,7 @@ static void poll_timings(sqlite3 *db)
 	}
 	size_t kept = 0;
 	bool began = false;
+	uint64_t now = p2pg_realtime_ns(); /* one clock read a pass: thousands of copies may wait */
 	for (size_t k = 0; k < rec.npending; k++) {
 		/* Exit may begin during the pass: from then on no CUDA call. */
 		if (atomic_load(&rec.exiting)) {
@@ -386,7 +387,6 @@ static void poll_timings(sqlite3 *db)
 		uint64_t ns = 0;
 		enum p2pg_timing_poll st = p2pg_timing_poll(rec.pending[k].slot, &ns);
 		if (st == P2PG_TIMING_NOT_READY) {
-			uint64_t now = p2pg_realtime_ns();
 			struct pending *p = &rec.pending[k];
 			if (!p->stalled && now > p->started_ns &&
 			    now - p->started_ns >= (uint64_t)rec.settings.stall_s * 1000000000ull) {
