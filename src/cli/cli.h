@@ -12,7 +12,7 @@ int p2pg_cmd_report(int argc, char **argv);
 /* p2pguard recover [DATABASE] */
 int p2pg_cmd_recover(int argc, char **argv);
 
-/* p2pguard topo [--db PATH] [--bytes N] */
+/* p2pguard topo [--db PATH] [--bytes N] [--no-record] [--json] */
 int p2pg_cmd_topo(int argc, char **argv);
 
 /* The database a command works on: its argument, else P2PGUARD_DB, else p2pguard.db. */

@@ -513,7 +513,7 @@ static void probe_after_enable(const struct p2pg_peer *p, uint32_t serial, uint6
 	    (atomic_fetch_or(&pairs[p->device][p->peer], PAIR_PROBED) & PAIR_PROBED))
 		return;
 	struct p2pg_probe_result res;
-	p2pg_probe_pair(p->device, p->peer, 4 << 20, 2, true, &res);
+	p2pg_probe_pair(p->device, p->peer, 4 << 20, 2, true, settings.probe_timeout_ms, &res);
 	if (res.status != 0 || strcmp(res.verdict, "ok") == 0)
 		return;
 	pair_set(p->device, p->peer, PAIR_BROKEN);
@@ -532,10 +532,18 @@ static void probe_after_enable(const struct p2pg_peer *p, uint32_t serial, uint6
 	}
 	p2pg_drv.cuCtxSetCurrent(saved);
 	char args[192];
-	snprintf(args, sizeof(args),
-		 "health probe: p2p %s at %.1f GB/s, staged %.1f GB/s, %.1f ms; the pair is staged",
-		 res.p2p_correct ? "correct" : "WRONG DATA", res.p2p_gbps, res.staged_gbps,
-		 res.elapsed_ms);
+	if (strcmp(res.verdict, "hang") == 0)
+		snprintf(args, sizeof(args),
+			 "health probe: a 4 MiB p2p copy %d -> %d unfinished after %.0f ms "
+			 "(P2PGUARD_PROBE_TIMEOUT_MS=%u); the pair is staged",
+			 p->device, p->peer, res.elapsed_ms, settings.probe_timeout_ms);
+	else
+		snprintf(
+		    args, sizeof(args),
+		    "health probe: p2p %s at %.1f GB/s, staged %.1f GB/s, %.1f ms; the pair is "
+		    "staged",
+		    res.p2p_correct ? "correct" : "WRONG DATA", res.p2p_gbps, res.staged_gbps,
+		    res.elapsed_ms);
 	struct p2pg_failure f = {
 	    .api = p->api,
 	    .status = 0,

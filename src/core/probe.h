@@ -15,8 +15,10 @@ struct p2pg_probe_result {
 	bool staged_correct;
 	double p2p_gbps; /* best of the timed runs, GB/s (1e9 bytes per second) */
 	double staged_gbps;
-	double elapsed_ms;   /* what the probe cost */
-	const char *verdict; /* "ok", "wrong_data", "slow" (P2P below 80% of staging), "error" */
+	double elapsed_ms; /* what the probe cost */
+	/* "ok", "wrong_data", "slow" (P2P below 80% of staging), "hang" (a P2P copy unfinished at
+	 * the deadline), "error" */
+	const char *verdict;
 };
 
 /*
@@ -25,5 +27,10 @@ struct p2pg_probe_result {
  * through the staged engine, compares both with the pattern, and times each `repeats` times. Makes
  * its own allocations and leaves the caller's current context as it found it.
  */
-void p2pg_probe_pair(int src, int dst, size_t bytes, int repeats, bool enable,
+/*
+ * Never waits by a blocking synchronise: every copy is polled against timeout_ms (for the whole
+ * probe). A P2P copy unfinished then is the verdict "hang"; its buffers and streams are then left
+ * allocated for good (a stuck copy may still use them) and the peer mapping as it was.
+ */
+void p2pg_probe_pair(int src, int dst, size_t bytes, int repeats, bool enable, unsigned timeout_ms,
 		     struct p2pg_probe_result *out);

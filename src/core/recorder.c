@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "cupti_timing.h"
 #include "driver.h"
 #include "guard.h"
@@ -27,6 +28,8 @@
 struct pending {
 	int64_t row;
 	unsigned slot;
+	uint64_t started_ns; /* CLOCK_REALTIME, the copy's start */
+	bool stalled;	     /* its stalls row is written */
 };
 
 static struct {
@@ -326,7 +329,47 @@ static void on_timed(void *userdata, const struct p2pg_pending_timing *t)
 		rec.pending = grown;
 		rec.cap_pending = cap;
 	}
-	rec.pending[rec.npending++] = (struct pending){row, slot};
+	rec.pending[rec.npending++] = (struct pending){row, slot, t->started_ns, false};
+}
+
+/*
+ * A timed peer copy unfinished after P2PGUARD_STALL_S: one stalls row, written now, while the
+ * program may be stuck waiting for it, so that a job killed in its hang leaves the reason. The
+ * diagnosis is the knowledge base's for a P2P copy that never completes; a copy that did not go
+ * over P2P gets a plainer one (the P2P path is not what waits).
+ */
+static void record_stall(sqlite3 *db, struct pending *p, uint64_t now_ns)
+{
+	static struct p2pg_ruleset *rs;
+	static const struct p2pg_rule *rule;
+	static bool loaded;
+	if (!loaded) {
+		loaded = true;
+		rs = p2pg_ruleset_new();
+		if (rs) {
+			p2pg_ruleset_load_builtin(rs, NULL, NULL);
+			if (rec.settings.rules_dir[0])
+				p2pg_ruleset_load_dir(rs, rec.settings.rules_dir, NULL, NULL);
+			rule = p2pg_ruleset_find(rs, "p2p/copy-never-completes");
+		}
+	}
+	p->stalled = true;
+	_cleanup_sqlite_stmt_ sqlite3_stmt *q = NULL;
+	bool p2p = false;
+	if (sqlite3_prepare_v2(db, "SELECT path = 'p2p' FROM transfers WHERE id = ?1", -1, &q,
+			       NULL) == SQLITE_OK) {
+		sqlite3_bind_int64(q, 1, p->row);
+		p2p = sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0);
+	}
+	if (p2p && rule)
+		p2pg_store_add_stall(db, p->row, now_ns, rec.settings.stall_s, p2pg_rule_id(rule),
+				     p2pg_rule_root_cause(rule), p2pg_rule_advice(rule));
+	else
+		p2pg_store_add_stall(
+		    db, p->row, now_ns, rec.settings.stall_s, NULL,
+		    "A peer copy that did not use the P2P path has not finished: the GPU, or "
+		    "work enqueued before it on its stream, is stuck (see the stream's other rows)",
+		    NULL);
 }
 
 static void poll_timings(sqlite3 *db)
@@ -342,6 +385,7 @@ static void poll_timings(sqlite3 *db)
 	}
 	size_t kept = 0;
 	bool began = false;
+	uint64_t now = p2pg_realtime_ns(); /* one clock read a pass: thousands of copies may wait */
 	for (size_t k = 0; k < rec.npending; k++) {
 		/* Exit may begin during the pass: from then on no CUDA call. */
 		if (atomic_load(&rec.exiting) || atomic_load(&rec.crashing)) {
@@ -351,6 +395,15 @@ static void poll_timings(sqlite3 *db)
 		uint64_t ns = 0;
 		enum p2pg_timing_poll st = p2pg_timing_poll(rec.pending[k].slot, &ns);
 		if (st == P2PG_TIMING_NOT_READY) {
+			struct pending *p = &rec.pending[k];
+			if (!p->stalled && now > p->started_ns &&
+			    now - p->started_ns >= (uint64_t)rec.settings.stall_s * 1000000000ull) {
+				if (!began)
+					began = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL,
+							     NULL) == SQLITE_OK;
+				if (began)
+					record_stall(db, p, now);
+			}
 			rec.pending[kept++] = rec.pending[k];
 			continue;
 		}

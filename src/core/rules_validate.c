@@ -39,7 +39,7 @@ static const char *const topology_values[] = {"INTERNAL", "PIX", "PXB",	    "PHB
 static const char *const virtualization_values[] = {"none",	 "passthrough", "vgpu", "host_vgpu",
 						    "host_vsga", "unknown",	NULL};
 static const char *const mode_values[] = {"observe", "fallback", "staged", NULL};
-static const char *const probe_values[] = {"ok", "wrong_data", "slow", NULL};
+static const char *const probe_values[] = {"ok", "wrong_data", "slow", "hang", NULL};
 
 static const struct fact_key fact_keys[] = {
     {"api", KIND_STR, NULL},

@@ -112,6 +112,27 @@ CREATE TABLE IF NOT EXISTS transfer_summary (
   PRIMARY KEY (process_id, api, src_device, dst_device, path, size_bucket)
 ) WITHOUT ROWID;
 
+-- A GPU-timed peer copy still unfinished after P2PGUARD_STALL_S, one row per copy, written by the
+-- drainer while the program waits (so a job killed in its hang leaves the reason behind).
+CREATE TABLE IF NOT EXISTS stalls (
+  id INTEGER PRIMARY KEY,
+  process_id INTEGER NOT NULL REFERENCES processes(id),
+  transfer_id INTEGER NOT NULL UNIQUE REFERENCES transfers(id),
+  thread_id INTEGER,
+  api TEXT,
+  src_device INTEGER,
+  dst_device INTEGER,
+  bytes INTEGER,
+  stream INTEGER,
+  path TEXT,
+  started_ns INTEGER,
+  waited_ns INTEGER,
+  evidence TEXT,
+  rule_id TEXT,
+  diagnosis TEXT,
+  advice TEXT
+);
+
 CREATE TABLE IF NOT EXISTS rules (
   id TEXT PRIMARY KEY,
   title TEXT,

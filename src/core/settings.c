@@ -120,6 +120,8 @@ void p2pg_settings_parse(struct p2pg_settings *s, char *(*get)(const char *name)
 	s->pairs_all = true;
 	s->backtraces = true;
 	s->probe = true;
+	s->probe_timeout_ms = 5000;
+	s->stall_s = 30;
 
 	const char *v;
 	bool b;
@@ -216,6 +218,25 @@ void p2pg_settings_parse(struct p2pg_settings *s, char *(*get)(const char *name)
 			s->probe = b;
 		else
 			warnf(warn, "P2PGUARD_PROBE=%s is not understood (accepted: 0, 1); using 1",
+			      v);
+	}
+	if ((v = get("P2PGUARD_PROBE_TIMEOUT_MS")) && *v) {
+		if (parse_ulong(v, 10, 600000, &n))
+			s->probe_timeout_ms = (unsigned)n;
+		else
+			warnf(
+			    warn,
+			    "P2PGUARD_PROBE_TIMEOUT_MS=%s is not a number of milliseconds from 10 "
+			    "to 600000; using 5000",
+			    v);
+	}
+	if ((v = get("P2PGUARD_STALL_S")) && *v) {
+		if (parse_ulong(v, 1, 86400, &n))
+			s->stall_s = (unsigned)n;
+		else
+			warnf(warn,
+			      "P2PGUARD_STALL_S=%s is not a number of seconds from 1 to 86400; "
+			      "using 30",
 			      v);
 	}
 	if ((v = get("P2PGUARD_QUIET")) && *v) {

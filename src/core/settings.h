@@ -41,8 +41,11 @@ struct p2pg_settings {
 	bool pairs_all;		     /* P2PGUARD_PAIRS=all */
 	/* P2PGUARD_PAIRS as a symmetric matrix; only read when !pairs_all */
 	unsigned char pairs[P2PG_MAX_DEVICES][P2PG_MAX_DEVICES];
-	bool backtraces;      /* P2PGUARD_BACKTRACE */
-	bool probe;	      /* P2PGUARD_PROBE: health probe at first enable in fallback */
+	bool backtraces; /* P2PGUARD_BACKTRACE */
+	bool probe;	 /* P2PGUARD_PROBE: health probe at first enable in fallback */
+	unsigned
+	    probe_timeout_ms; /* P2PGUARD_PROBE_TIMEOUT_MS: a probe copy unfinished by then hangs */
+	unsigned stall_s;     /* P2PGUARD_STALL_S: a timed peer copy unfinished this long stalls */
 	char rules_dir[4096]; /* P2PGUARD_RULES, "" when unset */
 	bool quiet;	      /* P2PGUARD_QUIET: no startup banner or summary lines */
 };

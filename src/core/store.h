@@ -78,5 +78,13 @@ int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
 /* Stores the GPU time of a transfer once known. */
 int p2pg_store_set_gpu_ns(sqlite3 *db, int64_t row, uint64_t gpu_ns);
 
+/*
+ * The transfer `row` has not finished now_ns (CLOCK_REALTIME) after its start: its stalls row, once
+ * (a second call for the same row changes nothing). rule_id, diagnosis, advice may be NULL.
+ * Returns 1 when a row was written, 0 when it existed already, or a negative errno.
+ */
+int p2pg_store_add_stall(sqlite3 *db, int64_t row, uint64_t now_ns, unsigned stall_s,
+			 const char *rule_id, const char *diagnosis, const char *advice);
+
 /* The schema as SQL text (src/core/schema.sql). */
 extern const char p2pg_schema_sql[];

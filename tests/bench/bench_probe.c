@@ -88,7 +88,7 @@ int main(int argc, char **argv)
 				int can = 0;
 				p2pg_drv.cuDeviceCanAccessPeer(&can, s, d);
 				struct p2pg_probe_result res;
-				p2pg_probe_pair(s, d, bytes, 2, can != 0, &res);
+				p2pg_probe_pair(s, d, bytes, 2, can != 0, 5000, &res);
 				char pair[32];
 				snprintf(pair, sizeof(pair), "%d->%d", s, d);
 				printf("%-6d %-9s %10.2f %-11s %9.1f %9.1f\n", r, pair,

@@ -1,8 +1,10 @@
 """Guard modes against the simulated CUDA: staged (all pairs, chosen pairs), fallback (no P2P, P2P
 that delivers wrong data), and observe with the same fault, which shows the guard is what keeps
 the data right."""
+import json
 import os
 import sys
+import time
 from harness import *
 
 # The runtime through ctypes (PyDLL: the GIL stays held, as py_peer.py explains). Each script prints
@@ -229,6 +231,25 @@ equal(scalar(db, "SELECT count(*) FROM transfers WHERE path = 'p2p'"), 0,
       "fallback/corrupt: nothing went through the lying P2P path")
 equal(scalar(db, "SELECT count(*) FROM failures"), 1,
       "fallback/corrupt: the program's own disable is no failure (only the finding is)")
+
+# ---- P2P whose copies never complete (IOMMU/ACS): the probe's deadline, then staging ----
+db = tempdb()
+t0 = time.monotonic()
+proc = script(CORRUPT_SCRIPT, db, timeout=60, P2PGUARD_MODE="fallback", SIMCUDA_P2P_HANG="0-1",
+              P2PGUARD_PROBE_TIMEOUT_MS="300")
+took = time.monotonic() - t0
+equal(result(proc).get("wrong_bytes"), 0, "fallback/hang: the program finishes with the right bytes")
+check(took < 20, "fallback/hang: in bounded time (%.1f s; the probe's deadline is 0.3 s)" % took)
+equal(query(db, "SELECT device, peer_device, action, status, rule_id FROM failures"),
+      [(0, 1, "staged", 0, "p2p/copy-never-completes")],
+      "fallback/hang: one finding, verdict hang, rule p2p/copy-never-completes, pair staged")
+args, evidence = query(db, "SELECT args, evidence FROM failures")[0]
+check("unfinished after" in args and "P2PGUARD_PROBE_TIMEOUT_MS=300" in args,
+      "fallback/hang: the row's args say the probe copy did not finish (%s)" % args)
+check(json.loads(evidence).get("p2p_probe") == "hang",
+      "fallback/hang: the evidence holds p2p_probe = hang")
+equal(query(db, "SELECT path FROM transfers WHERE api = 'cudaMemcpyPeer'"), [("staged",)],
+      "fallback/hang: the program's copy of the pair was staged")
 
 # The same statuses the driver gives a program on a sound pair, and the mapping never comes back.
 db = tempdb()

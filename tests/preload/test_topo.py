@@ -1,15 +1,18 @@
 """p2pguard topo against the simulated GPUs: the matrix it prints, its exit status, and what it
 records (a failure row per lying direction, the measured bandwidth per path)."""
+import json
 import os
 import re
+import signal
+import time
 from harness import *
 
 BYTES = 1048576
 
 
-def topo(db, **extra):
-    return subprocess.run([CLI, "topo", "--db", db, "--bytes", str(BYTES)], capture_output=True, text=True,
-                          env=environment(preload=False, **extra), timeout=120)
+def topo(db, *args, **extra):
+    return subprocess.run([CLI, "topo", "--db", db, "--bytes", str(BYTES)] + list(args), capture_output=True,
+                          text=True, env=environment(preload=False, **extra), timeout=120)
 
 
 def matrix(stdout):
@@ -20,11 +23,11 @@ def matrix(stdout):
     if not start:
         return cells
     for line in lines[start[0] + 2:]:
-        m = re.match(r"\s+GPU(\d+)\s+(.*)$", line)
+        m = re.match(r"GPU(\d+)\s+(.*)$", line)
         if not m:
             break
         for dst, cell in enumerate(m.group(2).split()):
-            if cell != "-":
+            if cell != "X":
                 cells[(int(m.group(1)), dst)] = cell
     return cells
 
@@ -40,13 +43,13 @@ def bandwidth(db):
 for attempt in range(3):
     db = tempdb()
     proc = topo(db, SIMCUDA_P2P="all")
-    check("wrong_data" not in proc.stdout and "error" not in proc.stdout,
+    check(" WRONG " not in proc.stdout and " ERR " not in proc.stdout,
           "P2P all, attempt %d: no pair judged lying or broken" % (attempt + 1))
-    if "/slow" not in proc.stdout:
+    if " SLOW " not in proc.stdout:
         break
     print("# attempt %d judged a pair slow (timing noise): %s" % (attempt + 1, matrix(proc.stdout)))
 equal(proc.returncode, 0, "P2P all: exit 0")
-equal(matrix(proc.stdout), {(0, 1): "yes/ok", (1, 0): "yes/ok"}, "P2P all: the matrix says yes/ok")
+equal(matrix(proc.stdout), {(0, 1): "OK", (1, 0): "OK"}, "P2P all: the matrix says OK")
 check("recorded in " + db in proc.stdout, "P2P all: says where it recorded")
 equal(scalar(db, "SELECT count(*) FROM failures"), 0, "P2P all: no failure rows")
 bw = bandwidth(db)
@@ -62,7 +65,7 @@ equal({r[0] for r in query(db, "SELECT DISTINCT api FROM transfers")}, {"p2pguar
 db = tempdb()
 proc = topo(db, SIMCUDA_P2P_CORRUPT="0-1")
 equal(proc.returncode, 1, "P2P corrupt: exit 1")
-equal(matrix(proc.stdout), {(0, 1): "yes/wrong_data", (1, 0): "yes/wrong_data"}, "P2P corrupt: the matrix says wrong_data")
+equal(matrix(proc.stdout), {(0, 1): "WRONG", (1, 0): "WRONG"}, "P2P corrupt: the matrix says WRONG")
 check("2 pairs where P2P is claimed but lies" in proc.stdout, "P2P corrupt: and says what to do about it")
 rows = query(db, "SELECT device, peer_device, api, rule_id, status FROM failures ORDER BY device")
 equal(rows, [(0, 1, "p2pguard_probe", "p2p/copy-returns-wrong-data", 0),
@@ -80,7 +83,7 @@ check("p2p/copy-returns-wrong-data" in report.stdout, "P2P corrupt: p2pguard rep
 db = tempdb()
 proc = topo(db, SIMCUDA_P2P="none")
 equal(proc.returncode, 0, "P2P none: exit 0 (nothing claims P2P, nothing lies)")
-equal(matrix(proc.stdout), {(0, 1): "no/staged", (1, 0): "no/staged"}, "P2P none: the matrix says no/staged")
+equal(matrix(proc.stdout), {(0, 1): "NO", (1, 0): "NO"}, "P2P none: the matrix says NO")
 equal(scalar(db, "SELECT count(*) FROM failures"), 0, "P2P none: no failure rows")
 equal(sorted(bandwidth(db)), [(0, 1, "staged"), (1, 0, "staged")], "P2P none: only the staged path measured")
 
@@ -90,13 +93,105 @@ proc = topo(db, SIMCUDA_DEVICES=4, SIMCUDA_P2P="0-1,2-3", SIMCUDA_P2P_CORRUPT="2
 equal(proc.returncode, 1, "four GPUs: exit 1 (2-3 lies)")
 cells = matrix(proc.stdout)
 equal(len(cells), 12, "four GPUs: twelve ordered pairs")
-equal({k: v for k, v in cells.items() if not v.startswith("no/")},
-      {(0, 1): cells.get((0, 1)), (1, 0): cells.get((1, 0)), (2, 3): "yes/wrong_data", (3, 2): "yes/wrong_data"},
+equal({k: v for k, v in cells.items() if v != "NO"},
+      {(0, 1): cells.get((0, 1)), (1, 0): cells.get((1, 0)), (2, 3): "WRONG", (3, 2): "WRONG"},
       "four GPUs: only 0-1 and 2-3 can access, 2-3 lies")
-check(all(cells.get(k, "").startswith("yes/") and "wrong_data" not in cells[k] for k in ((0, 1), (1, 0))),
+check(all(cells.get(k) in ("OK", "SLOW") for k in ((0, 1), (1, 0))),
       "four GPUs: 0-1 is fine (%s, %s)" % (cells.get((0, 1)), cells.get((1, 0))))
 equal(sorted(r[:2] for r in query(db, "SELECT device, peer_device FROM failures WHERE rule_id = 'p2p/copy-returns-wrong-data'")),
       [(2, 3), (3, 2)], "four GPUs: failure rows for 2->3 and 3->2 only")
+
+# ---- P2P between 0 and 1 never completes: the matrix goes on, the pair is marked HANG ----
+db = tempdb()
+t0 = time.monotonic()
+proc = topo(db, SIMCUDA_DEVICES=3, SIMCUDA_P2P_HANG="0-1", P2PGUARD_PROBE_TIMEOUT_MS=300)
+took = time.monotonic() - t0
+equal(proc.returncode, 1, "P2P hang: exit 1 (%s)" % proc.stderr.strip()[-300:])
+check(took < 30, "P2P hang: the whole matrix in bounded time (%.1f s, deadline 0.3 s a pair)" % took)
+cells = matrix(proc.stdout)
+# A healthy pair may be judged SLOW by timing noise on two busy cores (see above): OK or SLOW.
+equal({k: v if v != "SLOW" else "OK" for k, v in cells.items()},
+      {(0, 1): "HANG", (1, 0): "HANG", (0, 2): "OK", (2, 0): "OK", (1, 2): "OK", (2, 1): "OK"},
+      "P2P hang: 0-1 marked HANG, every other pair measured (%s)" % cells)
+progress = re.findall(r"^probing (\d+)->(\d+) \((\d+)/(\d+)\)\.\.\.$", proc.stderr, re.M)
+equal(len(progress), 6, "P2P hang: one progress line per pair on stderr")
+check(all(p[3] == "6" for p in progress) and [p[2] for p in progress] == [str(k) for k in range(1, 7)],
+      "P2P hang: progress counts 1/6 to 6/6")
+equal(query(db, "SELECT device, peer_device, rule_id FROM failures WHERE rule_id NOT LIKE '%slower%' "
+                "ORDER BY device"),
+      [(0, 1, "p2p/copy-never-completes"), (1, 0, "p2p/copy-never-completes")],
+      "P2P hang: a failure row per direction, rule p2p/copy-never-completes")
+check(all("unfinished after" in a for (a,) in query(db, "SELECT args FROM failures WHERE rule_id = "
+                                                        "'p2p/copy-never-completes'")),
+      "P2P hang: each row's args say the copy did not finish")
+equal(scalar(db, "SELECT count(*) FROM peer_bandwidth WHERE path = 'p2p' AND ((src_device = 0 AND dst_device = 1) "
+                 "OR (src_device = 1 AND dst_device = 0))"), 0, "P2P hang: no P2P bandwidth read from a hung copy")
+
+# ---- a probing process that never answers (stuck in a driver call): killed, the matrix goes on ----
+# Copies slowed to ~0.1 s per MiB keep the first pair's child alive long enough to be stopped; a
+# stopped process answers nothing, as one stuck in the driver would. topo waits the probe's
+# deadline plus 15 s for it, kills it, and probes the next pair.
+db = tempdb()
+env = environment(preload=False, SIMCUDA_COPY_NS_PER_BYTE=100, P2PGUARD_PROBE_TIMEOUT_MS=3000)
+t0 = time.monotonic()
+topo_proc = subprocess.Popen([CLI, "topo", "--json", "--db", db, "--bytes", str(BYTES)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+first = topo_proc.stderr.readline()
+stopped = []
+deadline = time.monotonic() + 5
+while not stopped and time.monotonic() < deadline:
+    for task in os.listdir("/proc/%d/task" % topo_proc.pid):
+        try:
+            with open("/proc/%d/task/%s/children" % (topo_proc.pid, task)) as f:
+                stopped += [int(pid) for pid in f.read().split()]
+        except OSError:
+            pass
+    if not stopped:
+        time.sleep(0.01)
+for pid in stopped:
+    os.kill(pid, signal.SIGSTOP)
+out, err = topo_proc.communicate(timeout=100)
+took = time.monotonic() - t0
+equal(first.strip(), "probing 0->1 (1/2)...", "stuck child: the first pair's progress line")
+equal(len(stopped), 1, "stuck child: the test stopped the first pair's probing process")
+doc = json.loads(out)
+pairs = {(p["src"], p["dst"]): p for p in doc["pairs"]}
+equal((pairs[(0, 1)]["verdict"], pairs[(0, 1)]["timed_out"]), ("hang", True),
+      "stuck child: 0->1 is a hang, its process timed out")
+check(pairs[(1, 0)]["verdict"] in ("ok", "slow") and not pairs[(1, 0)]["timed_out"],
+      "stuck child: 1->0 was still probed (%s)" % pairs[(1, 0)])
+check(17 <= took < 60, "stuck child: given up after the deadline plus 15 s (%.1f s)" % took)
+check(all(not os.path.exists("/proc/%d" % pid) or open("/proc/%d/stat" % pid).read().split()[2] == "Z"
+          for pid in stopped), "stuck child: killed")
+check("(the probing process did not answer and was killed)" in
+      scalar(db, "SELECT args FROM failures WHERE device = 0 AND peer_device = 1"),
+      "stuck child: the failure row says so")
+
+# ---- --json ----
+db = tempdb()
+proc = topo(db, "--json", SIMCUDA_DEVICES=3, SIMCUDA_P2P_HANG="0-1", P2PGUARD_PROBE_TIMEOUT_MS=300)
+doc = json.loads(proc.stdout)
+equal([d["index"] for d in doc["devices"]], [0, 1, 2], "--json: the devices")
+pairs = {(p["src"], p["dst"]): p for p in doc["pairs"]}
+equal(len(pairs), 6, "--json: every ordered pair")
+equal((pairs[(0, 1)]["verdict"], pairs[(0, 1)]["can_access"], pairs[(0, 1)]["bandwidth_gbps"]["p2p"]),
+      ("hang", True, None), "--json: 0->1 hangs, no P2P bandwidth")
+check(pairs[(0, 2)]["verdict"] in ("ok", "slow") and pairs[(0, 2)]["bandwidth_gbps"]["p2p"] > 0 and
+      pairs[(0, 2)]["bandwidth_gbps"]["staged"] > 0, "--json: 0->2 measured on both paths (%s)" % pairs[(0, 2)])
+
+# ---- eight GPUs fit 80 columns ----
+db = tempdb()
+proc = topo(db, SIMCUDA_DEVICES=8, P2PGUARD_PROBE_TIMEOUT_MS=2000)
+equal(len(matrix(proc.stdout)), 56, "8 GPUs: 56 ordered pairs in the matrix")
+wide = [l for l in proc.stdout.splitlines() if len(l) > 80]
+equal(wide, [], "8 GPUs: every line fits 80 columns")
+
+# ---- usage ----
+for args in (["--help"], ["--bogus"], ["extra"]):
+    proc = subprocess.run([CLI, "topo"] + args, capture_output=True, text=True, env=environment(preload=False),
+                          timeout=30)
+    equal((proc.returncode, proc.stdout, len(proc.stderr.strip().splitlines())), (2, "", 1),
+          "topo %s: one usage line on stderr, exit 2 (%s)" % (args[0], proc.stderr.strip()))
 
 # ---- --no-record ----
 folder = tempfolder()

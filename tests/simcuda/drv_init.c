@@ -93,6 +93,11 @@ static void read_config(void)
 	    !parse_pairs(v, sim_cfg.ndev, sim_cfg.corrupt, true))
 		warn_env("SIMCUDA_P2P_CORRUPT", v, "none");
 
+	memset(sim_cfg.hang, 0, sizeof(sim_cfg.hang));
+	if ((v = getenv("SIMCUDA_P2P_HANG")) != NULL &&
+	    !parse_pairs(v, sim_cfg.ndev, sim_cfg.hang, true))
+		warn_env("SIMCUDA_P2P_HANG", v, "none");
+
 	sim_cfg.dev_mem = (size_t)4096 << 20;
 	if ((v = getenv("SIMCUDA_DEVICE_MEM_MB")) != NULL) {
 		if (parse_long(v, 1, 1L << 20, &n))
@@ -425,4 +430,13 @@ bool sim_copy_corrupts(int dst_region, int src_region)
 	if (dst_region < 0 || src_region < 0 || dst_region == src_region)
 		return false;
 	return sim_cfg.corrupt[dst_region][src_region] && sim_p2p_active(dst_region, src_region);
+}
+
+/* Like a corrupting pair: only the path peer access opens is broken; copies the driver moves
+ * through host memory (no peer access) finish. */
+bool sim_copy_hangs(int dst_region, int src_region)
+{
+	if (dst_region < 0 || src_region < 0 || dst_region == src_region)
+		return false;
+	return sim_cfg.hang[dst_region][src_region] && sim_p2p_active(dst_region, src_region);
 }

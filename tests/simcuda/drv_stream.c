@@ -114,6 +114,13 @@ static void *worker(void *arg)
 				pthread_cond_wait(&sim_progress, &sim_mu);
 		} else if (op->type == SIM_OP_EVENT) {
 			event_done(op);
+		} else if (op->hangs) {
+			/* A P2P copy whose transactions never come back: the stream never moves on
+			 * again, queries say not ready and every wait on it waits for ever, as on
+			 * a machine whose IOMMU swallows the peer writes. */
+			s->stuck = true;
+			for (;;)
+				pthread_cond_wait(&s->wake, &sim_mu);
 		} else {
 			pthread_mutex_unlock(&sim_mu);
 			exec_op(op);
@@ -287,10 +294,13 @@ static void invalidate_capture(struct sim_stream *s)
 
 CUresult sim_submit(struct sim_stream *s, struct sim_op *op)
 {
-	if (op->type == SIM_OP_COPY)
+	if (op->type == SIM_OP_COPY) {
 		op->xor_data = sim_copy_corrupts(op->u.copy.dst_region, op->u.copy.src_region);
-	else if (op->type == SIM_OP_COPY3D)
+		op->hangs = sim_copy_hangs(op->u.copy.dst_region, op->u.copy.src_region);
+	} else if (op->type == SIM_OP_COPY3D) {
 		op->xor_data = sim_copy_corrupts(op->u.c3.dst_region, op->u.c3.src_region);
+		op->hangs = sim_copy_hangs(op->u.c3.dst_region, op->u.c3.src_region);
+	}
 
 	CUresult r = CUDA_SUCCESS;
 	if (s->capture == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
@@ -1093,7 +1103,7 @@ __attribute__((destructor)) static void stream_fini(void)
 	clock_gettime(CLOCK_REALTIME, &deadline);
 	deadline.tv_sec += 5;
 	for (struct sim_stream *s = all_streams; s; s = s->all_next) {
-		if (!s->has_thread)
+		if (!s->has_thread || s->stuck)
 			continue;
 		while (!s->finished)
 			if (pthread_cond_timedwait(&sim_progress, &sim_mu, &deadline) == ETIMEDOUT)

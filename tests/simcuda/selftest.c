@@ -239,11 +239,64 @@ static void mode_fork(void)
 	cuStreamDestroy(s);
 }
 
+struct blocked_sync {
+	CUcontext ctx;
+	CUstream s;
+	volatile int returned;
+};
+
+static void *sync_thread(void *arg)
+{
+	struct blocked_sync *b = arg;
+	cuCtxSetCurrent(b->ctx);
+	cuStreamSynchronize(b->s);
+	b->returned = 1;
+	return NULL;
+}
+
+/* SIMCUDA_P2P_HANG=0-1 with 3 devices: a copy over the pair's P2P path is enqueued with success
+ * and then never completes; the same copy through host memory, and other pairs, finish. */
+static void mode_hang(void)
+{
+	const size_t n = 4096;
+	setup(3);
+	unsigned char *h = calloc(1, n);
+	CUdeviceptr a = alloc_on(0, n), b = alloc_on(1, n), c = alloc_on(2, n);
+	check(cuMemcpyPeer(b, ctx[1], a, ctx[0], n) == CUDA_SUCCESS,
+	      "hung pair without peer access: the copy finishes");
+	check(cuCtxEnablePeerAccess(ctx[1], 0) == CUDA_SUCCESS, "enable 0 -> 1");
+	check(cuMemcpyPeer(c, ctx[2], a, ctx[0], n) == CUDA_SUCCESS && delivered(c, h, n) == 0,
+	      "a pair not listed finishes");
+	CUstream s;
+	CUevent done;
+	cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+	cuEventCreate(&done, CU_EVENT_DEFAULT);
+	check(cuMemcpyPeerAsync(b, ctx[1], a, ctx[0], n, s) == CUDA_SUCCESS,
+	      "the hung copy is enqueued with success");
+	check(cuEventRecord(done, s) == CUDA_SUCCESS, "an event after it is recorded");
+	usleep(200 * 1000);
+	check(cuStreamQuery(s) == CUDA_ERROR_NOT_READY, "200 ms later the stream is not ready");
+	check(cuEventQuery(done) == CUDA_ERROR_NOT_READY, "nor is the event after the copy");
+	struct blocked_sync bs = {ctx[0], s, 0};
+	pthread_t t;
+	pthread_create(&t, NULL, sync_thread, &bs);
+	usleep(300 * 1000);
+	check(!bs.returned, "cuStreamSynchronize on the stream is still waiting after 300 ms");
+	pthread_detach(t);
+	check(cuMemcpyHtoD(a, h, n) == CUDA_SUCCESS,
+	      "the legacy stream does not wait for a non-blocking stream's stuck copy");
+	free(h);
+	/* The process exits with the stream stuck: exit does not wait for it (the test's time
+	 * says so). */
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
 	if (strcmp(mode, "corrupt") == 0)
 		mode_corrupt();
+	else if (strcmp(mode, "hang") == 0)
+		mode_hang();
 	else if (strcmp(mode, "pairs") == 0)
 		mode_pairs();
 	else if (strcmp(mode, "malformed") == 0)

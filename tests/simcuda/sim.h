@@ -29,6 +29,7 @@ struct sim_config {
 	int ndev;
 	unsigned char p2p[SIM_MAX_DEVICES][SIM_MAX_DEVICES];
 	unsigned char corrupt[SIM_MAX_DEVICES][SIM_MAX_DEVICES];
+	unsigned char hang[SIM_MAX_DEVICES][SIM_MAX_DEVICES];
 	size_t dev_mem;
 	double ns_per_byte;
 };
@@ -170,6 +171,7 @@ struct sim_op {
 		} cb;
 	} u;
 	bool xor_data; /* resolved at submission: does this copy deliver corrupted bytes */
+	bool hangs;    /* resolved at submission: this copy never completes (SIMCUDA_P2P_HANG) */
 	/* Copies: what the copy observer is told (simcuda_tools.h). The caller sets the call's part
 	 * (correlation, async, graph); sim_submit the stream's and the memory's. */
 	struct {
@@ -199,6 +201,7 @@ struct sim_stream {
 	pthread_cond_t wake;
 	pthread_t thread;
 	bool has_thread, closing, finished, joined, dead;
+	bool stuck; /* its worker sits in a copy that never completes: exit does not wait for it */
 	CUstreamCaptureStatus capture;
 	CUstreamCaptureMode capture_mode;
 	pthread_t capture_thread;
@@ -250,6 +253,7 @@ CUresult sim_capture_forbids_unsafe(void); /* takes sim_mu */
 void sim_stream_ref(struct sim_stream *s);
 void sim_stream_put(struct sim_stream *s);
 bool sim_copy_corrupts(int dst_region, int src_region);
+bool sim_copy_hangs(int dst_region, int src_region);
 bool sim_graph_append(struct sim_graph *g, const struct sim_op *op);
 void sim_graph_free(struct sim_graph *g);
 void sim_op_free(struct sim_op *op);

@@ -89,6 +89,20 @@ int main(void)
 	CHECK(!s.enabled, "disable");
 	parse(&s, "P2PGUARD_BACKTRACE", "maybe");
 	CHECK(s.backtraces && warning_count == 1, "bad boolean rejected");
+	parse(&s, NULL, NULL);
+	CHECK(s.probe_timeout_ms == 5000 && s.stall_s == 30,
+	      "probe deadline 5 s, stalls after 30 s");
+	parse(&s, "P2PGUARD_PROBE_TIMEOUT_MS", "250");
+	CHECK(s.probe_timeout_ms == 250 && warning_count == 0, "probe deadline 250 ms");
+	parse(&s, "P2PGUARD_PROBE_TIMEOUT_MS", "0");
+	CHECK(s.probe_timeout_ms == 5000 && warning_count == 1 &&
+		  strstr(warnings[0], "P2PGUARD_PROBE_TIMEOUT_MS=0"),
+	      "probe deadline 0 rejected: one line, 5000 kept (%s)", warnings[0]);
+	parse(&s, "P2PGUARD_STALL_S", "1");
+	CHECK(s.stall_s == 1 && warning_count == 0, "stall after 1 s");
+	parse(&s, "P2PGUARD_STALL_S", "30s");
+	CHECK(s.stall_s == 30 && warning_count == 1 && strstr(warnings[0], "P2PGUARD_STALL_S=30s"),
+	      "stall 30s rejected: one line, 30 kept (%s)", warnings[0]);
 	parse(&s, "P2PGUARD_DB", "/tmp/x.db");
 	CHECK(strcmp(s.db_path, "/tmp/x.db") == 0, "database path");
 	return TAP_DONE();
