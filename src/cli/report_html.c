@@ -108,9 +108,8 @@ static int devices(sqlite3 *db, int *dev, int max)
 	if (sqlite3_prepare_v2(
 		db,
 		"SELECT src_device FROM transfers UNION SELECT dst_device FROM "
-		"transfers UNION SELECT device FROM peer_access WHERE device >= 0 "
-		"UNION SELECT peer_device FROM peer_access WHERE peer_device >= 0 AND "
-		"peer_device < 64 ORDER BY 1",
+		"transfers UNION SELECT device FROM peer_access WHERE status = 0 UNION "
+		"SELECT peer_device FROM peer_access WHERE status = 0 ORDER BY 1",
 		-1, &st, NULL) != SQLITE_OK)
 		return 0;
 	while (n < max && sqlite3_step(st) == SQLITE_ROW)
@@ -151,7 +150,7 @@ static void matrix(FILE *out, sqlite3 *db, const int *dev, int ndev)
 				const char *path = p2pg_cli_col(st, 0);
 				fprintf(out,
 					"<div class=\"bw\" data-path=\"%s\" style=\"color:%s\">%s "
-					"<b>%.1f</b> GB/s <small>p99 %.1f, n=%d</small></div>",
+					"<b>%.3g</b> GB/s <small>p99 %.3g, n=%d</small></div>",
 					path ?: "", path_colors[path_index(path)], path ?: "?",
 					sqlite3_column_double(st, 1), sqlite3_column_double(st, 2),
 					sqlite3_column_int(st, 3));
@@ -233,7 +232,7 @@ static void pair_charts(FILE *out, sqlite3 *db, int src, int dst)
 		double ytop = ymax > 0 ? ymax * 1.1 : 1;
 		double span = t1 > t0 ? (double)(t1 - t0) : 1;
 		fprintf(out,
-			"<text x=\"%d\" y=\"14\" text-anchor=\"end\">%.1f</text><text x=\"%d\" "
+			"<text x=\"%d\" y=\"14\" text-anchor=\"end\">%.3g</text><text x=\"%d\" "
 			"y=\"%d\" text-anchor=\"end\">0</text><text x=\"%d\" y=\"%d\">GB/s over "
 			"%.3g s</text>",
 			L - 4, ytop, L - 4, 10 + ph, L + 6, CHART_H - 6, span / 1e9);

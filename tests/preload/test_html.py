@@ -59,7 +59,7 @@ try:
     equal(paths, want, "the matrix cell 0->1 shows each path's bandwidth")
     p50 = scalar(db, "SELECT p50_gbps FROM peer_bandwidth WHERE src_device = 0 AND dst_device = 1 AND path = 'p2p'")
     text = browser.find_element(By.CSS_SELECTOR, '#matrix td[data-pair="0-1"] .bw[data-path="p2p"]').text
-    check(("%.1f GB/s" % p50) in text, "the matrix shows the measured p50 (%s, %s)" % (text, p50))
+    check(("%.3g GB/s" % p50) in text, "the matrix shows the measured p50 (%s, %s)" % (text, p50))
     points = browser.find_elements(By.CSS_SELECTOR, "#pair-0-1 svg.bw-time circle.pt")
     timed = scalar(db, "SELECT count(*) FROM transfers WHERE src_device = 0 AND dst_device = 1 AND status = 0 AND coalesce(gpu_ns, host_ns) > 0")
     equal(len(points), timed, "bandwidth over time: a point per timed copy of the pair")
