@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -323,7 +324,12 @@ int p2pg_cmd_metrics(int argc, char **argv)
 	char tmp[4096];
 	snprintf(tmp, sizeof(tmp), "%s.tmp", out_path);
 	FILE *f = fopen(tmp, "we");
-	if (!f || fwrite(text, 1, len, f) != len || fclose(f) != 0 || rename(tmp, out_path) < 0) {
+	bool written = f && fwrite(text, 1, len, f) == len;
+	if (f && fclose(f) != 0)
+		written = false;
+	if (!written || rename(tmp, out_path) < 0) {
+		if (f)
+			unlink(tmp);
 		fprintf(stderr, "p2pguard metrics: cannot write %s: %s\n", out_path,
 			strerror(errno));
 		return 2;
