@@ -217,4 +217,20 @@ for args in (["report"], ["report", "--json"], ["trace"], ["metrics"]):
 proc = cli("merge", merged, missing)
 check(proc.returncode == 2 and "no database at" in proc.stderr, "merge with a missing input: one line, exit 2")
 
+# A database another process holds locked: the dead spool cannot be imported now. One line, the
+# report of what the database holds, and the next command imports it.
+busy = tempdb("busy.db")
+cli("run", "--db", busy, "--", program("rt_peer"), "basic")
+run([program("rt_peer"), "crash"], db=busy, check=False)
+holder = sqlite3.connect(busy, isolation_level=None)
+holder.execute("BEGIN IMMEDIATE")
+proc = cli("report", "--json", busy)
+lines = proc.stderr.strip().splitlines()
+check(proc.returncode == 0 and len(lines) == 1 and "could not import" in lines[0] and "busy.db.spool" in lines[0],
+      "report on a locked database: one line says the spool could not be imported (%r)" % proc.stderr)
+equal(json.loads(proc.stdout)["summary"][0]["crashes"], 0, "report on a locked database: what it holds")
+holder.execute("ROLLBACK")
+holder.close()
+proc = cli("report", "--json", busy)
+equal((proc.returncode, json.loads(proc.stdout)["summary"][0]["crashes"]), (0, 1), "the next report imports the spool")
 done()
