@@ -116,17 +116,25 @@ static int merge_table(sqlite3 *db, const char *table)
 			p += 2;
 		}
 	}
-	if (has_serial)
+	if (has_serial) {
 		/* Rows of a process already merged come in only if new (a later copy of a live
 		 * database): a row is (process, thread_serial, seq) in every table that has them.
-		 */
+		 * The keys already there are indexed aside: the tables have no such index. */
 		snprintf(sql, sizeof(sql),
-			 "INSERT OR IGNORE INTO main.\"%s\" (%s) SELECT %s FROM src.\"%s\" s JOIN "
-			 "pmap m ON m.old = s.process_id WHERE NOT EXISTS (SELECT 1 FROM "
-			 "main.\"%s\" d WHERE d.process_id = m.new AND d.thread_serial IS "
-			 "s.thread_serial AND d.seq IS s.seq)",
-			 table, cols, sel, table, table);
-	else if (strcmp(table, "transfer_summary") == 0)
+			 "DELETE FROM temp.have; INSERT OR IGNORE INTO have SELECT d.process_id, "
+			 "coalesce(d.thread_serial, -1), coalesce(d.seq, -1) FROM main.\"%s\" d "
+			 "WHERE d.process_id IN (SELECT new FROM pmap WHERE NOT fresh)",
+			 table);
+		if (exec(db, sql, table) < 0)
+			return -EIO;
+		snprintf(
+		    sql, sizeof(sql),
+		    "INSERT OR IGNORE INTO main.\"%s\" (%s) SELECT %s FROM src.\"%s\" s JOIN "
+		    "pmap m ON m.old = s.process_id WHERE m.fresh OR NOT EXISTS (SELECT 1 FROM "
+		    "have h WHERE h.process_id = m.new AND h.thread_serial = "
+		    "coalesce(s.thread_serial, -1) AND h.seq = coalesce(s.seq, -1))",
+		    table, cols, sel, table);
+	} else if (strcmp(table, "transfer_summary") == 0)
 		/* Counters of a process: the later copy holds the larger count. */
 		snprintf(sql, sizeof(sql),
 			 "INSERT INTO main.\"%s\" (%s) SELECT %s FROM src.\"%s\" s JOIN pmap m ON "
@@ -166,13 +174,16 @@ static int merge_one(sqlite3 *db, const char *in, int *ret_processes, int *ret_n
 	r = exec(db, "BEGIN IMMEDIATE", "begin");
 	if (r < 0)
 		goto detach;
-	r = exec(db,
-		 "DROP TABLE IF EXISTS temp.pmap;"
-		 "CREATE TEMP TABLE pmap (old INTEGER PRIMARY KEY, new INTEGER, fresh INTEGER);"
-		 "INSERT INTO pmap SELECT s.id, NULL, NOT EXISTS (SELECT 1 FROM main.processes m "
-		 "WHERE m.boot_id = s.boot_id AND m.pid = s.pid AND m.started_ns = s.started_ns) "
-		 "FROM src.processes s",
-		 "processes");
+	r = exec(
+	    db,
+	    "DROP TABLE IF EXISTS temp.pmap;"
+	    "CREATE TEMP TABLE pmap (old INTEGER PRIMARY KEY, new INTEGER, fresh INTEGER);"
+	    "CREATE TEMP TABLE IF NOT EXISTS have (process_id, thread_serial, seq, PRIMARY KEY "
+	    "(process_id, thread_serial, seq)) WITHOUT ROWID;"
+	    "INSERT INTO pmap SELECT s.id, NULL, NOT EXISTS (SELECT 1 FROM main.processes m "
+	    "WHERE m.boot_id = s.boot_id AND m.pid = s.pid AND m.started_ns = s.started_ns) "
+	    "FROM src.processes s",
+	    "processes");
 	if (r >= 0)
 		r = merge_table(db, "processes");
 	if (r >= 0)

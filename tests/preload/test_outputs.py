@@ -184,6 +184,16 @@ equal(m, tuple(x + y for x, y in zip(a, b)), "merge: every row of both databases
 proc = cli("merge", merged, db, other)
 equal((proc.returncode, query(merged, counts)[0]), (0, m), "merge again: nothing added")
 check("0 new" in proc.stdout, "merge again: says nothing was new (%s)" % proc.stdout.strip())
+# A later copy of a live database: one more row of a process already merged comes in, alone.
+con = sqlite3.connect(other)
+con.execute("INSERT INTO transfers (process_id, thread_id, api, src_device, dst_device, bytes, path, status, "
+            "started_ns, host_ns, thread_serial, seq) SELECT process_id, thread_id, api, src_device, dst_device, "
+            "bytes, path, status, started_ns + 1, host_ns, thread_serial, seq + 100000 FROM transfers LIMIT 1")
+con.commit()
+con.close()
+proc = cli("merge", merged, other)
+equal((proc.returncode, scalar(merged, "SELECT count(*) FROM transfers")), (0, m[1] + 1), "merge of a grown input: only its new row")
+m = query(merged, counts)[0]
 equal(query(merged, "SELECT hostname, rank FROM processes WHERE hostname = 'node-b'"), [("node-b", 5)], "merge: hostname and rank kept")
 per = "SELECT p.pid, p.started_ns, (SELECT count(*) FROM transfers t WHERE t.process_id = p.id), " \
       "(SELECT count(*) FROM failures f WHERE f.process_id = p.id) FROM processes p ORDER BY 1, 2"
