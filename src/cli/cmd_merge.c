@@ -178,7 +178,8 @@ static int merge_one(sqlite3 *db, const char *in, int *ret_processes, int *ret_n
 	    db,
 	    "DROP TABLE IF EXISTS temp.pmap;"
 	    "CREATE TEMP TABLE pmap (old INTEGER PRIMARY KEY, new INTEGER, fresh INTEGER);"
-	    "CREATE TEMP TABLE IF NOT EXISTS have (process_id, thread_serial, seq, PRIMARY KEY "
+	    "CREATE TEMP TABLE IF NOT EXISTS have (process_id INTEGER, thread_serial INTEGER, seq "
+	    "INTEGER, PRIMARY KEY "
 	    "(process_id, thread_serial, seq)) WITHOUT ROWID;"
 	    "INSERT INTO pmap SELECT s.id, NULL, NOT EXISTS (SELECT 1 FROM main.processes m "
 	    "WHERE m.boot_id = s.boot_id AND m.pid = s.pid AND m.started_ns = s.started_ns) "

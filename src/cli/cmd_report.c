@@ -222,10 +222,23 @@ static void report_stalls(sqlite3 *db)
 	}
 }
 
+int p2pg_report_prepare(sqlite3 *db)
+{
+	char *err = NULL;
+	if (sqlite3_exec(db,
+			 "CREATE TEMP TABLE IF NOT EXISTS bw AS SELECT * FROM main.peer_bandwidth",
+			 NULL, NULL, &err) == SQLITE_OK)
+		return 0;
+	fprintf(stderr, "p2pguard report: cannot read the peer_bandwidth view: %s\n",
+		err ? err : sqlite3_errmsg(db));
+	sqlite3_free(err);
+	return -EIO;
+}
+
 int p2pg_cli_report(const char *db_path, bool brief)
 {
 	_cleanup_sqlite_ sqlite3 *db = NULL;
-	if (p2pg_cli_open_read(db_path, &db) < 0)
+	if (p2pg_cli_open_read(db_path, &db) < 0 || p2pg_report_prepare(db) < 0)
 		return 2;
 	printf("p2pguard report: %s\n", db_path);
 	report_processes(db);
@@ -276,7 +289,7 @@ static void json_rows(sqlite3 *db, FILE *out, const char *key, const char *sql, 
 static int report_json(const char *db_path)
 {
 	_cleanup_sqlite_ sqlite3 *db = NULL;
-	if (p2pg_cli_open_read(db_path, &db) < 0)
+	if (p2pg_cli_open_read(db_path, &db) < 0 || p2pg_report_prepare(db) < 0)
 		return 2;
 	FILE *out = stdout;
 	fputs("{\n  \"database\": ", out);
@@ -292,7 +305,7 @@ static int report_json(const char *db_path)
 	    false);
 	json_rows(db, out, "processes", REPORT_PROCESSES_SQL, false);
 	json_rows(db, out, "transfers", REPORT_TRANSFERS_SQL, false);
-	json_rows(db, out, "bandwidth", "SELECT * FROM peer_bandwidth ORDER BY 1, 2, 3", false);
+	json_rows(db, out, "bandwidth", "SELECT * FROM temp.bw ORDER BY 1, 2, 3", false);
 	json_rows(db, out, "peer_access", REPORT_PEER_ACCESS_SQL, false);
 	json_rows(db, out, "failures", REPORT_FAILURES_SQL, false);
 	json_rows(db, out, "crashes", REPORT_CRASHES_SQL, false);
@@ -307,7 +320,7 @@ static int report_json(const char *db_path)
 static int report_html(const char *db_path, const char *out_path)
 {
 	_cleanup_sqlite_ sqlite3 *db = NULL;
-	if (p2pg_cli_open_read(db_path, &db) < 0)
+	if (p2pg_cli_open_read(db_path, &db) < 0 || p2pg_report_prepare(db) < 0)
 		return 2;
 	FILE *out = strcmp(out_path, "-") == 0 ? stdout : fopen(out_path, "we");
 	if (!out) {

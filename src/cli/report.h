@@ -30,7 +30,7 @@
 #define REPORT_TRANSFERS_SQL                                                                    \
 	"SELECT t.src_device, t.dst_device, t.path, t.api, count(*) AS calls, sum(t.bytes) AS " \
 	"bytes, sum(t.status != 0) AS failed, count(t.gpu_ns) AS gpu_timed, b.p50_gbps FROM "   \
-	"transfers t LEFT JOIN peer_bandwidth b ON b.src_device = t.src_device AND "            \
+	"transfers t LEFT JOIN temp.bw b ON b.src_device = t.src_device AND "                   \
 	"b.dst_device = t.dst_device AND b.path = t.path GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"
 
 #define REPORT_PEER_ACCESS_SQL                                                                     \
@@ -45,6 +45,13 @@
 #define REPORT_STALLS_SQL                                                                 \
 	"SELECT p.pid, p.hostname, p.rank, s.* FROM stalls s JOIN processes p ON p.id = " \
 	"s.process_id ORDER BY s.rowid"
+
+/*
+ * The peer_bandwidth view, computed once into temp.bw (it ranks every timed copy: seconds on a
+ * database of millions of rows, and the report reads it in several places). The connection may be
+ * read-only: temporary tables live apart. Returns 0 or -EIO.
+ */
+int p2pg_report_prepare(sqlite3 *db);
 
 /* Writes the whole report as one self-contained HTML page. Returns 0 or a negative errno. */
 int p2pg_report_html(sqlite3 *db, const char *db_path, FILE *out);

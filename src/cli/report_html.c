@@ -126,7 +126,7 @@ static void matrix(FILE *out, sqlite3 *db, const int *dev, int ndev)
 		return;
 	}
 	if (sqlite3_prepare_v2(db,
-			       "SELECT path, p50_gbps, p99_gbps, count FROM peer_bandwidth WHERE "
+			       "SELECT path, p50_gbps, p99_gbps, count FROM temp.bw WHERE "
 			       "src_device = ?1 AND dst_device = ?2 ORDER BY path",
 			       -1, &st, NULL) != SQLITE_OK)
 		return;
