@@ -243,4 +243,15 @@ holder.execute("ROLLBACK")
 holder.close()
 proc = cli("report", "--json", busy)
 equal((proc.returncode, json.loads(proc.stdout)["summary"][0]["crashes"]), (0, 1), "the next report imports the spool")
+# Probe verdicts: `topo` on a pair whose P2P delivers wrong data.
+probed = tempdb("probed.db")
+proc = cli("topo", "--db", probed, "--bytes", str(1 << 20), SIMCUDA_P2P_CORRUPT="0-1")
+equal(proc.returncode, 1, "topo on a lying pair: exit 1")
+verdicts = [e for e in json.loads(cli("trace", probed).stdout)["traceEvents"] if e["ph"] == "i" and e["cat"] == "probe"]
+equal(sorted(e["name"] for e in verdicts), ["probe 0->1: wrong_data", "probe 1->0: wrong_data"], "trace: probe verdicts as instants")
+fams = {f.name: f for f in prometheus_client.parser.text_string_to_metric_families(cli("metrics", probed).stdout)}
+equal(sorted((s.labels["src"], s.labels["dst"], s.labels["verdict"], s.value) for s in fams["p2pguard_probe_verdicts"].samples),
+      [("0", "1", "wrong_data", 1.0), ("1", "0", "wrong_data", 1.0)], "metrics: probe verdicts by pair")
+rep = json.loads(cli("report", "--json", probed).stdout)
+equal(sorted(f["probe"] for f in rep["failures"]), ["wrong_data", "wrong_data"], "report --json: the probe's verdict")
 done()
