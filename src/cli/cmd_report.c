@@ -250,8 +250,11 @@ int p2pg_cli_report(const char *db_path, bool brief)
 	return 0;
 }
 
-/* Each row of sql as a JSON object keyed by column name; key: the member's name. */
-static void json_rows(sqlite3 *db, FILE *out, const char *key, const char *sql, bool last)
+/*
+ * Each row of sql as a JSON object keyed by column name, in an array (one: the first row's object
+ * alone); key: the member's name.
+ */
+static void json_rows(sqlite3 *db, FILE *out, const char *key, const char *sql, bool one, bool last)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
 	fprintf(out, "  \"%s\": ", key);
@@ -259,9 +262,9 @@ static void json_rows(sqlite3 *db, FILE *out, const char *key, const char *sql, 
 		fprintf(out, "null%s\n", last ? "" : ",");
 		return;
 	}
-	fputs("[", out);
-	for (int n = 0; sqlite3_step(st) == SQLITE_ROW; n++) {
-		fputs(n ? ",\n    {" : "\n    {", out);
+	fputs(one ? "" : "[", out);
+	for (int n = 0; (!one || n == 0) && sqlite3_step(st) == SQLITE_ROW; n++) {
+		fputs(one ? "{" : n ? ",\n    {" : "\n    {", out);
 		for (int c = 0; c < sqlite3_column_count(st); c++) {
 			if (c)
 				fputs(", ", out);
@@ -283,7 +286,7 @@ static void json_rows(sqlite3 *db, FILE *out, const char *key, const char *sql, 
 		}
 		fputs("}", out);
 	}
-	fprintf(out, "]%s\n", last ? "" : ",");
+	fprintf(out, "%s%s\n", one ? "" : "]", last ? "" : ",");
 }
 
 static int report_json(const char *db_path)
@@ -302,15 +305,15 @@ static int report_json(const char *db_path)
 	    "processes_without_peer_calls, coalesce(sum(records_dropped), 0) AS "
 	    "records_dropped, (SELECT count(*) FROM transfers) AS transfers, (SELECT count(*) "
 	    "FROM failures) AS failures, (SELECT count(*) FROM crashes) AS crashes FROM p",
-	    false);
-	json_rows(db, out, "processes", REPORT_PROCESSES_SQL, false);
-	json_rows(db, out, "transfers", REPORT_TRANSFERS_SQL, false);
-	json_rows(db, out, "bandwidth", "SELECT * FROM temp.bw ORDER BY 1, 2, 3", false);
-	json_rows(db, out, "peer_access", REPORT_PEER_ACCESS_SQL, false);
-	json_rows(db, out, "failures", REPORT_FAILURES_SQL, false);
-	json_rows(db, out, "crashes", REPORT_CRASHES_SQL, false);
+	    true, false);
+	json_rows(db, out, "processes", REPORT_PROCESSES_SQL, false, false);
+	json_rows(db, out, "transfers", REPORT_TRANSFERS_SQL, false, false);
+	json_rows(db, out, "bandwidth", "SELECT * FROM temp.bw ORDER BY 1, 2, 3", false, false);
+	json_rows(db, out, "peer_access", REPORT_PEER_ACCESS_SQL, false, false);
+	json_rows(db, out, "failures", REPORT_FAILURES_SQL, false, false);
+	json_rows(db, out, "crashes", REPORT_CRASHES_SQL, false, false);
 	if (p2pg_cli_has_table(db, "stalls"))
-		json_rows(db, out, "stalls", REPORT_STALLS_SQL, true);
+		json_rows(db, out, "stalls", REPORT_STALLS_SQL, false, true);
 	else
 		fputs("  \"stalls\": null\n", out);
 	fputs("}\n", out);

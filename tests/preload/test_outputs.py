@@ -42,9 +42,9 @@ check(proc.returncode == -signal.SIGSEGV, "the crashing program died of SIGSEGV"
 proc = cli("report", "--json", db)
 equal(proc.returncode, 0, "report --json: exit 0 (%s)" % proc.stderr.strip())
 rep = json.loads(proc.stdout)
-equal(rep["summary"][0]["crashes"], 1, "report --json: the dead process's crash, imported first")
+equal(rep["summary"]["crashes"], 1, "report --json: the dead process's crash, imported first")
 equal(scalar(db, "SELECT count(*) FROM crashes"), 1, "the spool is in the database now")
-equal(rep["summary"][0]["processes_guarded"], 4, "report --json: four guarded processes")
+equal(rep["summary"]["processes_guarded"], 4, "report --json: four guarded processes")
 groups = {(f["api"], f["status"], f["device"], f["peer_device"]): f for f in rep["failures"]}
 g = groups.get(("cudaDeviceEnablePeerAccess", 704, 0, 1))
 check(g is not None and g["count"] == 2 and g["processes"] == 2 and g["first_ns"] <= g["last_ns"],
@@ -78,7 +78,7 @@ check("2 times in 2 processes" in proc.stdout and "first " in proc.stdout, "repo
 check("python: train.py:42 in step" in proc.stdout, "report: a crash's Python stack when the column exists")
 check("stalls" in proc.stdout and "waited_ns=31000000000" in proc.stdout, "report: stalls when the table exists")
 rep = json.loads(cli("report", "--json", db).stdout)
-equal(rep["summary"][0]["processes_without_peer_calls"], 1, "report --json: one process without a peer call")
+equal(rep["summary"]["processes_without_peer_calls"], 1, "report --json: one process without a peer call")
 check(rep["stalls"] and rep["stalls"][0]["waited_ns"] == 31000000000, "report --json: the stall row")
 check(rep["crashes"][0].get("python_stack") == "train.py:42 in step", "report --json: the crash's Python stack")
 
@@ -238,11 +238,11 @@ proc = cli("report", "--json", busy)
 lines = proc.stderr.strip().splitlines()
 check(proc.returncode == 0 and len(lines) == 1 and "could not import" in lines[0] and "busy.db.spool" in lines[0],
       "report on a locked database: one line says the spool could not be imported (%r)" % proc.stderr)
-equal(json.loads(proc.stdout)["summary"][0]["crashes"], 0, "report on a locked database: what it holds")
+equal(json.loads(proc.stdout)["summary"]["crashes"], 0, "report on a locked database: what it holds")
 holder.execute("ROLLBACK")
 holder.close()
 proc = cli("report", "--json", busy)
-equal((proc.returncode, json.loads(proc.stdout)["summary"][0]["crashes"]), (0, 1), "the next report imports the spool")
+equal((proc.returncode, json.loads(proc.stdout)["summary"]["crashes"]), (0, 1), "the next report imports the spool")
 # Probe verdicts: `topo` on a pair whose P2P delivers wrong data.
 probed = tempdb("probed.db")
 proc = cli("topo", "--db", probed, "--bytes", str(1 << 20), SIMCUDA_P2P_CORRUPT="0-1")
