@@ -203,6 +203,19 @@ equal(cli("report", "--json", merged).returncode, 0, "report reads the merged da
 proc = cli("merge", merged, merged)
 equal(proc.returncode, 2, "merge: the output as an input is refused")
 
+# Summary-mode databases: their buckets come along once.
+sumdb = tempdb("summary.db")
+cli("run", "--db", sumdb, "--record", "summary", "--", program("rt_peer"), "basic")
+merged2 = os.path.join(work, "merged2.db")
+totals = "SELECT count(*), sum(count), sum(bytes) FROM transfer_summary"
+want = query(sumdb, totals)[0]
+check(want[0] > 0, "a summary-mode run has summary rows (%s)" % (want,))
+cli("merge", merged2, sumdb)
+cli("merge", merged2, sumdb)
+equal(query(merged2, totals)[0], want, "merge twice of a summary-mode database: its buckets once")
+fams = {f.name: f for f in prometheus_client.parser.text_string_to_metric_families(cli("metrics", merged2).stdout)}
+equal(sum(s.value for s in fams["p2pguard_peer_copies"].samples), want[1], "metrics count summary-mode copies")
+
 # --- explain --json ---------------------------------------------------------------------------
 proc = cli("explain", "--json", "RuntimeError: CUDA error: peer access is not supported between these two devices")
 ex = json.loads(proc.stdout)
