@@ -31,4 +31,10 @@ step sqlite3 "$db" "SELECT diagnosis, advice FROM failures WHERE status = 217"
 sqlite3 -line "$db" "SELECT diagnosis, advice FROM failures WHERE status = 217"
 step p2pguard explain "RuntimeError: CUDA error: peer access is not supported between these two devices"
 $p2pguard explain "RuntimeError: CUDA error: peer access is not supported between these two devices" | sed -n '1,25p'
+step p2pguard report --html "${db%.db}.html" "$db"
+$p2pguard report --html "${db%.db}.html" "$db"
+step p2pguard trace "$db" -o "${db%.db}.trace.json"
+$p2pguard trace "$db" -o "${db%.db}.trace.json" && echo "open it in ui.perfetto.dev"
+step p2pguard metrics "$db" "| head -12"
+$p2pguard metrics "$db" | head -12 || true
 printf '\nThe database is %s\n' "$db"

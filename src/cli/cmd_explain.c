@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "dbread.h"
 #include "p2pguard/rules.h"
 
 #define WIDTH	  100
@@ -151,20 +152,23 @@ static void usage(FILE *out)
 {
 	fprintf(
 	    out,
-	    "Usage: p2pguard explain [--all] \"<error text or code>\"\n"
-	    "       p2pguard explain [--all] - < log.txt\n"
+	    "Usage: p2pguard explain [--all] [--json] \"<error text or code>\"\n"
+	    "       p2pguard explain [--all] [--json] - < log.txt\n"
 	    "\n"
 	    "Prints the rules that explain a line pasted from a log (a PyTorch, TensorFlow, JAX\n"
 	    "or NCCL message, an error name such as cudaErrorPeerAccessUnsupported or\n"
 	    "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, or a bare status such as 217), best first: root\n"
 	    "cause, what to do, dead ends, documentation. --all prints every match in full.\n"
+	    "--json prints {\"text\", \"matches\": [{\"id\", \"title\", \"confidence\", "
+	    "\"rule\"}]},\n"
+	    "best first, \"rule\" being the whole knowledge-base entry.\n"
 	    "P2PGUARD_RULES names a folder of extra rules. Exits 0 when something matched, 1\n"
 	    "when nothing did.\n");
 }
 
 int p2pg_cmd_explain(int argc, char **argv)
 {
-	bool all = false;
+	bool all = false, json = false;
 	int first = 1;
 	char *text;
 	struct p2pg_ruleset *rs;
@@ -174,12 +178,16 @@ int p2pg_cmd_explain(int argc, char **argv)
 	for (; first < argc && argv[first][0] == '-' && argv[first][1] != '\0'; first++) {
 		if (strcmp(argv[first], "--all") == 0) {
 			all = true;
+		} else if (strcmp(argv[first], "--json") == 0) {
+			json = true;
 		} else if (strcmp(argv[first], "--help") == 0 || strcmp(argv[first], "-h") == 0) {
 			usage(stdout);
 			return 0;
 		} else if (strcmp(argv[first], "--") == 0) {
 			first++;
 			break;
+		} else if (argv[first][1] == '-') {
+			return p2pg_cli_unknown_option("explain", argv[first]);
 		} else {
 			break; /* "-1" style text is still text */
 		}
@@ -204,14 +212,31 @@ int p2pg_cmd_explain(int argc, char **argv)
 		return 2;
 	}
 	n = p2pg_ruleset_explain(rs, text, found, MAX_FOUND);
+	if (n > MAX_FOUND)
+		n = MAX_FOUND;
+	if (json) {
+		printf("{\"text\": ");
+		p2pg_cli_json_string(stdout, text);
+		printf(", \"matches\": [");
+		for (size_t k = 0; k < n; k++) {
+			printf("%s\n  {\"id\": ", k ? "," : "");
+			p2pg_cli_json_string(stdout, p2pg_rule_id(found[k]));
+			printf(", \"title\": ");
+			p2pg_cli_json_string(stdout, p2pg_rule_title(found[k]));
+			printf(", \"confidence\": %.3g, \"rule\": %s}",
+			       p2pg_rule_confidence(found[k]), p2pg_rule_json(found[k]) ?: "null");
+		}
+		printf("]}\n");
+		p2pg_ruleset_free(rs);
+		free(text);
+		return n ? 0 : 1;
+	}
 	if (n == 0) {
 		printf("No rule explains this text. `p2pguard rules list` shows what is known.\n");
 		p2pg_ruleset_free(rs);
 		free(text);
 		return 1;
 	}
-	if (n > MAX_FOUND)
-		n = MAX_FOUND;
 	shown = all || n < SHOWN ? n : SHOWN;
 	for (size_t k = 0; k < shown; k++) {
 		if (k)

@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <inttypes.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "cleanup.h"
 #include "cli.h"
+#include "dbread.h"
+#include "report.h"
 
 int p2pg_cli_report(const char *db_path, bool brief);
 
@@ -37,16 +42,31 @@ static void first_line(const char *text, char *buf, size_t max)
 	buf[n] = '\0';
 }
 
+static void utc_time(int64_t ns, char *buf, size_t len)
+{
+	time_t s = (time_t)(ns / 1000000000);
+	struct tm tm;
+	if (!gmtime_r(&s, &tm) || strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm) == 0)
+		snprintf(buf, len, "?");
+}
+
 static void report_processes(sqlite3 *db)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(db,
-			       "SELECT count(*), group_concat(pid, ' '), sum(records_dropped), "
-			       "sum(recovered) FROM processes",
+			       "WITH p AS (" REPORT_PROCESSES_SQL ") SELECT count(*), "
+			       "group_concat(pid, ' '), sum(records_dropped), sum(recovered), "
+			       "sum(NOT peer_calls), count(DISTINCT hostname), count(rank >= 0 OR "
+			       "NULL) FROM p",
 			       -1, &st, NULL) != SQLITE_OK ||
 	    sqlite3_step(st) != SQLITE_ROW)
 		return;
-	printf("processes: %d (pid %s)", sqlite3_column_int(st, 0), text_or(st, 1, "-"));
+	printf("processes: %d guarded (pid %s)", sqlite3_column_int(st, 0), text_or(st, 1, "-"));
+	printf(", %d made no peer call", sqlite3_column_int(st, 4));
+	if (sqlite3_column_int(st, 5) > 1)
+		printf(", on %d hosts", sqlite3_column_int(st, 5));
+	if (sqlite3_column_int(st, 6) > 0)
+		printf(", %d with a rank", sqlite3_column_int(st, 6));
 	if (sqlite3_column_int64(st, 2) > 0)
 		printf(", %lld records dropped (full rings)", sqlite3_column_int64(st, 2));
 	if (sqlite3_column_int64(st, 3) > 0)
@@ -57,14 +77,7 @@ static void report_processes(sqlite3 *db)
 static void report_transfers(sqlite3 *db)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(
-		db,
-		"SELECT t.src_device, t.dst_device, t.path, t.api, count(*), sum(t.bytes), "
-		"sum(t.status != 0), b.p50_gbps, count(t.gpu_ns) FROM transfers t LEFT JOIN "
-		"peer_bandwidth b "
-		"ON b.src_device = t.src_device AND b.dst_device = t.dst_device AND b.path "
-		"= t.path GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
-		-1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(db, REPORT_TRANSFERS_SQL, -1, &st, NULL) != SQLITE_OK)
 		return;
 	bool header = false;
 	while (sqlite3_step(st) == SQLITE_ROW) {
@@ -80,8 +93,8 @@ static void report_transfers(sqlite3 *db)
 		human_bytes(sqlite3_column_int64(st, 5), bytes, sizeof(bytes));
 		printf("  %-8s %-9s %-28s %8lld %12s %7lld %9lld %9s\n", pair, text_or(st, 2, "?"),
 		       text_or(st, 3, "?"), sqlite3_column_int64(st, 4), bytes,
-		       sqlite3_column_int64(st, 6), sqlite3_column_int64(st, 8),
-		       text_or(st, 7, "-"));
+		       sqlite3_column_int64(st, 6), sqlite3_column_int64(st, 7),
+		       text_or(st, 8, "-"));
 	}
 	if (!header)
 		printf("\ntransfers: none recorded\n");
@@ -90,11 +103,7 @@ static void report_transfers(sqlite3 *db)
 static void report_peer_access(sqlite3 *db)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(
-		db,
-		"SELECT api, device, peer_device, status, action, count(*), max(result) "
-		"FROM peer_access GROUP BY 1, 2, 3, 4, 5 ORDER BY min(id)",
-		-1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(db, REPORT_PEER_ACCESS_SQL, -1, &st, NULL) != SQLITE_OK)
 		return;
 	bool header = false;
 	while (sqlite3_step(st) == SQLITE_ROW) {
@@ -118,33 +127,38 @@ static void report_peer_access(sqlite3 *db)
 static void report_failures(sqlite3 *db, bool brief)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(
-		db,
-		"SELECT f.id, f.api, f.status, f.error_name, f.device, f.peer_device, f.action, "
-		"f.rule_id, f.diagnosis, f.advice, r.python_where, r.c_where "
-		"FROM failures f JOIN failure_report r ON r.id = f.id ORDER BY f.id",
-		-1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(db, REPORT_FAILURES_SQL, -1, &st, NULL) != SQLITE_OK)
 		return;
 	int n = 0;
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		if (n++ == 0)
-			printf("\nfailures\n");
-		printf("  #%d %s -> %d %s, devices %d->%d, %s\n", sqlite3_column_int(st, 0),
-		       text_or(st, 1, "?"), sqlite3_column_int(st, 2), text_or(st, 3, ""),
-		       sqlite3_column_int(st, 4), sqlite3_column_int(st, 5),
-		       text_or(st, 6, "passed"));
-		const char *where = text_or(st, 10, NULL);
+			printf("\nfailures (identical ones grouped)\n");
+		printf("  #%d %s -> %d %s, devices %d->%d, %s", sqlite3_column_int(st, 0),
+		       text_or(st, 5, "?"), sqlite3_column_int(st, 6), text_or(st, 7, ""),
+		       sqlite3_column_int(st, 8), sqlite3_column_int(st, 9),
+		       text_or(st, 10, "passed"));
+		int count = sqlite3_column_int(st, 1);
+		if (count > 1) {
+			char first[32], last[32];
+			utc_time(sqlite3_column_int64(st, 3), first, sizeof(first));
+			utc_time(sqlite3_column_int64(st, 4), last, sizeof(last));
+			printf(", %d times in %d process%s (first %s, last %s UTC)", count,
+			       sqlite3_column_int(st, 2),
+			       sqlite3_column_int(st, 2) == 1 ? "" : "es", first, last);
+		}
+		printf("\n");
+		const char *where = text_or(st, 14, NULL);
 		if (!where || !*where)
-			where = text_or(st, 11, "");
+			where = text_or(st, 15, "");
 		if (*where)
 			printf("     where: %s\n", where);
-		if (sqlite3_column_type(st, 7) != SQLITE_NULL) {
+		if (sqlite3_column_type(st, 11) != SQLITE_NULL) {
 			char line[200];
-			printf("     rule:  %s\n", text_or(st, 7, ""));
-			first_line(text_or(st, 8, ""), line, sizeof(line));
+			printf("     rule:  %s\n", text_or(st, 11, ""));
+			first_line(text_or(st, 12, ""), line, sizeof(line));
 			printf("     why:   %s\n", line);
 			if (!brief) {
-				first_line(text_or(st, 9, ""), line, sizeof(line));
+				first_line(text_or(st, 13, ""), line, sizeof(line));
 				printf("     do:    %s\n", line);
 			}
 		}
@@ -156,10 +170,13 @@ static void report_failures(sqlite3 *db, bool brief)
 static void report_crashes(sqlite3 *db)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	bool py = p2pg_cli_has_column(db, "crashes", "python_stack");
 	if (sqlite3_prepare_v2(
 		db,
-		"SELECT c.signal, p.pid, c.backtrace FROM crashes c JOIN processes p ON "
-		"p.id = c.process_id ORDER BY c.id",
+		py ? "SELECT c.signal, p.pid, c.backtrace, c.python_stack FROM crashes "
+		     "c JOIN processes p ON p.id = c.process_id ORDER BY c.id"
+		   : "SELECT c.signal, p.pid, c.backtrace, NULL FROM crashes c JOIN "
+		     "processes p ON p.id = c.process_id ORDER BY c.id",
 		-1, &st, NULL) != SQLITE_OK)
 		return;
 	int n = 0;
@@ -170,32 +187,208 @@ static void report_crashes(sqlite3 *db)
 		first_line(text_or(st, 2, ""), line, sizeof(line));
 		printf("  pid %d: signal %d (%s) at %s\n", sqlite3_column_int(st, 1),
 		       sqlite3_column_int(st, 0), strsignal(sqlite3_column_int(st, 0)), line);
+		const char *pyst = text_or(st, 3, "");
+		if (*pyst) {
+			first_line(pyst, line, sizeof(line));
+			printf("     python: %s\n", line);
+		}
 	}
+}
+
+static void report_stalls(sqlite3 *db)
+{
+	if (!p2pg_cli_has_table(db, "stalls"))
+		return;
+	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, REPORT_STALLS_SQL, -1, &st, NULL) != SQLITE_OK)
+		return;
+	int n = 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		if (n++ == 0)
+			printf("\nstalls (peer copies that did not finish)\n");
+		printf("  pid %d:", sqlite3_column_int(st, 0));
+		/* The table's own columns, whatever the guard that wrote it recorded. */
+		for (int c = 3; c < sqlite3_column_count(st); c++) {
+			const char *name = sqlite3_column_name(st, c);
+			if (strcmp(name, "id") == 0 || strcmp(name, "process_id") == 0 ||
+			    strcmp(name, "evidence") == 0 ||
+			    sqlite3_column_type(st, c) == SQLITE_NULL)
+				continue;
+			char line[120];
+			first_line(text_or(st, c, ""), line, sizeof(line));
+			printf(" %s=%s", name, line);
+		}
+		printf("\n");
+	}
+}
+
+int p2pg_report_prepare(sqlite3 *db)
+{
+	char *err = NULL;
+	if (sqlite3_exec(db,
+			 "CREATE TEMP TABLE IF NOT EXISTS bw AS SELECT * FROM main.peer_bandwidth",
+			 NULL, NULL, &err) == SQLITE_OK)
+		return 0;
+	fprintf(stderr, "p2pguard report: cannot read the peer_bandwidth view: %s\n",
+		err ? err : sqlite3_errmsg(db));
+	sqlite3_free(err);
+	return -EIO;
 }
 
 int p2pg_cli_report(const char *db_path, bool brief)
 {
 	_cleanup_sqlite_ sqlite3 *db = NULL;
-	if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-		fprintf(stderr, "p2pguard: cannot open %s: %s\n", db_path,
-			db ? sqlite3_errmsg(db) : "out of memory");
+	if (p2pg_cli_open_read(db_path, &db) < 0 || p2pg_report_prepare(db) < 0)
 		return 2;
-	}
-	sqlite3_busy_timeout(db, 5000);
 	printf("p2pguard report: %s\n", db_path);
 	report_processes(db);
 	report_transfers(db);
 	report_peer_access(db);
 	report_failures(db, brief);
 	report_crashes(db);
+	report_stalls(db);
 	return 0;
+}
+
+/*
+ * Each row of sql as a JSON object keyed by column name, in an array (one: the first row's object
+ * alone); key: the member's name.
+ */
+static void json_rows(sqlite3 *db, FILE *out, const char *key, const char *sql, bool one, bool last)
+{
+	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	fprintf(out, "  \"%s\": ", key);
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		fprintf(out, "null%s\n", last ? "" : ",");
+		return;
+	}
+	fputs(one ? "" : "[", out);
+	for (int n = 0; (!one || n == 0) && sqlite3_step(st) == SQLITE_ROW; n++) {
+		fputs(one ? "{" : n ? ",\n    {" : "\n    {", out);
+		for (int c = 0; c < sqlite3_column_count(st); c++) {
+			if (c)
+				fputs(", ", out);
+			p2pg_cli_json_string(out, sqlite3_column_name(st, c));
+			fputs(": ", out);
+			switch (sqlite3_column_type(st, c)) {
+			case SQLITE_INTEGER:
+				fprintf(out, "%lld", sqlite3_column_int64(st, c));
+				break;
+			case SQLITE_FLOAT:
+				fprintf(out, "%.17g", sqlite3_column_double(st, c));
+				break;
+			case SQLITE_NULL:
+				fputs("null", out);
+				break;
+			default:
+				p2pg_cli_json_string(out, p2pg_cli_col(st, c));
+			}
+		}
+		fputs("}", out);
+	}
+	fprintf(out, "%s%s\n", one ? "" : "]", last ? "" : ",");
+}
+
+static int report_json(const char *db_path)
+{
+	_cleanup_sqlite_ sqlite3 *db = NULL;
+	if (p2pg_cli_open_read(db_path, &db) < 0 || p2pg_report_prepare(db) < 0)
+		return 2;
+	FILE *out = stdout;
+	fputs("{\n  \"database\": ", out);
+	p2pg_cli_json_string(out, db_path);
+	fputs(",\n", out);
+	json_rows(
+	    db, out, "summary",
+	    "WITH p AS (" REPORT_PROCESSES_SQL
+	    ") SELECT count(*) AS processes_guarded, coalesce(sum(NOT peer_calls), 0) AS "
+	    "processes_without_peer_calls, coalesce(sum(records_dropped), 0) AS "
+	    "records_dropped, (SELECT count(*) FROM transfers) AS transfers, (SELECT count(*) "
+	    "FROM failures) AS failures, (SELECT count(*) FROM crashes) AS crashes FROM p",
+	    true, false);
+	json_rows(db, out, "processes", REPORT_PROCESSES_SQL, false, false);
+	json_rows(db, out, "transfers", REPORT_TRANSFERS_SQL, false, false);
+	json_rows(db, out, "bandwidth", "SELECT * FROM temp.bw ORDER BY 1, 2, 3", false, false);
+	json_rows(db, out, "peer_access", REPORT_PEER_ACCESS_SQL, false, false);
+	json_rows(db, out, "failures", REPORT_FAILURES_SQL, false, false);
+	json_rows(db, out, "crashes", REPORT_CRASHES_SQL, false, false);
+	if (p2pg_cli_has_table(db, "stalls"))
+		json_rows(db, out, "stalls", REPORT_STALLS_SQL, false, true);
+	else
+		fputs("  \"stalls\": null\n", out);
+	fputs("}\n", out);
+	return ferror(out) ? 2 : 0;
+}
+
+static int report_html(const char *db_path, const char *out_path)
+{
+	_cleanup_sqlite_ sqlite3 *db = NULL;
+	if (p2pg_cli_open_read(db_path, &db) < 0 || p2pg_report_prepare(db) < 0)
+		return 2;
+	FILE *out = strcmp(out_path, "-") == 0 ? stdout : fopen(out_path, "we");
+	if (!out) {
+		fprintf(stderr, "p2pguard report: cannot write %s: %s\n", out_path,
+			strerror(errno));
+		return 2;
+	}
+	int r = p2pg_report_html(db, db_path, out);
+	if (out != stdout && fclose(out) != 0)
+		r = -EIO;
+	if (r < 0) {
+		fprintf(stderr, "p2pguard report: cannot write %s\n", out_path);
+		return 2;
+	}
+	if (out != stdout)
+		printf("p2pguard report: wrote %s\n", out_path);
+	return 0;
+}
+
+static void usage(FILE *out)
+{
+	fputs("usage: p2pguard report [DATABASE] [--json | --html FILE]\n"
+	      "\n"
+	      "What the guard recorded: processes (how many made no peer call), transfers by pair\n"
+	      "and path, peer-access calls, failures (identical ones grouped, with diagnosis and\n"
+	      "advice), crashes and stalls. --json prints the same as one JSON object; --html\n"
+	      "FILE writes one self-contained page (P2P matrix, bandwidth over time and sizes per\n"
+	      "pair, stacks). Dead processes' spools are imported first.\n",
+	      out);
 }
 
 int p2pg_cmd_report(int argc, char **argv)
 {
-	if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
-		fprintf(stderr, "usage: p2pguard report [DATABASE]\n");
+	const char *db_arg = NULL, *html = NULL;
+	bool json = false;
+	for (int k = 1; k < argc; k++) {
+		if (strcmp(argv[k], "--help") == 0 || strcmp(argv[k], "-h") == 0) {
+			usage(stdout);
+			return 0;
+		} else if (strcmp(argv[k], "--json") == 0) {
+			json = true;
+		} else if (strcmp(argv[k], "--html") == 0) {
+			if (++k == argc) {
+				fprintf(stderr, "p2pguard report: --html needs a file name\n");
+				return 2;
+			}
+			html = argv[k];
+		} else if (argv[k][0] == '-') {
+			return p2pg_cli_unknown_option("report", argv[k]);
+		} else if (db_arg) {
+			fprintf(stderr, "p2pguard report: one database only (p2pguard merge joins "
+					"them)\n");
+			return 2;
+		} else {
+			db_arg = argv[k];
+		}
+	}
+	if (json && html) {
+		fprintf(stderr, "p2pguard report: --json or --html, not both\n");
 		return 2;
 	}
-	return p2pg_cli_report(p2pg_cli_db_path(argc == 2 ? argv[1] : NULL), false);
+	const char *db_path = p2pg_cli_db_path(db_arg);
+	if (json)
+		return report_json(db_path);
+	if (html)
+		return report_html(db_path, html);
+	return p2pg_cli_report(db_path, false);
 }

@@ -72,12 +72,12 @@ static size_t sanitizer_prefix(const char *list)
 	}
 }
 
-static void usage(void)
+static void usage(FILE *out)
 {
 	fputs("usage: p2pguard run [--db PATH] [--mode observe|fallback|staged] [--pairs "
 	      "all|0-1,...]\n"
 	      "                    [--record all|summary] [--quiet] [--] CMD [ARG...]\n",
-	      stderr);
+	      out);
 }
 
 int p2pg_cmd_run(int argc, char **argv)
@@ -98,6 +98,10 @@ int p2pg_cmd_run(int argc, char **argv)
 			quiet = true;
 			continue;
 		}
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			usage(stdout);
+			return 0;
+		}
 		if (strcmp(a, "--db") == 0)
 			var = "P2PGUARD_DB";
 		else if (strcmp(a, "--mode") == 0)
@@ -106,8 +110,13 @@ int p2pg_cmd_run(int argc, char **argv)
 			var = "P2PGUARD_PAIRS";
 		else if (strcmp(a, "--record") == 0)
 			var = "P2PGUARD_RECORD";
-		if (!var || k + 1 >= argc) {
-			usage();
+		if (!var) {
+			fprintf(stderr, "p2pguard run: unknown option %s (p2pguard run --help)\n",
+				a);
+			return 2;
+		}
+		if (k + 1 >= argc) {
+			fprintf(stderr, "p2pguard run: %s needs a value\n", a);
 			return 2;
 		}
 		const char *value = argv[++k];
@@ -117,7 +126,7 @@ int p2pg_cmd_run(int argc, char **argv)
 			setenv(var, value, 1);
 	}
 	if (k >= argc) {
-		usage();
+		usage(stderr);
 		return 2;
 	}
 

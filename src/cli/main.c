@@ -15,8 +15,13 @@ static void usage(FILE *out)
 	    "  run [OPTIONS] [--] CMD [ARG...]   run CMD under the guard, then report\n"
 	    "      --db PATH --mode observe|fallback|staged --pairs all|0-1,... --record "
 	    "all|summary\n"
-	    "  report [DATABASE]                 what the guard recorded: transfers, peer calls, "
+	    "  report [DATABASE] [--json | --html FILE]\n"
+	    "                                    what the guard recorded: processes, transfers, "
 	    "failures\n"
+	    "  trace [DATABASE] [-o FILE]        Chrome trace-event JSON (Perfetto, "
+	    "chrome://tracing)\n"
+	    "  metrics [DATABASE] [--listen ADDR] Prometheus text exposition\n"
+	    "  merge OUT.db IN.db...             one database from many nodes' or ranks'\n"
 	    "  recover [DATABASE]                import records left by processes that died\n"
 	    "  explain \"TEXT OR CODE\"            diagnose an error line pasted from any "
 	    "framework\n"
@@ -26,7 +31,8 @@ static void usage(FILE *out)
 	    "health\n"
 	    "  version\n"
 	    "\n"
-	    "DATABASE defaults to $P2PGUARD_DB, else p2pguard.db.\n",
+	    "DATABASE defaults to $P2PGUARD_DB, else p2pguard.db. p2pguard COMMAND --help: its "
+	    "options.\n",
 	    out);
 }
 
@@ -55,6 +61,12 @@ int main(int argc, char **argv)
 		return p2pg_cmd_explain(argc - 1, argv + 1);
 	if (strcmp(cmd, "rules") == 0)
 		return p2pg_cmd_rules(argc - 1, argv + 1);
+	if (strcmp(cmd, "trace") == 0)
+		return p2pg_cmd_trace(argc - 1, argv + 1);
+	if (strcmp(cmd, "metrics") == 0)
+		return p2pg_cmd_metrics(argc - 1, argv + 1);
+	if (strcmp(cmd, "merge") == 0)
+		return p2pg_cmd_merge(argc - 1, argv + 1);
 	if (strcmp(cmd, "topo") == 0)
 		return p2pg_cmd_topo(argc - 1, argv + 1);
 	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

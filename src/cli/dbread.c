@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: MIT */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "dbread.h"
+#include "p2pguard/spool.h"
+#include "store.h"
+
+/* Spool files in dir whose owner is gone (their lock is free): what an import left behind. */
+static int count_dead_spools(const char *dir)
+{
+	_cleanup_closedir_ DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+	size_t suffix = strlen(P2PG_SPOOL_SUFFIX);
+
+	while (d && (de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		char path[PATH_MAX];
+		if (len <= suffix || strcmp(de->d_name + len - suffix, P2PG_SPOOL_SUFFIX) != 0 ||
+		    snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= (int)sizeof(path))
+			continue;
+		_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) == 0)
+			n++;
+	}
+	return n;
+}
+
+int p2pg_cli_import_dead_spools(const char *db_path, bool quiet)
+{
+	char dir[PATH_MAX];
+	struct stat st;
+
+	if (p2pg_spool_dir_for(db_path, dir, sizeof(dir)) < 0) {
+		fprintf(stderr, "p2pguard: could not import dead spools: path too long: %s\n",
+			db_path);
+		return -ENAMETOOLONG;
+	}
+	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		if (!quiet)
+			printf("recovered 0 spool files into %s\n", db_path);
+		return 0;
+	}
+	_cleanup_sqlite_ sqlite3 *db = NULL;
+	char err[256];
+	/* A command that only reads waits less for a writer than `recover` does. */
+	int r = p2pg_store_open_wait(db_path, &db, err, sizeof(err), quiet ? 2000 : 10000);
+	if (r < 0) {
+		fprintf(stderr, "p2pguard: could not import the dead spools in %s: %s\n", dir, err);
+		return r;
+	}
+	int n = p2pg_store_recover_dir(db, dir, NULL, P2PG_RECORD_ALL);
+	if (n < 0) {
+		fprintf(stderr, "p2pguard: could not import the dead spools in %s: %s\n", dir,
+			strerror(-n));
+		return n;
+	}
+	if (!quiet || n > 0)
+		fprintf(quiet ? stderr : stdout, "%srecovered %d spool file%s into %s\n",
+			quiet ? "p2pguard: " : "", n, n == 1 ? "" : "s", db_path);
+	/* The import skips a file it cannot import now (the database locked past the wait) and
+	 * leaves it for the next command: say so, since what is shown lacks its records. */
+	int left = count_dead_spools(dir);
+	if (left > 0) {
+		fprintf(stderr,
+			"p2pguard: could not import %d dead spool file%s in %s (database busy?); "
+			"their records are not shown\n",
+			left, left == 1 ? "" : "s", dir);
+		return -EBUSY;
+	}
+	return n;
+}
+
+int p2pg_cli_open_read(const char *db_path, sqlite3 **ret_db)
+{
+	char dir[PATH_MAX];
+	bool has_spools =
+	    p2pg_spool_dir_for(db_path, dir, sizeof(dir)) == 0 && access(dir, F_OK) == 0;
+
+	/* A process that crashed before its first import leaves only a spool: it still counts. */
+	if (access(db_path, F_OK) < 0 && !has_spools) {
+		fprintf(stderr, "p2pguard: no database at %s\n", db_path);
+		return -ENOENT;
+	}
+	(void)p2pg_cli_import_dead_spools(db_path, true);
+
+	sqlite3 *db = NULL;
+	if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+	    sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL) != SQLITE_OK) {
+		fprintf(stderr, "p2pguard: cannot read %s: %s\n", db_path,
+			db ? sqlite3_errmsg(db) : "out of memory");
+		sqlite3_close(db);
+		return -EIO;
+	}
+	sqlite3_busy_timeout(db, 5000);
+	if (!p2pg_cli_has_table(db, "processes")) {
+		fprintf(stderr, "p2pguard: %s is not a p2pguard database (no processes table)\n",
+			db_path);
+		sqlite3_close(db);
+		return -EINVAL;
+	}
+	*ret_db = db;
+	return 0;
+}
+
+bool p2pg_cli_has_table(sqlite3 *db, const char *table)
+{
+	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE name = ?1", -1, &st, NULL) !=
+	    SQLITE_OK)
+		return false;
+	sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+	return sqlite3_step(st) == SQLITE_ROW;
+}
+
+bool p2pg_cli_has_column(sqlite3 *db, const char *table, const char *column)
+{
+	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2", -1, &st,
+			       NULL) != SQLITE_OK)
+		return false;
+	sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, column, -1, SQLITE_STATIC);
+	return sqlite3_step(st) == SQLITE_ROW;
+}
+
+void p2pg_cli_json_string(FILE *out, const char *text)
+{
+	if (!text) {
+		fputs("null", out);
+		return;
+	}
+	fputc('"', out);
+	for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+		switch (*p) {
+		case '"':
+			fputs("\\\"", out);
+			break;
+		case '\\':
+			fputs("\\\\", out);
+			break;
+		case '\n':
+			fputs("\\n", out);
+			break;
+		case '\t':
+			fputs("\\t", out);
+			break;
+		case '\r':
+			fputs("\\r", out);
+			break;
+		default:
+			if (*p < 0x20)
+				fprintf(out, "\\u%04x", *p);
+			else
+				fputc(*p, out);
+		}
+	}
+	fputc('"', out);
+}
+
+void p2pg_cli_html_text(FILE *out, const char *text)
+{
+	for (const char *p = text ? text : ""; *p; p++) {
+		switch (*p) {
+		case '<':
+			fputs("&lt;", out);
+			break;
+		case '>':
+			fputs("&gt;", out);
+			break;
+		case '&':
+			fputs("&amp;", out);
+			break;
+		case '"':
+			fputs("&quot;", out);
+			break;
+		default:
+			fputc(*p, out);
+		}
+	}
+}
+
+const char *p2pg_cli_col(sqlite3_stmt *st, int col)
+{
+	return (const char *)sqlite3_column_text(st, col);
+}
+
+int p2pg_cli_unknown_option(const char *cmd, const char *arg)
+{
+	fprintf(stderr, "p2pguard %s: unknown option %s (p2pguard %s --help)\n", cmd, arg, cmd);
+	return 2;
+}

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/* What every command that reads a database shares: opening it, dead spools first, and escaping. */
+#pragma once
+
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+/*
+ * Imports the spools of processes that are gone into db_path. Returns the number of spool files
+ * imported (0 when there is no spool folder), or a negative errno after saying in one line why it
+ * could not. quiet: say nothing when nothing was imported.
+ */
+int p2pg_cli_import_dead_spools(const char *db_path, bool quiet);
+
+/*
+ * Opens db_path read-only for a command that reads it, after importing its dead spools (a failed
+ * import is one line on stderr, then the command goes on with what the database holds). A missing
+ * database is one line on stderr. Returns 0 or a negative errno (the command then exits 2).
+ */
+int p2pg_cli_open_read(const char *db_path, sqlite3 **ret_db);
+
+bool p2pg_cli_has_table(sqlite3 *db, const char *table);
+bool p2pg_cli_has_column(sqlite3 *db, const char *table, const char *column);
+
+/* text as a JSON string literal, quotes included; NULL as null. */
+void p2pg_cli_json_string(FILE *out, const char *text);
+/* text with HTML's special characters escaped; NULL as nothing. */
+void p2pg_cli_html_text(FILE *out, const char *text);
+
+/* Column text or NULL. */
+const char *p2pg_cli_col(sqlite3_stmt *st, int col);
+
+/*
+ * Says that arg is not an option of cmd ("p2pguard CMD: unknown option ARG") and returns 2,
+ * the exit status of a usage error.
+ */
+int p2pg_cli_unknown_option(const char *cmd, const char *arg);
