@@ -87,6 +87,8 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 	h->ring = P2PG_SPOOL_RING;
 	h->blobs = P2PG_SPOOL_BLOBS;
 	h->blob_size = P2PG_SPOOL_BLOB_SIZE;
+	h->aggs = P2PG_SPOOL_AGGS;
+	h->reserve = P2PG_SPOOL_RESERVE;
 	h->pid = (int32_t)getpid();
 	h->started_ns = started;
 	snprintf(h->boot_id, sizeof(h->boot_id), "%s", boot);

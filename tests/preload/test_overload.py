@@ -1,0 +1,68 @@
+"""Overload: 4 threads copying in a tight loop fill their rings faster than the drainer empties
+them on a small machine. Killed with SIGKILL at random moments, then recovered: every call that
+returned is a row or is counted in transfer_overflow (rows + folded == returned, up to the one call
+the kill can cut between being recorded and being counted by the program), no record is dropped,
+none is doubled, and peer_totals adds up to the same calls and bytes."""
+import os
+import random
+import time
+from harness import *
+
+runs = int(os.environ.get("P2PG_OVERLOAD_RUNS", "6"))
+random.seed(int(os.environ.get("P2PG_SEED", "1")))
+threads = 4
+bad = 0
+folded_total = 0
+for n in range(runs):
+    db = tempdb()
+    counts = db + ".counts"
+    proc = subprocess.Popen([program("rt_peer"), "flood", counts, str(threads)],
+                            env=environment(db), stdout=subprocess.PIPE, text=True)
+    proc.stdout.readline()  # READY
+    time.sleep(random.uniform(0.2, 1.2))
+    proc.kill()
+    proc.wait()
+    with open(counts, "rb") as f:
+        raw = f.read()
+    returned = [int.from_bytes(raw[8 * k:8 * k + 8], "little", signed=True) for k in range(threads)]
+    tids = [int.from_bytes(raw[512 + 4 * k:512 + 4 * k + 4], "little") for k in range(threads)]
+    recover = subprocess.run([CLI, "recover", db], capture_output=True, text=True,
+                             env=environment(preload=False))
+    problems = []
+    if recover.returncode != 0:
+        problems.append("recover exited %d: %s" % (recover.returncode, recover.stderr.strip()))
+    if scalar(db, "PRAGMA integrity_check") != "ok":
+        problems.append("integrity_check failed")
+    dup = scalar(db, "SELECT count(*) FROM (SELECT thread_serial, seq FROM transfers GROUP BY 1, 2 HAVING count(*) > 1)")
+    if dup:
+        problems.append("%d duplicated (thread_serial, seq)" % dup)
+    dropped = scalar(db, "SELECT sum(records_dropped) FROM processes")
+    if dropped != 0:
+        problems.append("records_dropped = %s" % dropped)
+    rows_all = folded_all = 0
+    for tid, want in zip(tids, returned):
+        if tid == 0:
+            problems.append("a copier thread never started")
+            continue
+        rows = scalar(db, "SELECT count(*) FROM transfers WHERE thread_id = ?", tid)
+        folded = scalar(db, "SELECT coalesce(sum(count), 0) FROM transfer_overflow WHERE thread_id = ?", tid)
+        rows_all += rows
+        folded_all += folded
+        if not (want <= rows + folded <= want + 1):
+            problems.append("thread %d: program saw %d returns, log has %d rows + %d folded"
+                            % (tid, want, rows, folded))
+    calls, total_bytes, totals_folded = query(
+        db, "SELECT sum(calls), sum(bytes), sum(folded) FROM peer_totals WHERE src_device = 0 AND dst_device = 1")[0]
+    if (calls, total_bytes, totals_folded) != (rows_all + folded_all, 256 * (rows_all + folded_all), folded_all):
+        problems.append("peer_totals 0->1: %s calls, %s bytes, %s folded; rows %d + folded %d"
+                        % (calls, total_bytes, totals_folded, rows_all, folded_all))
+    folded_total += folded_all
+    print("# run %d: %d returned, %d rows, %d folded" % (n, sum(returned), rows_all, folded_all))
+    if problems:
+        bad += 1
+        print("# run %d: %s" % (n, "; ".join(problems)))
+    os.remove(counts)
+equal(bad, 0, "%d SIGKILL runs under overload: rows + folded == calls returned per thread, nothing dropped, "
+              "no duplicate, peer_totals exact" % runs)
+check(folded_total > 0, "the rings overflowed in these runs (%d calls folded), so folding was exercised" % folded_total)
+done()
