@@ -57,16 +57,23 @@ static void report_processes(sqlite3 *db)
 static void report_transfers(sqlite3 *db)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	/* Calls and bytes from peer_totals: every call, rows and overflow (and summary mode's
+	 * aggregates) alike; GPU times exist only on rows. */
 	if (sqlite3_prepare_v2(
 		db,
-		"SELECT t.src_device, t.dst_device, t.path, t.api, count(*), sum(t.bytes), "
-		"sum(t.status != 0), b.p50_gbps, count(t.gpu_ns) FROM transfers t LEFT JOIN "
-		"peer_bandwidth b "
-		"ON b.src_device = t.src_device AND b.dst_device = t.dst_device AND b.path "
-		"= t.path GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
+		"WITH timed AS (SELECT src_device, dst_device, path, api, count(gpu_ns) AS n FROM "
+		"transfers GROUP BY 1, 2, 3, 4) "
+		"SELECT t.src_device, t.dst_device, t.path, t.api, sum(t.calls), sum(t.bytes), "
+		"sum(t.failures), b.p50_gbps, coalesce(g.n, 0), sum(t.folded) FROM peer_totals t "
+		"LEFT JOIN peer_bandwidth b ON b.src_device = t.src_device AND b.dst_device = "
+		"t.dst_device AND b.path = t.path "
+		"LEFT JOIN timed g ON g.src_device = t.src_device AND g.dst_device = t.dst_device "
+		"AND g.path = t.path AND g.api = t.api "
+		"GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
 		-1, &st, NULL) != SQLITE_OK)
 		return;
 	bool header = false;
+	long long folded = 0;
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		if (!header) {
 			/* "GPU-timed": how many carry gpu_ns; small async copies are sampled. */
@@ -82,9 +89,14 @@ static void report_transfers(sqlite3 *db)
 		       text_or(st, 3, "?"), sqlite3_column_int64(st, 4), bytes,
 		       sqlite3_column_int64(st, 6), sqlite3_column_int64(st, 8),
 		       text_or(st, 7, "-"));
+		folded += sqlite3_column_int64(st, 9);
 	}
 	if (!header)
 		printf("\ntransfers: none recorded\n");
+	else if (folded > 0)
+		printf("  %lld of these calls were counted without a row of their own (rings full, "
+		       "see transfer_overflow)\n",
+		       folded);
 }
 
 static void report_peer_access(sqlite3 *db)

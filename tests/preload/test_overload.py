@@ -2,7 +2,7 @@
 them on a small machine. Killed with SIGKILL at random moments, then recovered: every call that
 returned is a row or is counted in transfer_overflow (rows + folded == returned, up to the one call
 the kill can cut between being recorded and being counted by the program), no record is dropped,
-none is doubled, and peer_totals adds up to the same calls and bytes."""
+none is doubled, and peer_totals and `p2pguard report` add up to the same calls and bytes."""
 import os
 import random
 import time
@@ -56,6 +56,13 @@ for n in range(runs):
     if (calls, total_bytes, totals_folded) != (rows_all + folded_all, 256 * (rows_all + folded_all), folded_all):
         problems.append("peer_totals 0->1: %s calls, %s bytes, %s folded; rows %d + folded %d"
                         % (calls, total_bytes, totals_folded, rows_all, folded_all))
+    report = subprocess.run([CLI, "report", db], capture_output=True, text=True, env=environment(preload=False))
+    lines = [l.split() for l in report.stdout.splitlines() if l.split()[:1] == ["0->1"]]
+    reported = sum(int(l[3]) for l in lines)
+    if reported != rows_all + folded_all:
+        problems.append("p2pguard report counts %d calls for 0->1, not %d" % (reported, rows_all + folded_all))
+    if folded_all and "%d of these calls were counted without a row" % folded_all not in report.stdout:
+        problems.append("p2pguard report does not say how many calls were folded")
     folded_total += folded_all
     print("# run %d: %d returned, %d rows, %d folded" % (n, sum(returned), rows_all, folded_all))
     if problems:
@@ -63,6 +70,6 @@ for n in range(runs):
         print("# run %d: %s" % (n, "; ".join(problems)))
     os.remove(counts)
 equal(bad, 0, "%d SIGKILL runs under overload: rows + folded == calls returned per thread, nothing dropped, "
-              "no duplicate, peer_totals exact" % runs)
+              "no duplicate, peer_totals and report exact" % runs)
 check(folded_total > 0, "the rings overflowed in these runs (%d calls folded), so folding was exercised" % folded_total)
 done()
