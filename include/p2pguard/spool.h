@@ -98,12 +98,14 @@ _Static_assert(sizeof(struct p2pg_spool_agg) == 40, "aggregate size");
 #define P2PG_SEQ_FOLDED (UINT64_MAX - 1)
 
 struct p2pg_spool_thread {
-	_Atomic uint64_t head;	  /* records published by the thread */
-	_Atomic uint64_t tail;	  /* records persisted by the drainer */
-	_Atomic uint32_t state;	  /* enum p2pg_slot_state */
-	uint32_t serial;	  /* the process's thread number; part of every record's key */
+	_Atomic uint64_t head;	/* records published by the thread */
+	_Atomic uint64_t tail;	/* records persisted by the drainer */
+	_Atomic uint32_t state; /* enum p2pg_slot_state */
+	/* The process's thread number, part of every record's key; with tid, set by each new owner
+	 * of the ring while the importer may be reading them. */
+	_Atomic uint32_t serial;
 	_Atomic uint64_t dropped; /* records lost: ring and aggregates full */
-	uint32_t tid;
+	_Atomic uint32_t tid;
 	uint32_t pad0;
 	_Atomic uint64_t folded; /* records folded into agg, ever (the ring's owners together) */
 	uint8_t pad[16];
