@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and testing p2pguard need, from Debian/Ubuntu packages, if missing:
-# gcc (with libasan and libubsan), meson/ninja, SQLite and libunwind headers, sqlite3 and python3
+# gcc (with libasan, libubsan and libtsan), meson/ninja, SQLite and libunwind headers, sqlite3 and python3
 # (with its sqlite3 module) to read the databases the tests write, binutils (readelf, nm).
 # The CUDA toolkit's headers are expected at /usr/local/cuda (or meson -Dtoolkit_dir=...).
 set -euo pipefail
