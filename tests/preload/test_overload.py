@@ -3,7 +3,9 @@ them on a small machine (here made certain on any machine: another connection ho
 write lock until every thread has made more calls than its ring holds). Killed with SIGKILL at
 random moments, with the lock held or after, then recovered: every call that
 returned is a row or is counted in transfer_overflow (rows + folded == returned, up to the one call
-the kill can cut between being recorded and being counted by the program), no record is dropped,
+the kill can cut between being recorded and being counted by the program), every failing call
+among the flood has its row (failures are never folded) and, up to the spool's 128 failure slots
+waiting at once, its failures entry, no record is dropped,
 none is doubled, and peer_totals and `p2pguard report` add up to the same calls and bytes."""
 import os
 import random
@@ -20,7 +22,8 @@ def read_counts(path):
         raw = f.read()
     returned = [int.from_bytes(raw[8 * k:8 * k + 8], "little", signed=True) for k in range(threads)]
     tids = [int.from_bytes(raw[512 + 4 * k:512 + 4 * k + 4], "little") for k in range(threads)]
-    return returned, tids
+    failed = [int.from_bytes(raw[768 + 8 * k:768 + 8 * k + 8], "little", signed=True) for k in range(threads)]
+    return returned, tids, failed
 
 
 runs = int(os.environ.get("P2PG_OVERLOAD_RUNS", "6"))
@@ -48,7 +51,7 @@ for n in range(runs):
     proc.kill()
     proc.wait()
     lock.close()
-    returned, tids = read_counts(counts)
+    returned, tids, failed = read_counts(counts)
     recover = subprocess.run([CLI, "recover", db], capture_output=True, text=True,
                              env=environment(preload=False))
     problems = []
@@ -62,23 +65,36 @@ for n in range(runs):
     dropped = scalar(db, "SELECT sum(records_dropped) FROM processes")
     if dropped != 0:
         problems.append("records_dropped = %s" % dropped)
-    rows_all = folded_all = 0
-    for tid, want in zip(tids, returned):
+    rows_all = folded_all = failed_all = 0
+    for tid, want, want_failed in zip(tids, returned, failed):
         if tid == 0:
             problems.append("a copier thread never started")
             continue
         rows = scalar(db, "SELECT count(*) FROM transfers WHERE thread_id = ?", tid)
         folded = scalar(db, "SELECT coalesce(sum(count), 0) FROM transfer_overflow WHERE thread_id = ?", tid)
+        failed_rows = scalar(db, "SELECT count(*) FROM transfers WHERE thread_id = ? AND status != 0", tid)
         rows_all += rows
         folded_all += folded
+        failed_all += failed_rows
+        # The program's failing copies (one in 32768, the second at the 65536th call, past the
+        # ring's room for successes) come while the ring is full: each has its row all the same.
+        if not (want_failed <= failed_rows <= want_failed + 1):
+            problems.append("thread %d: %d calls failed, %d failed rows" % (tid, want_failed, failed_rows))
         if not (want <= rows + folded <= want + 1):
             problems.append("thread %d: program saw %d returns, log has %d rows + %d folded"
                             % (tid, want, rows, folded))
-    calls, total_bytes, totals_folded = query(
-        db, "SELECT sum(calls), sum(bytes), sum(folded) FROM peer_totals WHERE src_device = 0 AND dst_device = 1")[0]
-    if (calls, total_bytes, totals_folded) != (rows_all + folded_all, 256 * (rows_all + folded_all), folded_all):
-        problems.append("peer_totals 0->1: %s calls, %s bytes, %s folded; rows %d + folded %d"
-                        % (calls, total_bytes, totals_folded, rows_all, folded_all))
+    # Each failure's diagnosis waits in one of the spool's 128 failure slots until imported: with
+    # the drainer starved that long, the 129th has no failures entry (only its transfers row).
+    failure_rows = scalar(db, "SELECT count(*) FROM failures")
+    if failure_rows != min(failed_all, 128) and not 128 <= failure_rows <= failed_all:
+        problems.append("%d failures entries for %d failed rows" % (failure_rows, failed_all))
+    calls, total_bytes, totals_failed, totals_folded = query(
+        db, "SELECT sum(calls), sum(bytes), sum(failures), sum(folded) FROM peer_totals "
+            "WHERE src_device = 0 AND dst_device = 1")[0]
+    want_bytes = 256 * (rows_all - failed_all + folded_all) + (256 + (1 << 20)) * failed_all
+    if (calls, total_bytes, totals_failed, totals_folded) != (rows_all + folded_all, want_bytes, failed_all, folded_all):
+        problems.append("peer_totals 0->1: %s calls, %s bytes, %s failed, %s folded; rows %d + folded %d, %d failed"
+                        % (calls, total_bytes, totals_failed, totals_folded, rows_all, folded_all, failed_all))
     report = subprocess.run([CLI, "report", db], capture_output=True, text=True, env=environment(preload=False))
     lines = [l.split() for l in report.stdout.splitlines() if l.split()[:1] == ["0->1"]]
     reported = sum(int(l[3]) for l in lines)
@@ -87,8 +103,9 @@ for n in range(runs):
     if folded_all and "%d of these calls were counted without a row" % folded_all not in report.stdout:
         problems.append("p2pguard report does not say how many calls were folded")
     folded_total += folded_all
-    print("# run %d%s: %d returned, %d rows, %d folded"
-          % (n, " (killed with the lock held)" if killed_locked else "", sum(returned), rows_all, folded_all))
+    print("# run %d%s: %d returned, %d rows (%d failed), %d folded"
+          % (n, " (killed with the lock held)" if killed_locked else "", sum(returned), rows_all, failed_all,
+             folded_all))
     if folded_all == 0:
         problems.append("no call was folded although every thread made more calls than its ring holds")
     if problems:

@@ -225,6 +225,7 @@ struct worker {
 	int index, copies;
 	size_t bytes;
 	_Atomic long *published; /* copier mode: calls returned so far */
+	_Atomic long *failed;	 /* flood mode: of those, calls that failed (on purpose) */
 	uint32_t *tid_out;
 	bool flood; /* no pause between copies */
 };
@@ -238,15 +239,26 @@ static void *worker_main(void *arg)
 	if (w->tid_out)
 		*w->tid_out = (uint32_t)syscall(SYS_gettid);
 	for (long k = 0; w->copies < 0 || k < w->copies; k++) {
-		CHECK(cudaMemcpyPeerAsync(b, 1, a, 0, w->bytes, s));
+		if (w->flood && (k & 32767) == 32767) {
+			/* Past the end of both buffers: a failure among the flood, which must keep
+			 * its row however full the ring. */
+			if (cudaMemcpyPeerAsync(b, 1, a, 0, w->bytes + (1 << 20), s) ==
+			    cudaSuccess) {
+				fprintf(stderr, "rt_peer: an out-of-bounds copy succeeded\n");
+				exit(1);
+			}
+			atomic_store(w->failed, atomic_load(w->failed) + 1);
+		} else {
+			CHECK(cudaMemcpyPeerAsync(b, 1, a, 0, w->bytes, s));
+		}
 		if (w->published)
 			atomic_store(w->published, k + 1);
 		if ((k & 63) == 63)
 			CHECK(cudaStreamSynchronize(s));
 		/* The copier stands for a program, not a flood: a real job's peer copies come
-		 * between kernels. Unthrottled, the simulated copies outrun any drain and the rings
-		 * overflow (by design those records are dropped and counted, which this test is not
-		 * about). */
+		 * between kernels. Unthrottled (flood), the simulated copies outrun any drain and
+		 * the rings overflow (by design those records are folded into aggregates, which the
+		 * SIGKILL test is not about). */
 		if (w->published && !w->flood && (k & 7) == 7)
 			usleep(100);
 	}
@@ -493,6 +505,7 @@ static int mode_crash(void)
 struct shared_counts {
 	_Atomic long count[64];
 	uint32_t tid[64];
+	_Atomic long failed[64]; /* flood mode: calls among count that failed */
 };
 
 /* Maps FILE and starts `threads` (1..64) copier threads that copy until the process dies. */
@@ -512,6 +525,7 @@ static struct shared_counts *start_copiers(const char *file, int threads, pthrea
 				       .bytes = 256,
 				       .published = &sh->count[k],
 				       .tid_out = &sh->tid[k],
+				       .failed = &sh->failed[k],
 				       .flood = flood};
 		pthread_create(&tids[k], NULL, worker_main, &w[k]);
 	}
