@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and testing p2pguard need, from Debian/Ubuntu packages, if missing:
-# gcc and g++ (with libasan and libubsan), meson/ninja, SQLite and libunwind headers, sqlite3 and
+# gcc and g++ (with libasan, libubsan and libtsan), meson/ninja, SQLite and libunwind headers, sqlite3 and
 # python3 (with its sqlite3 module, and its headers for a test extension module) to read the
 # databases the tests write, binutils (readelf, nm); for the outputs' tests: python3-jsonschema (the trace-event schema), prometheus (promtool) and
 # python3-prometheus-client (the exposition's parsers), chromium, chromium-driver and

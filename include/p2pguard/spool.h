@@ -17,14 +17,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define P2PG_SPOOL_MAGIC "P2PGSPL3"
-/* Spool files of this layout end in this; other versions' (".spool" up to P2PGSPL2) are never
- * opened by this one's recovery, nor this one's by theirs. */
-#define P2PG_SPOOL_SUFFIX  ".spool3"
+#define P2PG_SPOOL_MAGIC "P2PGSPL4"
+/* Spool files of this layout end in this; other versions' (".spool" up to P2PGSPL2, ".spool3"
+ * before the overflow aggregates) are never opened by this one's recovery, nor this one's by
+ * theirs. */
+#define P2PG_SPOOL_SUFFIX  ".spool4"
 #define P2PG_SPOOL_THREADS 128 /* thread rings per process */
 /* Records per thread ring (4 MiB, a sparse file's pages touched as used); a power of two. A
  * burst of 65,536 copies at 2 us each (130 ms) fits while the drainer competes for the CPU. */
-#define P2PG_SPOOL_RING	     65536
+#define P2PG_SPOOL_RING 65536
+/* Ring room only records that must keep their own row may take: failures and peer-access calls.
+ * A successful transfer that finds less room than this is folded into its thread's overflow
+ * aggregates instead, so a flood of copies can never leave a failure without its row. */
+#define P2PG_SPOOL_RESERVE 1024
+/* Overflow aggregates per thread (distinct pair, API, path, status and size bucket); a power of
+ * two. */
+#define P2PG_SPOOL_AGGS	     256
 #define P2PG_SPOOL_BLOBS     128 /* variable-size records: failures, crashes */
 #define P2PG_SPOOL_BLOB_SIZE (24 << 10)
 
@@ -65,15 +73,44 @@ _Static_assert(sizeof(struct p2pg_record) == 64, "records are one cache line");
 #define P2PG_REC_F_CUPTI	     0x2u
 #define P2PG_REC_CUPTI_CONTEXT_SHIFT 16
 
+/*
+ * Successful transfers that found the ring full, summed per key. Only the owning thread writes an
+ * aggregate: it fills the key, publishes it with a release store of used, and from then on only
+ * adds to the counters (bytes and host_ns before count). Every counter only grows while the thread
+ * owns the ring, so the importer stores a snapshot with max() per column: a repeated or torn
+ * snapshot never counts a call twice, and the next one completes it.
+ */
+struct p2pg_spool_agg {
+	_Atomic uint32_t used;
+	int32_t status;
+	uint16_t api;
+	int16_t src_device;
+	int16_t dst_device;
+	uint8_t path;
+	uint8_t size_bucket; /* floor(log2(bytes)), 0 for 0 and 1 byte */
+	_Atomic uint64_t count;
+	_Atomic uint64_t bytes;
+	_Atomic uint64_t host_ns;
+};
+_Static_assert(sizeof(struct p2pg_spool_agg) == 40, "aggregate size");
+
+/* p2pg_spool_put's answer for a record folded into the aggregates: it has no sequence number. */
+#define P2PG_SEQ_FOLDED (UINT64_MAX - 1)
+
 struct p2pg_spool_thread {
-	_Atomic uint64_t head;	  /* records published by the thread */
-	_Atomic uint64_t tail;	  /* records persisted by the drainer */
-	_Atomic uint32_t state;	  /* enum p2pg_slot_state */
-	uint32_t serial;	  /* the process's thread number; part of every record's key */
-	_Atomic uint64_t dropped; /* records lost to a full ring */
-	uint32_t tid;
-	uint8_t pad[28];
+	_Atomic uint64_t head;	/* records published by the thread */
+	_Atomic uint64_t tail;	/* records persisted by the drainer */
+	_Atomic uint32_t state; /* enum p2pg_slot_state */
+	/* The process's thread number, part of every record's key; with tid, set by each new owner
+	 * of the ring while the importer may be reading them. */
+	_Atomic uint32_t serial;
+	_Atomic uint64_t dropped; /* records lost: ring and aggregates full */
+	_Atomic uint32_t tid;
+	uint32_t pad0;
+	_Atomic uint64_t folded; /* records folded into agg, ever (the ring's owners together) */
+	uint8_t pad[16];
 	struct p2pg_record rec[P2PG_SPOOL_RING];
+	struct p2pg_spool_agg agg[P2PG_SPOOL_AGGS];
 };
 
 enum p2pg_slot_state {
@@ -137,8 +174,10 @@ struct p2pg_spool_header {
 	_Atomic uint64_t dropped_no_slot; /* records lost because every thread ring was taken */
 	_Atomic uint32_t clean_exit;
 	uint32_t record; /* the writer's P2PGUARD_RECORD (enum p2pg_record_mode) + 1; 0: not said */
+	uint32_t aggs;
+	uint32_t reserve;
 	char cmdline[2048];
-	uint8_t pad[4096 - 2256];
+	uint8_t pad[4096 - 2264];
 };
 _Static_assert(sizeof(struct p2pg_spool_header) == 4096, "header is one page");
 

@@ -77,9 +77,12 @@ static void report_processes(sqlite3 *db)
 static void report_transfers(sqlite3 *db)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	/* Calls and bytes from peer_totals: every call, rows and overflow (and summary mode's
+	 * aggregates) alike; GPU times exist only on rows. */
 	if (sqlite3_prepare_v2(db, REPORT_TRANSFERS_SQL, -1, &st, NULL) != SQLITE_OK)
 		return;
 	bool header = false;
+	long long folded = 0;
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		if (!header) {
 			/* "GPU-timed": how many carry gpu_ns; small async copies are sampled. */
@@ -95,9 +98,14 @@ static void report_transfers(sqlite3 *db)
 		       text_or(st, 3, "?"), sqlite3_column_int64(st, 4), bytes,
 		       sqlite3_column_int64(st, 6), sqlite3_column_int64(st, 7),
 		       text_or(st, 8, "-"));
+		folded += sqlite3_column_int64(st, 9);
 	}
 	if (!header)
 		printf("\ntransfers: none recorded\n");
+	else if (folded > 0)
+		printf("  %lld of these calls were counted without a row of their own (rings full, "
+		       "see transfer_overflow)\n",
+		       folded);
 }
 
 static void report_peer_access(sqlite3 *db)

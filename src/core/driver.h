@@ -91,9 +91,11 @@ int p2pg_driver_load(void);
  * For code the guard's exported dlsym runs: a sanitizer runtime preloaded first (libasan) resolves
  * its interceptors with dlsym while it initialises, before its shadow memory is mapped, and in a
  * process that preloads the guard those calls land in the guard. Instrumented code there would
- * touch the unmapped shadow and fault.
+ * touch the unmapped shadow and fault. The ThreadSanitizer runtime does the same, from a dynamic
+ * dependency's constructor of the guard itself, before its thread state exists: an instrumented
+ * function's entry hook would fault there.
  */
-#define P2PG_NO_ASAN __attribute__((no_sanitize("address")))
+#define P2PG_NO_ASAN __attribute__((no_sanitize("address", "thread")))
 
 /* The real dlsym, never the guard's own: the core resolves symbols of other libraries with it. */
 P2PG_NO_ASAN void *p2pg_real_dlsym(void *handle, const char *symbol);

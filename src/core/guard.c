@@ -405,8 +405,9 @@ int p2pg_copy_end(struct p2pg_copy *c, int status)
 		r.gpu_ns = r.host_ns; /* a synchronous copy's GPU time is the call's duration */
 	uint32_t serial = 0;
 	uint64_t seq = p2pg_record(&r, &serial);
-	if (seq == UINT64_MAX && (r.flags & P2PG_REC_F_TIMED))
-		p2pg_timing_cancel(c->timing); /* dropped: no drainer will ever free the pair */
+	/* Folded or dropped: no row, so no drainer will ever free the pair. */
+	if ((seq == UINT64_MAX || seq == P2PG_SEQ_FOLDED) && (r.flags & P2PG_REC_F_TIMED))
+		p2pg_timing_cancel(c->timing);
 	if (status != 0) {
 		char args[160];
 		snprintf(args, sizeof(args), "dst=0x%llx src=0x%llx bytes=%zu stream=%p",

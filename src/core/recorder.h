@@ -17,8 +17,9 @@ void p2pg_recorder_configure(const struct p2pg_settings *s, const char *mode_nam
 
 /*
  * Publishes r (tid filled in here). Returns its sequence number in the thread's ring and stores the
- * ring's serial in *ret_serial, or returns UINT64_MAX when it could not be kept (counted as
- * dropped, or no spool could be made — reported once on stderr).
+ * ring's serial in *ret_serial; P2PG_SEQ_FOLDED when the ring was full and it went into the
+ * thread's overflow aggregates (counted, no row of its own); UINT64_MAX when it could not be kept
+ * (counted as dropped, or no spool could be made — reported once on stderr).
  */
 uint64_t p2pg_record(struct p2pg_record *r, uint32_t *ret_serial);
 

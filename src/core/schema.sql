@@ -133,6 +133,24 @@ CREATE TABLE IF NOT EXISTS stalls (
   advice TEXT
 );
 
+-- Successful transfers that found their thread's ring full: no row each, but counted here per
+-- thread, pair, api, path, status and size bucket (imported in the same transaction as the rows).
+CREATE TABLE IF NOT EXISTS transfer_overflow (
+  process_id INTEGER NOT NULL,
+  thread_serial INTEGER NOT NULL,
+  thread_id INTEGER,
+  api TEXT NOT NULL,
+  src_device INTEGER NOT NULL,
+  dst_device INTEGER NOT NULL,
+  path TEXT NOT NULL,
+  status INTEGER NOT NULL,
+  size_bucket INTEGER NOT NULL,     -- floor(log2(bytes)); bytes in [2^b, 2^(b+1)); 0 for 0 and 1
+  count INTEGER NOT NULL,
+  bytes INTEGER NOT NULL,
+  host_ns_total INTEGER NOT NULL,
+  PRIMARY KEY (process_id, thread_serial, api, src_device, dst_device, path, status, size_bucket)
+) WITHOUT ROWID;
+
 CREATE TABLE IF NOT EXISTS rules (
   id TEXT PRIMARY KEY,
   title TEXT,
@@ -179,3 +197,24 @@ SELECT f.id,
        substr(f.backtrace, 1, instr(f.backtrace || char(10), char(10)) - 1) AS c_where
 FROM failures f JOIN processes p ON p.id = f.process_id
 ORDER BY f.started_ns;
+
+-- Every transfer call counted once, whatever the load and the record mode: rows (or, for a process
+-- recorded in summary mode, its transfer_summary, which counts its rows too) plus the overflow.
+CREATE VIEW IF NOT EXISTS peer_totals AS
+WITH parts AS (
+  SELECT process_id, api, src_device, dst_device, path,
+         1 AS calls, bytes, host_ns, status != 0 AS failures, 0 AS folded
+  FROM transfers
+  WHERE process_id NOT IN (SELECT process_id FROM transfer_summary)
+  UNION ALL
+  SELECT process_id, api, src_device, dst_device, path, count, bytes, host_ns_total, failures, 0
+  FROM transfer_summary
+  UNION ALL
+  SELECT process_id, api, src_device, dst_device, path, count, bytes, host_ns_total, 0, count
+  FROM transfer_overflow
+)
+SELECT process_id, src_device, dst_device, api, path,
+       SUM(calls) AS calls, SUM(bytes) AS bytes, SUM(host_ns) AS host_ns,
+       SUM(failures) AS failures, SUM(folded) AS folded
+FROM parts
+GROUP BY process_id, src_device, dst_device, api, path;

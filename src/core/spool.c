@@ -87,6 +87,8 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 	h->ring = P2PG_SPOOL_RING;
 	h->blobs = P2PG_SPOOL_BLOBS;
 	h->blob_size = P2PG_SPOOL_BLOB_SIZE;
+	h->aggs = P2PG_SPOOL_AGGS;
+	h->reserve = P2PG_SPOOL_RESERVE;
 	h->pid = (int32_t)getpid();
 	h->started_ns = started;
 	snprintf(h->boot_id, sizeof(h->boot_id), "%s", boot);
@@ -116,8 +118,10 @@ struct p2pg_spool_thread *p2pg_spool_claim_thread(struct p2pg_spool_layout *spoo
 			continue;
 		/* A reused ring continues its counters: head == tail here, and the new serial keys
 		 * the new thread's records apart from the old one's. */
-		t->serial = atomic_fetch_add(&spool->header.next_serial, 1) + 1;
-		t->tid = tid;
+		atomic_store_explicit(&t->serial,
+				      atomic_fetch_add(&spool->header.next_serial, 1) + 1,
+				      memory_order_relaxed);
+		atomic_store_explicit(&t->tid, tid, memory_order_relaxed);
 		return t;
 	}
 	return NULL;

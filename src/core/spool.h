@@ -34,13 +34,67 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
  */
 struct p2pg_spool_thread *p2pg_spool_claim_thread(struct p2pg_spool_layout *spool, uint32_t tid);
 
-/* Publishes a record. Returns the record's sequence number, or UINT64_MAX when the ring was full
- * (the record is counted as dropped). */
+static inline bool p2pg_spool_agg_matches(const struct p2pg_spool_agg *a,
+					  const struct p2pg_record *r, uint8_t size_bucket)
+{
+	return a->api == r->api && a->src_device == r->src_device &&
+	       a->dst_device == r->dst_device && a->path == r->path && a->status == r->status &&
+	       a->size_bucket == size_bucket;
+}
+
+/* Adds a record to its thread's overflow aggregate; false when all P2PG_SPOOL_AGGS keys are taken
+ * by others. Only the ring's owner calls it: single writer, so plain read-add-store. */
+static inline bool p2pg_spool_fold(struct p2pg_spool_thread *t, const struct p2pg_record *r)
+{
+	uint8_t size_bucket = r->bytes > 1 ? (uint8_t)(63 - __builtin_clzll(r->bytes)) : 0;
+	uint32_t hash = ((uint32_t)r->api * 31u + (uint32_t)(uint16_t)r->src_device) * 31u +
+			(uint32_t)(uint16_t)r->dst_device;
+	hash = (hash * 31u + r->path) * 31u + size_bucket + (uint32_t)r->status * 7u;
+	hash *= 2654435761u;
+	for (uint32_t probe = 0; probe < P2PG_SPOOL_AGGS; probe++) {
+		struct p2pg_spool_agg *a = &t->agg[(hash + probe) & (P2PG_SPOOL_AGGS - 1)];
+		if (!atomic_load_explicit(&a->used, memory_order_relaxed)) {
+			a->status = r->status;
+			a->api = r->api;
+			a->src_device = r->src_device;
+			a->dst_device = r->dst_device;
+			a->path = r->path;
+			a->size_bucket = size_bucket;
+			atomic_store_explicit(&a->used, 1, memory_order_release);
+		} else if (!p2pg_spool_agg_matches(a, r, size_bucket)) {
+			continue;
+		}
+		atomic_store_explicit(
+		    &a->bytes, atomic_load_explicit(&a->bytes, memory_order_relaxed) + r->bytes,
+		    memory_order_relaxed);
+		atomic_store_explicit(&a->host_ns,
+				      atomic_load_explicit(&a->host_ns, memory_order_relaxed) +
+					  r->host_ns,
+				      memory_order_relaxed);
+		atomic_store_explicit(&a->count,
+				      atomic_load_explicit(&a->count, memory_order_relaxed) + 1,
+				      memory_order_release);
+		atomic_store_explicit(&t->folded,
+				      atomic_load_explicit(&t->folded, memory_order_relaxed) + 1,
+				      memory_order_release);
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Publishes a record. Returns the record's sequence number; P2PG_SEQ_FOLDED when the ring was full
+ * and a successful transfer was folded into the aggregates instead; UINT64_MAX when it was lost
+ * (counted as dropped): a ring full up to its last slot, or aggregates full too.
+ */
 static inline uint64_t p2pg_spool_put(struct p2pg_spool_thread *t, const struct p2pg_record *r)
 {
 	uint64_t head = atomic_load_explicit(&t->head, memory_order_relaxed);
 	uint64_t tail = atomic_load_explicit(&t->tail, memory_order_acquire);
-	if (head - tail >= P2PG_SPOOL_RING) {
+	bool foldable = r->kind == P2PG_REC_TRANSFER && r->status == 0;
+	if (head - tail >= (foldable ? P2PG_SPOOL_RING - P2PG_SPOOL_RESERVE : P2PG_SPOOL_RING)) {
+		if (foldable && p2pg_spool_fold(t, r))
+			return P2PG_SEQ_FOLDED;
 		atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
 		return UINT64_MAX;
 	}

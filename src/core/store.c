@@ -291,7 +291,7 @@ struct statements {
 	sqlite3_stmt *transfer_many;
 	int batched;
 	struct pending_transfer batch[TRANSFER_BATCH];
-	sqlite3_stmt *transfer, *peer, *failure, *crash, *progress_get, *progress_set;
+	sqlite3_stmt *transfer, *peer, *failure, *crash, *progress_get, *progress_set, *overflow;
 };
 
 static void statements_finalize(struct statements *s)
@@ -303,6 +303,7 @@ static void statements_finalize(struct statements *s)
 	sqlite3_finalize(s->crash);
 	sqlite3_finalize(s->progress_get);
 	sqlite3_finalize(s->progress_set);
+	sqlite3_finalize(s->overflow);
 }
 
 #define TRANSFER_INSERT                                                                      \
@@ -359,7 +360,17 @@ static int statements_prepare(sqlite3 *db, struct statements *s)
 			       "INSERT OR REPLACE INTO spool_progress (process_id, thread_serial, "
 			       "imported) VALUES (?1,?2,?3)",
 			       -1, SQLITE_PREPARE_PERSISTENT, &s->progress_set,
-			       NULL) != SQLITE_OK) {
+			       NULL) != SQLITE_OK ||
+	    /* Snapshots of counters that only grow: max() makes a repeated import a no-op. */
+	    sqlite3_prepare_v3(
+		db,
+		"INSERT INTO transfer_overflow (process_id, thread_serial, thread_id, api, "
+		"src_device, dst_device, path, status, size_bucket, count, bytes, host_ns_total) "
+		"VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12) ON CONFLICT (process_id, "
+		"thread_serial, api, src_device, dst_device, path, status, size_bucket) DO UPDATE "
+		"SET count=max(count, excluded.count), bytes=max(bytes, excluded.bytes), "
+		"host_ns_total=max(host_ns_total, excluded.host_ns_total)",
+		-1, SQLITE_PREPARE_PERSISTENT, &s->overflow, NULL) != SQLITE_OK) {
 		statements_finalize(s);
 		return -EIO;
 	}
@@ -501,6 +512,54 @@ static int flush_transfers(sqlite3 *db, struct statements *s, struct p2pg_import
 		note_timed(im, sqlite3_last_insert_rowid(db), r);
 	}
 	return 0;
+}
+
+/* A ring's overflow aggregates as they stand, in the pass's transaction. */
+static int import_aggregates(struct statements *s, int64_t process_id,
+			     const struct p2pg_spool_thread *t)
+{
+	for (int k = 0; k < P2PG_SPOOL_AGGS; k++) {
+		const struct p2pg_spool_agg *a = &t->agg[k];
+		if (!atomic_load_explicit(&a->used, memory_order_acquire))
+			continue;
+		/* count first: the bytes and time of every call it counts are stored before it. */
+		uint64_t count = atomic_load_explicit(&a->count, memory_order_acquire);
+		if (count == 0)
+			continue;
+		sqlite3_stmt *st = s->overflow;
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, process_id);
+		sqlite3_bind_int64(st, 2, t->serial);
+		sqlite3_bind_int64(st, 3, t->tid);
+		sqlite3_bind_text(st, 4, p2pg_api_name(a->api), -1, SQLITE_STATIC);
+		sqlite3_bind_int(st, 5, a->src_device);
+		sqlite3_bind_int(st, 6, a->dst_device);
+		sqlite3_bind_text(st, 7, path_name(a->path), -1, SQLITE_STATIC);
+		sqlite3_bind_int(st, 8, a->status);
+		sqlite3_bind_int(st, 9, a->size_bucket);
+		sqlite3_bind_int64(st, 10, (int64_t)count);
+		sqlite3_bind_int64(st, 11,
+				   (int64_t)atomic_load_explicit(&a->bytes, memory_order_relaxed));
+		sqlite3_bind_int64(
+		    st, 12, (int64_t)atomic_load_explicit(&a->host_ns, memory_order_relaxed));
+		if (sqlite3_step(st) != SQLITE_DONE)
+			return -EIO;
+	}
+	return 0;
+}
+
+/* A retired ring's aggregates, all imported, cleared for the ring's next owner (a new serial). */
+static void clear_aggregates(struct p2pg_spool_thread *t)
+{
+	for (int k = 0; k < P2PG_SPOOL_AGGS; k++) {
+		struct p2pg_spool_agg *a = &t->agg[k];
+		if (!atomic_load_explicit(&a->used, memory_order_relaxed))
+			continue;
+		atomic_store_explicit(&a->count, 0, memory_order_relaxed);
+		atomic_store_explicit(&a->bytes, 0, memory_order_relaxed);
+		atomic_store_explicit(&a->host_ns, 0, memory_order_relaxed);
+		atomic_store_explicit(&a->used, 0, memory_order_relaxed);
+	}
 }
 
 static int insert_record(sqlite3 *db, struct statements *s, struct p2pg_importer *im,
@@ -652,6 +711,7 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 	struct statements s;
 	int written = 0;
 	uint64_t new_tail[P2PG_SPOOL_THREADS];
+	uint64_t folded[P2PG_SPOOL_THREADS];
 	bool blob_done[P2PG_SPOOL_BLOBS];
 	memset(blob_done, 0, sizeof(blob_done));
 	int err = statements_prepare(db, &s);
@@ -733,6 +793,14 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 		written++;
 	}
 
+	for (int k = 0; k < P2PG_SPOOL_THREADS; k++) {
+		struct p2pg_spool_thread *t = &spool->threads[k];
+		folded[k] = atomic_load_explicit(&t->folded, memory_order_acquire);
+		if (folded[k] != im->folded[k] &&
+		    (err = import_aggregates(&s, im->process_id, t)) < 0)
+			goto fail;
+	}
+
 	if (im->record == P2PG_RECORD_SUMMARY && (err = flush_summary(db, im)) < 0)
 		goto fail;
 
@@ -766,9 +834,17 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 	for (int k = 0; k < P2PG_SPOOL_THREADS; k++) {
 		struct p2pg_spool_thread *t = &spool->threads[k];
 		atomic_store_explicit(&t->tail, new_tail[k], memory_order_release);
+		im->folded[k] = folded[k];
+		/* A ring is free again once its thread ended and everything it published, records
+		 * and folds, is in the database. Retired is final for the thread: only this
+		 * importer moves it on. */
+		if (atomic_load_explicit(&t->state, memory_order_acquire) != P2PG_SLOT_RETIRED ||
+		    atomic_load(&t->head) != new_tail[k] || atomic_load(&t->folded) != folded[k])
+			continue;
+		clear_aggregates(t);
 		uint32_t retired = P2PG_SLOT_RETIRED;
-		if (atomic_load(&t->head) == new_tail[k])
-			atomic_compare_exchange_strong(&t->state, &retired, P2PG_SLOT_FREE);
+		atomic_compare_exchange_strong_explicit(&t->state, &retired, P2PG_SLOT_FREE,
+							memory_order_release, memory_order_relaxed);
 	}
 	for (int k = 0; k < P2PG_SPOOL_BLOBS; k++)
 		if (blob_done[k])
@@ -784,6 +860,7 @@ fail:
 	/* The rollback undid the progress rows: forget what this pass believed it imported. */
 	memset(im->serial, 0, sizeof(im->serial));
 	memset(im->imported, 0, sizeof(im->imported));
+	memset(im->folded, 0, sizeof(im->folded));
 	if (im->record == P2PG_RECORD_SUMMARY) {
 		p2pg_importer_release(im);
 	}

@@ -37,7 +37,8 @@ def _sanitizer_runtimes(lib):
     except (OSError, subprocess.CalledProcessError):
         return []
     paths = []
-    for soname in re.findall(r"\(NEEDED\)\s+Shared library: \[(libasan\.so[^\]]*)\]", dynamic):
+    # libtsan (scripts/tsan.sh) has to come first in the same way.
+    for soname in re.findall(r"\(NEEDED\)\s+Shared library: \[(lib[at]san\.so[^\]]*)\]", dynamic):
         try:
             path = subprocess.run(os.environ.get("CC", "gcc").split() + ["-print-file-name=" + soname],
                                   capture_output=True, text=True, check=True).stdout.strip()

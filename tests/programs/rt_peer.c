@@ -11,6 +11,7 @@
  *   rt_peer crash             a copy, then SIGSEGV in crash_here()
  *   rt_peer copier FILE T     T threads copying forever, publishing counts in FILE (SIGKILL test)
  *   rt_peer crasher FILE T MS as copier, then SIGSEGV in crash_here() MS ms after all copied
+ *   rt_peer flood FILE T      as copier, unthrottled: the rings overflow (overload test/bench)
  *   rt_peer threads T N [MS] T threads of N async peer copies each; then MS ms alive
  *   rt_peer spaced N US [p2p] N async peer copies of 256 B, US microseconds apart (a program whose
  *                             copies come between kernels); p2p: with peer access enabled, as
@@ -224,7 +225,9 @@ struct worker {
 	int index, copies;
 	size_t bytes;
 	_Atomic long *published; /* copier mode: calls returned so far */
+	_Atomic long *failed;	 /* flood mode: of those, calls that failed (on purpose) */
 	uint32_t *tid_out;
+	bool flood; /* no pause between copies */
 };
 
 static void *worker_main(void *arg)
@@ -236,16 +239,27 @@ static void *worker_main(void *arg)
 	if (w->tid_out)
 		*w->tid_out = (uint32_t)syscall(SYS_gettid);
 	for (long k = 0; w->copies < 0 || k < w->copies; k++) {
-		CHECK(cudaMemcpyPeerAsync(b, 1, a, 0, w->bytes, s));
+		if (w->flood && (k & 32767) == 32767) {
+			/* Past the end of both buffers: a failure among the flood, which must keep
+			 * its row however full the ring. */
+			if (cudaMemcpyPeerAsync(b, 1, a, 0, w->bytes + (1 << 20), s) ==
+			    cudaSuccess) {
+				fprintf(stderr, "rt_peer: an out-of-bounds copy succeeded\n");
+				exit(1);
+			}
+			atomic_store(w->failed, atomic_load(w->failed) + 1);
+		} else {
+			CHECK(cudaMemcpyPeerAsync(b, 1, a, 0, w->bytes, s));
+		}
 		if (w->published)
 			atomic_store(w->published, k + 1);
 		if ((k & 63) == 63)
 			CHECK(cudaStreamSynchronize(s));
 		/* The copier stands for a program, not a flood: a real job's peer copies come
-		 * between kernels. Unthrottled, the simulated copies outrun any drain and the rings
-		 * overflow (by design those records are dropped and counted, which this test is not
-		 * about). */
-		if (w->published && (k & 7) == 7)
+		 * between kernels. Unthrottled (flood), the simulated copies outrun any drain and
+		 * the rings overflow (by design those records are folded into aggregates, which the
+		 * SIGKILL test is not about). */
+		if (w->published && !w->flood && (k & 7) == 7)
 			usleep(100);
 	}
 	CHECK(cudaStreamSynchronize(s));
@@ -491,11 +505,12 @@ static int mode_crash(void)
 struct shared_counts {
 	_Atomic long count[64];
 	uint32_t tid[64];
+	_Atomic long failed[64]; /* flood mode: calls among count that failed */
 };
 
 /* Maps FILE and starts `threads` (1..64) copier threads that copy until the process dies. */
 static struct shared_counts *start_copiers(const char *file, int threads, pthread_t *tids,
-					   struct worker *w)
+					   struct worker *w, bool flood)
 {
 	int fd = open(file, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	if (fd < 0 || ftruncate(fd, (off_t)sizeof(struct shared_counts)) < 0)
@@ -509,7 +524,9 @@ static struct shared_counts *start_copiers(const char *file, int threads, pthrea
 				       .copies = -1,
 				       .bytes = 256,
 				       .published = &sh->count[k],
-				       .tid_out = &sh->tid[k]};
+				       .tid_out = &sh->tid[k],
+				       .failed = &sh->failed[k],
+				       .flood = flood};
 		pthread_create(&tids[k], NULL, worker_main, &w[k]);
 	}
 	return sh;
@@ -520,14 +537,14 @@ static int clamp_threads(int threads)
 	return threads < 1 ? 1 : threads > 64 ? 64 : threads;
 }
 
-/* Threads copy until killed. */
-static int mode_copier(const char *file, int threads)
+/* Threads copy until killed; flood: as fast as they can. */
+static int mode_copier(const char *file, int threads, bool flood)
 {
 	need_two_devices();
 	threads = clamp_threads(threads);
 	pthread_t tids[64];
 	struct worker w[64];
-	if (!start_copiers(file, threads, tids, w))
+	if (!start_copiers(file, threads, tids, w, flood))
 		return 2;
 	printf("READY\n");
 	fflush(stdout);
@@ -561,7 +578,7 @@ static int mode_crasher(const char *file, int threads, int ms)
 	threads = clamp_threads(threads);
 	pthread_t tids[64], crash_tid;
 	struct worker w[64];
-	struct shared_counts *sh = start_copiers(file, threads, tids, w);
+	struct shared_counts *sh = start_copiers(file, threads, tids, w, false);
 	if (!sh)
 		return 2;
 	struct crasher c = {.count = sh->count, .threads = threads, .ms = ms};
@@ -712,7 +729,9 @@ int main(int argc, char **argv)
 	if (strcmp(mode, "crash") == 0)
 		return mode_crash();
 	if (strcmp(mode, "copier") == 0 && argc > 3)
-		return mode_copier(argv[2], atoi(argv[3]));
+		return mode_copier(argv[2], atoi(argv[3]), false);
+	if (strcmp(mode, "flood") == 0 && argc > 3)
+		return mode_copier(argv[2], atoi(argv[3]), true);
 	if (strcmp(mode, "streams") == 0)
 		return mode_streams(argc > 2 ? atoi(argv[2]) : 100);
 	if (strcmp(mode, "empty-idle") == 0)
@@ -732,9 +751,9 @@ int main(int argc, char **argv)
 	if (strcmp(mode, "bench") == 0)
 		return mode_bench(argc > 2 ? atol(argv[2]) : 20000,
 				  argc > 3 ? (size_t)atol(argv[3]) : 256);
-	fprintf(stderr,
-		"usage: rt_peer basic|errors|threads T N|fork|crash|copier FILE T|crasher FILE T "
-		"MS|spaced N US|streams N|peer-first N|empty-idle N|profiler N|bench N "
-		"SIZE|bench-local N SIZE\n");
+	fprintf(stderr, "usage: rt_peer basic|errors|threads T N|fork|crash|copier FILE T|flood "
+			"FILE T|crasher FILE T "
+			"MS|spaced N US|streams N|peer-first N|empty-idle N|profiler N|bench N "
+			"SIZE|bench-local N SIZE\n");
 	return 2;
 }

@@ -2,7 +2,8 @@
 /*
  * The spool and its import: every published record becomes exactly one row, however often an
  * import is repeated or restarted (the watermark lives in the database); failures and crashes come
- * through; summary mode aggregates; the ring drops and counts when full.
+ * through; summary mode aggregates; a full ring folds successes into overflow aggregates, keeps
+ * room for failures, and drops and counts only when that is full too.
  */
 #include <errno.h>
 #include <ftw.h>
@@ -158,14 +159,60 @@ int main(void)
 	      "its fields land in their columns");
 	CHECK(p2pg_store_import(db, spool, &fresh, true) == 0, "and never twice");
 
-	/* Full ring: the record is dropped and counted, never blocking. */
+	/* Full ring: a successful transfer past the reserve is folded into the thread's overflow
+	 * aggregates; a failure takes the reserved room; only with that full too is a record
+	 * dropped and counted. Never blocking. */
 	struct p2pg_spool_thread *c = p2pg_spool_claim_thread(spool, 13);
+	long long rows_before = one(db, "SELECT count(*) FROM transfers");
 	publish(c, P2PG_SPOOL_RING + 10, 0);
-	CHECK(atomic_load(&c->dropped) == 10, "10 records dropped on a full ring");
+	CHECK(atomic_load(&c->folded) == P2PG_SPOOL_RESERVE + 10 && atomic_load(&c->dropped) == 0,
+	      "successes past the reserve are folded, none dropped");
+	publish(c, P2PG_SPOOL_RESERVE + 3, 1);
+	CHECK(atomic_load(&c->dropped) == 3, "failures fill the reserve; 3 dropped on a full ring");
 	CHECK(p2pg_store_import(db, spool, &im, false) == P2PG_SPOOL_RING,
 	      "the ring's records land");
-	CHECK(one(db, "SELECT records_dropped FROM processes") == 10,
+	CHECK(one(db, "SELECT records_dropped FROM processes") == 3,
 	      "the drop count is in the database");
+	char sql[160];
+	snprintf(sql, sizeof(sql),
+		 "SELECT count(*) FROM transfers WHERE thread_serial = %u AND status = 1",
+		 c->serial);
+	CHECK(one(db, sql) == P2PG_SPOOL_RESERVE, "every failure that found room has its row");
+	/* host_ns of the folded calls: 1000 + k for k in [RING - RESERVE, RING + 10). */
+	long long first = P2PG_SPOOL_RING - P2PG_SPOOL_RESERVE, n = P2PG_SPOOL_RESERVE + 10;
+	long long host_want = n * 1000 + (first + first + n - 1) * n / 2;
+	CHECK(one(db, "SELECT count(*) FROM transfer_overflow") == 1 &&
+		  one(db, "SELECT count FROM transfer_overflow WHERE thread_id = 13 AND api = "
+			  "'cudaMemcpyPeerAsync' AND src_device = 0 AND dst_device = 1 AND path = "
+			  "'p2p' AND status = 0 AND size_bucket = 12") == n &&
+		  one(db, "SELECT bytes FROM transfer_overflow") == n * 4096 &&
+		  one(db, "SELECT host_ns_total FROM transfer_overflow") == host_want,
+	      "the folded calls are one aggregate: count, bytes and host time exact");
+	CHECK(one(db, "SELECT sum(calls) FROM peer_totals") ==
+		  one(db, "SELECT count(*) FROM transfers") + n,
+	      "peer_totals: every row and every folded call");
+	struct p2pg_importer again;
+	p2pg_importer_init(&again, P2PG_RECORD_ALL);
+	CHECK(p2pg_store_import(db, spool, &again, true) == 0 &&
+		  one(db, "SELECT sum(count) FROM transfer_overflow") == n,
+	      "importing the aggregates again (a crash after the commit) counts nothing twice");
+	p2pg_importer_release(&again);
+
+	/* The thread ends: once all is imported its ring is free, its aggregates cleared for the
+	 * next thread, whose folds are counted under its own serial. */
+	uint32_t c_serial = c->serial;
+	atomic_store(&c->state, P2PG_SLOT_RETIRED);
+	p2pg_store_import(db, spool, &im, false);
+	CHECK(atomic_load(&c->state) == P2PG_SLOT_FREE, "a drained retired ring is free");
+	struct p2pg_spool_thread *d = p2pg_spool_claim_thread(spool, 14);
+	CHECK(d == c && d->serial != c_serial && d->serial > b->serial,
+	      "reused, with a new serial");
+	publish(d, P2PG_SPOOL_RING - P2PG_SPOOL_RESERVE + 2, 0);
+	CHECK(p2pg_store_import(db, spool, &im, false) == P2PG_SPOOL_RING - P2PG_SPOOL_RESERVE &&
+		  one(db, "SELECT sum(count) FROM transfer_overflow WHERE thread_id = 14") == 2 &&
+		  one(db, "SELECT sum(count) FROM transfer_overflow WHERE thread_id = 13") == n,
+	      "the next owner's folds start from zero");
+	long long rows_added = one(db, "SELECT count(*) FROM transfers") - rows_before;
 
 	/* Recovery of a dead process's file: flock free, imported, deleted. Another version's spool
 	 * beside it (another layout) is left alone, for that version's recover. */
@@ -180,7 +227,8 @@ int main(void)
 	CHECK(access(spool_path, F_OK) != 0, "and removed it");
 	CHECK(access(other_version, F_OK) == 0, "the other version's spool stays");
 	unlink(other_version);
-	CHECK(one(db, "SELECT count(*) FROM transfers") == 162 + P2PG_SPOOL_RING,
+	CHECK(one(db, "SELECT count(*) FROM transfers") == rows_before + rows_added &&
+		  one(db, "SELECT sum(count) FROM transfer_overflow") == n + 2,
 	      "recovery added nothing already imported");
 
 	/* Summary mode: aggregates, plus failures and outliers as rows. */
@@ -194,7 +242,8 @@ int main(void)
 	CHECK(one(db, "SELECT sum(count) FROM transfer_summary") == 203,
 	      "summary counts every call");
 	CHECK(one(db, "SELECT sum(failures) FROM transfer_summary") == 3, "and its failures");
-	CHECK(one(db, "SELECT count(*) FROM transfers WHERE status = 1") == 3,
+	CHECK(one(db, "SELECT count(*) FROM transfers WHERE status = 1 AND process_id = (SELECT "
+		      "max(id) FROM processes)") == 3,
 	      "failed transfers are still rows");
 	p2pg_importer_release(&sum);
 
