@@ -17,7 +17,23 @@
 #include "backtrace.h"
 #include "cleanup.h"
 #include "failure.h"
+#include "notice.h"
 #include "spool.h"
+
+/* Columns added after a table was first shipped: a database made by an older guard gains them. */
+static int add_missing_columns(sqlite3 *db, char **msg)
+{
+	sqlite3_stmt *probe = NULL;
+	if (sqlite3_prepare_v2(db, "SELECT records_invalid FROM processes", -1, &probe, NULL) ==
+	    SQLITE_OK) {
+		sqlite3_finalize(probe);
+		return SQLITE_OK;
+	}
+	return sqlite3_exec(db,
+			    "ALTER TABLE processes ADD COLUMN records_invalid INTEGER NOT NULL "
+			    "DEFAULT 0",
+			    NULL, NULL, msg);
+}
 
 int p2pg_store_open(const char *path, sqlite3 **ret_db, char *err, size_t err_len)
 {
@@ -46,6 +62,8 @@ int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t e
 			  NULL, NULL, &msg);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(db, p2pg_schema_sql, NULL, NULL, &msg);
+	if (rc == SQLITE_OK)
+		rc = add_missing_columns(db, &msg);
 	if (rc != SQLITE_OK) {
 		snprintf(err, err_len, "%s", msg ? msg : sqlite3_errstr(rc));
 		sqlite3_free(msg);
@@ -329,6 +347,8 @@ static int statements_prepare(sqlite3 *db, struct statements *s)
 	return 0;
 }
 
+#define FIELD_LEN(field) ((int)strnlen((field), sizeof(field)))
+
 static int64_t process_row(sqlite3 *db, const struct p2pg_spool_header *h, bool dead)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *ins = NULL, *sel = NULL;
@@ -343,23 +363,24 @@ static int64_t process_row(sqlite3 *db, const struct p2pg_spool_header *h, bool 
 		&sel, NULL) != SQLITE_OK)
 		return -EIO;
 	sqlite3_bind_int(ins, 1, h->pid);
-	sqlite3_bind_text(ins, 2, h->hostname, -1, SQLITE_STATIC);
+	/* A damaged file's text fields need not be terminated: bound by their arrays. */
+	sqlite3_bind_text(ins, 2, h->hostname, FIELD_LEN(h->hostname), SQLITE_STATIC);
 	if (h->rank >= 0)
 		sqlite3_bind_int(ins, 3, h->rank);
 	if (h->local_rank >= 0)
 		sqlite3_bind_int(ins, 4, h->local_rank);
-	sqlite3_bind_text(ins, 5, h->cmdline, -1, SQLITE_STATIC);
+	sqlite3_bind_text(ins, 5, h->cmdline, FIELD_LEN(h->cmdline), SQLITE_STATIC);
 	sqlite3_bind_int64(ins, 6, (int64_t)h->started_ns);
-	sqlite3_bind_text(ins, 7, h->mode, -1, SQLITE_STATIC);
-	sqlite3_bind_text(ins, 8, h->guard_version, -1, SQLITE_STATIC);
+	sqlite3_bind_text(ins, 7, h->mode, FIELD_LEN(h->mode), SQLITE_STATIC);
+	sqlite3_bind_text(ins, 8, h->guard_version, FIELD_LEN(h->guard_version), SQLITE_STATIC);
 	int driver = atomic_load(&((struct p2pg_spool_header *)h)->driver_version);
 	if (driver > 0)
 		sqlite3_bind_int(ins, 9, driver);
-	sqlite3_bind_text(ins, 10, h->boot_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(ins, 10, h->boot_id, FIELD_LEN(h->boot_id), SQLITE_STATIC);
 	sqlite3_bind_int(ins, 11, dead ? 1 : 0);
 	if (sqlite3_step(ins) != SQLITE_DONE)
 		return -EIO;
-	sqlite3_bind_text(sel, 1, h->boot_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(sel, 1, h->boot_id, FIELD_LEN(h->boot_id), SQLITE_STATIC);
 	sqlite3_bind_int(sel, 2, h->pid);
 	sqlite3_bind_int64(sel, 3, (int64_t)h->started_ns);
 	if (sqlite3_step(sel) != SQLITE_ROW)
@@ -372,6 +393,48 @@ static int64_t process_row(sqlite3 *db, const struct p2pg_spool_header *h, bool 
 		sqlite3_exec(db, sql, NULL, NULL, NULL);
 	}
 	return id;
+}
+
+bool p2pg_spool_header_valid(const struct p2pg_spool_header *h)
+{
+	return memcmp(h->magic, P2PG_SPOOL_MAGIC, sizeof(h->magic)) == 0 &&
+	       h->header_size == sizeof(*h) && h->threads == P2PG_SPOOL_THREADS &&
+	       h->ring == P2PG_SPOOL_RING && h->blobs == P2PG_SPOOL_BLOBS &&
+	       h->blob_size == P2PG_SPOOL_BLOB_SIZE;
+}
+
+/* What a writer can have published (kind, API, path): anything else is damage (a bit flip, a
+ * zero-filled page of a file that a crash or a disk left behind), skipped and counted, never a row.
+ * The devices and the status are the program's own arguments and answers, so any value is honest
+ * there. */
+static bool record_valid(const struct p2pg_record *r)
+{
+	if (r->api >= P2PG_API_COUNT)
+		return false;
+	if (r->kind == P2PG_REC_TRANSFER)
+		return r->path >= P2PG_PATH_P2P && r->path <= P2PG_PATH_CAPTURED;
+	if (r->kind == P2PG_REC_PEER)
+		return r->path <= P2PG_ACTION_REPORTED;
+	return false;
+}
+
+static bool blob_valid(const struct p2pg_spool_blob *b)
+{
+	if (b->kind != P2PG_BLOB_FAILURE && b->kind != P2PG_BLOB_CRASH)
+		return false;
+	if (b->length > sizeof(b->text) || (b->length > 0 && b->text[b->length - 1] != '\0'))
+		return false;
+	return b->kind == P2PG_BLOB_CRASH || b->api < P2PG_API_COUNT;
+}
+
+/* A ring whose counters no writer could have left. */
+static bool ring_valid(const struct p2pg_spool_thread *t, uint64_t head, uint64_t tail)
+{
+	uint32_t state =
+	    atomic_load_explicit(&((struct p2pg_spool_thread *)t)->state, memory_order_relaxed);
+	if (state > P2PG_SLOT_RETIRED || head < tail || head - tail > P2PG_SPOOL_RING)
+		return false;
+	return head == 0 || t->serial != 0;
 }
 
 static int by_start(const void *a, const void *b)
@@ -603,7 +666,7 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 		      bool dead)
 {
 	struct p2pg_spool_header *h = &spool->header;
-	if (memcmp(h->magic, P2PG_SPOOL_MAGIC, sizeof(h->magic)) != 0)
+	if (!p2pg_spool_header_valid(h))
 		return -EINVAL;
 
 	int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
@@ -637,6 +700,12 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 		dropped += atomic_load(&t->dropped);
 		if (head == tail && im->serial[k] == t->serial)
 			continue;
+		if (!ring_valid(t, head, tail)) {
+			if (!im->ring_damaged[k])
+				im->invalid++;
+			im->ring_damaged[k] = true;
+			continue;
+		}
 		if (im->serial[k] != t->serial || im->imported[k] == 0) {
 			/* First look at this ring (or a new thread in it): the database knows how
 			 * far a previous import of this file got. */
@@ -652,10 +721,21 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 			}
 		}
 		uint64_t from = im->imported[k] > tail ? im->imported[k] : tail;
+		if (from > head) {
+			/* The database saw more of this ring than its head says: a damaged head. */
+			if (!im->ring_damaged[k])
+				im->invalid++;
+			im->ring_damaged[k] = true;
+			continue;
+		}
 		if (head - from > P2PG_SPOOL_RING) /* cannot happen unless the file is damaged */
 			from = head - P2PG_SPOOL_RING;
 		for (uint64_t seq = from; seq < head; seq++) {
 			struct p2pg_record r = t->rec[seq & (P2PG_SPOOL_RING - 1)];
+			if (!record_valid(&r)) {
+				im->invalid++;
+				continue;
+			}
 			int n = insert_record(db, &s, im, t, seq, &r);
 			if (n < 0) {
 				err = n;
@@ -687,6 +767,12 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 		 * not the record of a call that returned. */
 		if (st != P2PG_BLOB_READY)
 			continue;
+		if (!blob_valid(b)) {
+			/* Marked persisted like an imported one: counted once. */
+			im->invalid++;
+			blob_done[k] = true;
+			continue;
+		}
 		err = insert_blob(s.failure, s.crash, im->process_id, b);
 		if (err < 0)
 			goto fail;
@@ -697,15 +783,18 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 	if (im->record == P2PG_RECORD_SUMMARY && (err = flush_summary(db, im)) < 0)
 		goto fail;
 
-	if (dropped != im->dropped_reported) {
+	if (dropped != im->dropped_reported || im->invalid != im->invalid_reported) {
 		_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-		if (sqlite3_prepare_v2(db,
-				       "UPDATE processes SET records_dropped=?1, driver_version="
-				       "COALESCE(driver_version, NULLIF(?3, 0)) WHERE id=?2",
-				       -1, &st, NULL) == SQLITE_OK) {
+		if (sqlite3_prepare_v2(
+			db,
+			"UPDATE processes SET records_dropped=?1, records_invalid=?4, "
+			"driver_version=COALESCE(driver_version, NULLIF(?3, 0)) "
+			"WHERE id=?2",
+			-1, &st, NULL) == SQLITE_OK) {
 			sqlite3_bind_int64(st, 1, (int64_t)dropped);
 			sqlite3_bind_int64(st, 2, im->process_id);
 			sqlite3_bind_int(st, 3, atomic_load(&h->driver_version));
+			sqlite3_bind_int64(st, 4, (int64_t)im->invalid);
 			sqlite3_step(st);
 		}
 	}
@@ -716,6 +805,7 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 	}
 	statements_finalize(&s);
 	im->dropped_reported = dropped;
+	im->invalid_reported = im->invalid;
 	/* Rings are imported one after another; a stream's copies from several threads must queue
 	 * for pairing in the order they were called. */
 	if (im->ntimed > 1)
@@ -745,6 +835,9 @@ fail:
 	/* The rollback undid the progress rows: forget what this pass believed it imported. */
 	memset(im->serial, 0, sizeof(im->serial));
 	memset(im->imported, 0, sizeof(im->imported));
+	/* ...and what it counted as damaged: the next pass counts it again. */
+	im->invalid = im->invalid_reported;
+	memset(im->ring_damaged, 0, sizeof(im->ring_damaged));
 	if (im->record == P2PG_RECORD_SUMMARY) {
 		p2pg_importer_release(im);
 	}
@@ -760,6 +853,19 @@ int p2pg_store_set_gpu_ns(sqlite3 *db, int64_t row, uint64_t gpu_ns)
 	sqlite3_bind_int64(st, 1, (int64_t)gpu_ns);
 	sqlite3_bind_int64(st, 2, row);
 	return sqlite3_step(st) == SQLITE_DONE ? 0 : -EIO;
+}
+
+/* A file whose owner died before it wrote the header: all zero, no record in any ring. */
+static bool never_written(const struct p2pg_spool_layout *spool)
+{
+	static const char zero[sizeof(spool->header.magic)];
+	if (memcmp(spool->header.magic, zero, sizeof(zero)) != 0)
+		return false;
+	for (int k = 0; k < P2PG_SPOOL_THREADS; k++)
+		if (atomic_load_explicit(&((struct p2pg_spool_layout *)spool)->threads[k].head,
+					 memory_order_relaxed) != 0)
+			return false;
+	return true;
 }
 
 int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
@@ -800,6 +906,16 @@ int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
 		struct p2pg_spool_layout *spool = p2pg_spool_map(fd);
 		if (spool == MAP_FAILED)
 			continue;
+		if (!p2pg_spool_header_valid(&spool->header) && !never_written(spool)) {
+			/* Its records cannot be told from garbage: kept aside for a person, never
+			 * imported, never tried again. */
+			munmap(spool, P2PG_SPOOL_FILE_SIZE);
+			char aside[PATH_MAX + 16];
+			snprintf(aside, sizeof(aside), "%s.damaged", path);
+			p2pg_notice("%s has a damaged header; not imported, kept as %s", path,
+				    rename(path, aside) == 0 ? aside : path);
+			continue;
+		}
 		/* A dead process's rows are imported the way it recorded them, not the way the
 		 * recoverer does. */
 		uint32_t said = spool->header.record;
@@ -807,11 +923,14 @@ int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
 		p2pg_importer_init(&im, said == P2PG_RECORD_SUMMARY + 1 ? P2PG_RECORD_SUMMARY
 					: said == P2PG_RECORD_ALL + 1	? P2PG_RECORD_ALL
 									: record);
-		int rc = -EINVAL;
-		if (memcmp(spool->header.magic, P2PG_SPOOL_MAGIC, 8) == 0)
+		int rc = 0; /* never initialised: nothing in it */
+		if (p2pg_spool_header_valid(&spool->header))
 			rc = p2pg_store_import(db, spool, &im, true);
-		else
-			rc = 0; /* never initialised: nothing in it */
+		if (rc >= 0 && im.invalid > 0)
+			p2pg_notice("%s: %llu damaged record%s skipped (counted in "
+				    "processes.records_invalid)",
+				    path, (unsigned long long)im.invalid,
+				    im.invalid == 1 ? "" : "s");
 		p2pg_importer_release(&im);
 		munmap(spool, P2PG_SPOOL_FILE_SIZE);
 		if (rc >= 0) {
