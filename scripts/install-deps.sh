@@ -5,7 +5,7 @@
 # The CUDA toolkit's headers are expected at /usr/local/cuda (or meson -Dtoolkit_dir=...).
 set -euo pipefail
 need=()
-for pkg in meson ninja-build pkg-config gcc libsqlite3-dev sqlite3 libunwind-dev python3 binutils; do
+for pkg in meson ninja-build pkg-config gcc libsqlite3-dev sqlite3 libunwind-dev python3 binutils clang; do
 	[ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)" = "install ok installed" ] || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -13,6 +13,17 @@ if [ ${#need[@]} -gt 0 ]; then
 	echo "installing: ${need[*]}"
 	$sudo apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+# libFuzzer's runtime ships apart from clang on Debian (libclang-rt-N-dev, N: clang's major version).
+fuzzer_rt() { [ -f "$(clang --print-runtime-dir 2>/dev/null)/libclang_rt.fuzzer-x86_64.a" ] ||
+	ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-"$(uname -m)".a >/dev/null 2>&1; }
+if ! fuzzer_rt; then
+	major=$(clang -dumpversion | cut -d. -f1)
+	if [ "$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi
+	echo "installing: libclang-rt-$major-dev"
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+		"libclang-rt-$major-dev" >/dev/null
 fi
 if [ ! -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ]; then
 	echo "CUDA headers not found in ${CUDA_HOME:-/usr/local/cuda}/include: install the CUDA toolkit" >&2
