@@ -190,15 +190,19 @@ static struct p2pg_spool_layout *spool_get(void)
 	if (!spool && !rec.spool_failed) {
 		struct p2pg_process_info info;
 		process_info(&info);
-		spool = rec.spool_dir[0] ? p2pg_spool_create(rec.spool_dir, &info, &rec.spool_fd,
-							     rec.spool_path, sizeof(rec.spool_path))
-					 : NULL;
+		char why[256] = "path too long";
+		spool = rec.spool_dir[0]
+			    ? p2pg_spool_create(rec.spool_dir, &info, &rec.spool_fd, rec.spool_path,
+						sizeof(rec.spool_path), why, sizeof(why))
+			    : NULL;
 		if (!spool) {
+			/* Without a spool nothing can be recorded safely: the database is written
+			 * only from the spool, so that nothing is ever half kept. */
 			rec.spool_failed = true;
 			p2pg_notice(
-			    "cannot create the spool in %s (%s); this process's calls are not "
+			    "cannot create the spool in %s: %s; this process's calls are not "
 			    "recorded, the program runs on",
-			    rec.spool_dir[0] ? rec.spool_dir : "(path too long)", strerror(errno));
+			    rec.spool_dir[0] ? rec.spool_dir : "(none)", why);
 		} else {
 			atomic_store_explicit(&rec.spool, spool, memory_order_release);
 			if (!start_drainer())

@@ -45,30 +45,92 @@ struct p2pg_spool_layout *p2pg_spool_map(int fd)
 	return p;
 }
 
-struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_process_info *info,
-					    int *ret_fd, char *ret_path, size_t path_len)
+int p2pg_spool_dir_open(const char *dir, bool create, char *why, size_t why_len)
 {
-	if (mkdir(dir, 0775) < 0 && errno != EEXIST)
+	snprintf(why, why_len, "%s", "");
+	if (create && mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		int e = errno;
+		snprintf(why, why_len, "%s", strerror(e));
+		return -e;
+	}
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		struct stat st;
+		if (lstat(dir, &st) == 0 && S_ISLNK(st.st_mode))
+			snprintf(why, why_len,
+				 "it is a symbolic link (refused: records would go "
+				 "where it points)");
+		else
+			snprintf(why, why_len, "%s", strerror(e));
+		return e == ELOOP ? -ELOOP : -e;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
+		close(fd);
+		snprintf(why, why_len, "%s", strerror(e));
+		return -e;
+	}
+	if (st.st_uid != geteuid()) {
+		close(fd);
+		snprintf(
+		    why, why_len,
+		    "it belongs to uid %u, not to this process's uid %u (refused: another user "
+		    "could read or plant records)",
+		    (unsigned)st.st_uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	if ((st.st_mode & 077) && fchmod(fd, 0700) < 0) {
+		int e = errno;
+		close(fd);
+		snprintf(why, why_len, "cannot keep other users out of it: %s", strerror(e));
+		return -e;
+	}
+	return fd;
+}
+
+struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_process_info *info,
+					    int *ret_fd, char *ret_path, size_t path_len, char *why,
+					    size_t why_len)
+{
+	char reason[256];
+	int dfd = p2pg_spool_dir_open(dir, true, reason, sizeof(reason));
+	if (dfd < 0) {
+		snprintf(why, why_len, "%s", reason);
+		errno = -dfd;
 		return NULL;
+	}
 
 	char boot[40];
 	p2pg_boot_id(boot, sizeof(boot));
 	uint64_t started = p2pg_realtime_ns();
-	char path[PATH_MAX];
-	int n = snprintf(path, sizeof(path), "%s/%d-%llu" P2PG_SPOOL_SUFFIX, dir, (int)getpid(),
-			 (unsigned long long)started);
+	char name[64], path[PATH_MAX];
+	snprintf(name, sizeof(name), "%d-%llu" P2PG_SPOOL_SUFFIX, (int)getpid(),
+		 (unsigned long long)started);
+	int n = snprintf(path, sizeof(path), "%s/%s", dir, name);
 	if (n < 0 || (size_t)n >= sizeof(path)) {
+		close(dfd);
+		snprintf(why, why_len, "%s", strerror(ENAMETOOLONG));
 		errno = ENAMETOOLONG;
 		return NULL;
 	}
 
-	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0664);
-	if (fd < 0)
+	/* Relative to the folder checked above, never through a link, never an existing file. */
+	int fd = openat(dfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		int e = errno;
+		close(dfd);
+		snprintf(why, why_len, "%s", strerror(e));
+		errno = e;
 		return NULL;
+	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0 || ftruncate(fd, (off_t)P2PG_SPOOL_FILE_SIZE) < 0) {
 		int e = errno;
 		close(fd);
-		unlink(path);
+		unlinkat(dfd, name, 0);
+		close(dfd);
+		snprintf(why, why_len, "%s", strerror(e));
 		errno = e;
 		return NULL;
 	}
@@ -76,10 +138,13 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 	if (spool == MAP_FAILED) {
 		int e = errno;
 		close(fd);
-		unlink(path);
+		unlinkat(dfd, name, 0);
+		close(dfd);
+		snprintf(why, why_len, "%s", strerror(e));
 		errno = e;
 		return NULL;
 	}
+	close(dfd);
 
 	struct p2pg_spool_header *h = &spool->header;
 	h->header_size = sizeof(*h);

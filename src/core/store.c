@@ -871,9 +871,24 @@ static bool never_written(const struct p2pg_spool_layout *spool)
 int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
 			   enum p2pg_record_mode record)
 {
-	_cleanup_closedir_ DIR *d = opendir(dir);
-	if (!d)
-		return errno == ENOENT ? 0 : -errno;
+	/* Said once per process: the drainer looks again every second. */
+	static bool said_dir, said_file;
+	char why[256];
+	int dfd = p2pg_spool_dir_open(dir, false, why, sizeof(why));
+	if (dfd == -ENOENT)
+		return 0;
+	if (dfd < 0) {
+		if (!said_dir)
+			p2pg_notice("not importing the spools in %s: %s", dir, why);
+		said_dir = true;
+		return dfd == -EPERM || dfd == -ELOOP || dfd == -ENOTDIR ? 0 : dfd;
+	}
+	_cleanup_closedir_ DIR *d = fdopendir(dfd);
+	if (!d) {
+		int e = errno;
+		close(dfd);
+		return -e;
+	}
 	int imported = 0;
 	struct dirent *de;
 	while ((de = readdir(d))) {
@@ -885,9 +900,23 @@ int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
 			continue;
 		if (skip_path && strcmp(path, skip_path) == 0)
 			continue;
-		_cleanup_close_ int fd = open(path, O_RDWR | O_CLOEXEC);
-		if (fd < 0)
+		/* Never through a link, never blocking on a FIFO: only a regular file of ours. */
+		_cleanup_close_ int fd = openat(
+		    dirfd(d), de->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+		struct stat owner;
+		if (fd < 0 && errno != ELOOP)
 			continue;
+		if (fd < 0 || fstat(fd, &owner) < 0 || !S_ISREG(owner.st_mode) ||
+		    owner.st_uid != geteuid()) {
+			if (!said_file)
+				p2pg_notice("not importing %s: %s", path,
+					    fd < 0 ? "a symbolic link"
+					    : !S_ISREG(owner.st_mode)
+						? "not a regular file"
+						: "it belongs to another user");
+			said_file = true;
+			continue;
+		}
 		/* A living owner holds the lock; so does another recoverer working on this file. */
 		if (flock(fd, LOCK_EX | LOCK_NB) < 0)
 			continue;
@@ -900,7 +929,7 @@ int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
 		struct stat stbuf;
 		if (fstat(fd, &stbuf) < 0 || (size_t)stbuf.st_size < P2PG_SPOOL_FILE_SIZE) {
 			/* The owner died before it sized the file: it holds no records. */
-			unlink(path);
+			unlinkat(dirfd(d), de->d_name, 0);
 			continue;
 		}
 		struct p2pg_spool_layout *spool = p2pg_spool_map(fd);
@@ -912,8 +941,11 @@ int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
 			munmap(spool, P2PG_SPOOL_FILE_SIZE);
 			char aside[PATH_MAX + 16];
 			snprintf(aside, sizeof(aside), "%s.damaged", path);
-			p2pg_notice("%s has a damaged header; not imported, kept as %s", path,
-				    rename(path, aside) == 0 ? aside : path);
+			p2pg_notice(
+			    "%s has a damaged header; not imported, kept as %s", path,
+			    renameat(dirfd(d), de->d_name, dirfd(d), aside + strlen(dir) + 1) == 0
+				? aside
+				: path);
 			continue;
 		}
 		/* A dead process's rows are imported the way it recorded them, not the way the
@@ -934,7 +966,7 @@ int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
 		p2pg_importer_release(&im);
 		munmap(spool, P2PG_SPOOL_FILE_SIZE);
 		if (rc >= 0) {
-			unlink(path);
+			unlinkat(dirfd(d), de->d_name, 0);
 			imported++;
 		}
 	}

@@ -84,7 +84,7 @@ static struct p2pg_spool_layout *make_spool(const char *dir, int *fd)
 	struct p2pg_process_info info = {
 	    .hostname = "bench", .rank = -1, .local_rank = -1, .mode = "observe"};
 	char path[4096];
-	return p2pg_spool_create(dir, &info, fd, path, sizeof(path));
+	return p2pg_spool_create(dir, &info, fd, path, sizeof(path), NULL, 0);
 }
 
 static void bench_record(const char *dir, int threads)

@@ -90,7 +90,7 @@ int main(void)
 					 .cmdline = "unit test"};
 	int fd = -1;
 	struct p2pg_spool_layout *spool =
-	    p2pg_spool_create(spool_dir, &info, &fd, spool_path, sizeof(spool_path));
+	    p2pg_spool_create(spool_dir, &info, &fd, spool_path, sizeof(spool_path), NULL, 0);
 	CHECK(spool != NULL, "spool created");
 	struct p2pg_spool_thread *a = p2pg_spool_claim_thread(spool, 11);
 	struct p2pg_spool_thread *b = p2pg_spool_claim_thread(spool, 12);
@@ -178,7 +178,7 @@ int main(void)
 	      "recovery added nothing already imported");
 
 	/* Summary mode: aggregates, plus failures and outliers as rows. */
-	spool = p2pg_spool_create(spool_dir, &info, &fd, spool_path, sizeof(spool_path));
+	spool = p2pg_spool_create(spool_dir, &info, &fd, spool_path, sizeof(spool_path), NULL, 0);
 	struct p2pg_spool_thread *s = p2pg_spool_claim_thread(spool, 21);
 	publish(s, 200, 0);
 	publish(s, 3, 1);
