@@ -230,9 +230,16 @@ static struct p2pg_spool_thread *ring_get(void)
 	struct p2pg_spool_layout *spool = spool_get();
 	if (!spool)
 		return NULL;
-	tls_ring = p2pg_spool_claim_thread(spool, p2pg_tid());
+	errno = 0;
+	tls_ring = p2pg_spool_claim_thread(spool, rec.spool_fd, p2pg_tid());
 	if (!tls_ring) {
 		tls_no_ring = true;
+		static atomic_bool said;
+		if (errno && !atomic_exchange(&said, true))
+			p2pg_notice(
+			    "no room for a thread's records in %s (%s); its calls are counted "
+			    "as dropped, the program runs on",
+			    rec.spool_path, strerror(errno));
 		return NULL;
 	}
 	pthread_once(&ring_key_once, make_ring_key);

@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -43,6 +45,16 @@ struct p2pg_spool_layout *p2pg_spool_map(int fd)
 		madvise(p, P2PG_SPOOL_FILE_SIZE,
 			MADV_RANDOM); /* advice only: failure is harmless */
 	return p;
+}
+
+/* Gives [offset, offset + len) of the file its disk blocks before the mapping writes there: a
+ * store into a hole of a file on a full disk is a SIGBUS, a failed fallocate only an error. */
+static int reserve(int fd, size_t offset, size_t len)
+{
+	if (fd < 0)
+		return 0;
+	int e = posix_fallocate(fd, (off_t)offset, (off_t)len);
+	return e == 0 ? 0 : -e;
 }
 
 int p2pg_spool_dir_open(const char *dir, bool create, char *why, size_t why_len)
@@ -134,6 +146,20 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 		errno = e;
 		return NULL;
 	}
+	/* The header and the blobs are written from the start (a crash handler writes a blob):
+	 * their blocks now, or no spool. Each thread's ring gets its own when it is claimed. */
+	int r = reserve(fd, 0, sizeof(struct p2pg_spool_header));
+	if (r == 0)
+		r = reserve(fd, offsetof(struct p2pg_spool_layout, blobs),
+			    sizeof(((struct p2pg_spool_layout *)0)->blobs));
+	if (r < 0) {
+		close(fd);
+		unlinkat(dfd, name, 0);
+		close(dfd);
+		snprintf(why, why_len, "%s", strerror(-r));
+		errno = -r;
+		return NULL;
+	}
 	struct p2pg_spool_layout *spool = p2pg_spool_map(fd);
 	if (spool == MAP_FAILED) {
 		int e = errno;
@@ -172,10 +198,20 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 	return spool;
 }
 
-struct p2pg_spool_thread *p2pg_spool_claim_thread(struct p2pg_spool_layout *spool, uint32_t tid)
+struct p2pg_spool_thread *p2pg_spool_claim_thread(struct p2pg_spool_layout *spool, int fd,
+						  uint32_t tid)
 {
 	for (int k = 0; k < P2PG_SPOOL_THREADS; k++) {
 		struct p2pg_spool_thread *t = &spool->threads[k];
+		/* Read first: a compare-and-swap writes even when it fails, and a ring never used
+		 * is a hole. */
+		if (atomic_load_explicit(&t->state, memory_order_relaxed) != P2PG_SLOT_FREE)
+			continue;
+		int r = reserve(fd, offsetof(struct p2pg_spool_layout, threads[k]), sizeof(*t));
+		if (r < 0) {
+			errno = -r;
+			return NULL;
+		}
 		uint32_t expected = P2PG_SLOT_FREE;
 		if (!atomic_compare_exchange_strong(&t->state, &expected, P2PG_SLOT_ACTIVE))
 			continue;

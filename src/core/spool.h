@@ -44,10 +44,12 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 					    size_t why_len);
 
 /*
- * Claims a thread ring for the calling thread. Returns NULL when all are taken. Lock-free; called
- * once per thread.
+ * Claims a thread ring for the calling thread, its disk blocks allocated first (fd: the spool
+ * file; -1: not allocated). Returns NULL when all are taken (errno 0) or the disk has no room for
+ * the ring (errno set). Lock-free; called once per thread.
  */
-struct p2pg_spool_thread *p2pg_spool_claim_thread(struct p2pg_spool_layout *spool, uint32_t tid);
+struct p2pg_spool_thread *p2pg_spool_claim_thread(struct p2pg_spool_layout *spool, int fd,
+						  uint32_t tid);
 
 /* Publishes a record. Returns the record's sequence number, or UINT64_MAX when the ring was full
  * (the record is counted as dropped). */

@@ -814,11 +814,15 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 		im->on_timed(im->userdata, &im->timed[k]);
 	im->ntimed = 0;
 	/* Only now, with the rows durable, may the writers reuse their ring space. */
+	/* Only rings that changed are written: an unused ring is a hole in the file, and a store
+	 * there on a full disk would be a SIGBUS. */
 	for (int k = 0; k < P2PG_SPOOL_THREADS; k++) {
 		struct p2pg_spool_thread *t = &spool->threads[k];
-		atomic_store_explicit(&t->tail, new_tail[k], memory_order_release);
+		if (atomic_load_explicit(&t->tail, memory_order_relaxed) != new_tail[k])
+			atomic_store_explicit(&t->tail, new_tail[k], memory_order_release);
 		uint32_t retired = P2PG_SLOT_RETIRED;
-		if (atomic_load(&t->head) == new_tail[k])
+		if (atomic_load(&t->state) == P2PG_SLOT_RETIRED &&
+		    atomic_load(&t->head) == new_tail[k])
 			atomic_compare_exchange_strong(&t->state, &retired, P2PG_SLOT_FREE);
 	}
 	for (int k = 0; k < P2PG_SPOOL_BLOBS; k++)

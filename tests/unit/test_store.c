@@ -92,8 +92,8 @@ int main(void)
 	struct p2pg_spool_layout *spool =
 	    p2pg_spool_create(spool_dir, &info, &fd, spool_path, sizeof(spool_path), NULL, 0);
 	CHECK(spool != NULL, "spool created");
-	struct p2pg_spool_thread *a = p2pg_spool_claim_thread(spool, 11);
-	struct p2pg_spool_thread *b = p2pg_spool_claim_thread(spool, 12);
+	struct p2pg_spool_thread *a = p2pg_spool_claim_thread(spool, fd, 11);
+	struct p2pg_spool_thread *b = p2pg_spool_claim_thread(spool, fd, 12);
 	CHECK(a && b && a != b && a->serial != b->serial, "two threads, two rings, two serials");
 
 	publish(a, 100, 0);
@@ -153,7 +153,7 @@ int main(void)
 	CHECK(p2pg_store_import(db, spool, &fresh, true) == 0, "and never twice");
 
 	/* Full ring: the record is dropped and counted, never blocking. */
-	struct p2pg_spool_thread *c = p2pg_spool_claim_thread(spool, 13);
+	struct p2pg_spool_thread *c = p2pg_spool_claim_thread(spool, fd, 13);
 	publish(c, P2PG_SPOOL_RING + 10, 0);
 	CHECK(atomic_load(&c->dropped) == 10, "10 records dropped on a full ring");
 	CHECK(p2pg_store_import(db, spool, &im, false) == P2PG_SPOOL_RING,
@@ -179,7 +179,7 @@ int main(void)
 
 	/* Summary mode: aggregates, plus failures and outliers as rows. */
 	spool = p2pg_spool_create(spool_dir, &info, &fd, spool_path, sizeof(spool_path), NULL, 0);
-	struct p2pg_spool_thread *s = p2pg_spool_claim_thread(spool, 21);
+	struct p2pg_spool_thread *s = p2pg_spool_claim_thread(spool, fd, 21);
 	publish(s, 200, 0);
 	publish(s, 3, 1);
 	struct p2pg_importer sum;
@@ -194,7 +194,7 @@ int main(void)
 
 	/* Timed copies are handed to the owner only once their rows are committed; summarised ones
 	 * come back without a row, so their event pairs are freed. */
-	struct p2pg_spool_thread *tt = p2pg_spool_claim_thread(spool, 22);
+	struct p2pg_spool_thread *tt = p2pg_spool_claim_thread(spool, fd, 22);
 	struct p2pg_importer timed_all, timed_sum;
 	p2pg_importer_init(&timed_all, P2PG_RECORD_ALL);
 	p2pg_importer_init(&timed_sum, P2PG_RECORD_SUMMARY);
