@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -443,6 +444,38 @@ static void nap_locked(long ms)
 	pthread_cond_timedwait(&rec.wake, &rec.lock, &until);
 }
 
+static bool database_replaced(const struct stat *opened)
+{
+	struct stat now;
+	return stat(rec.settings.db_path, &now) < 0 || now.st_ino != opened->st_ino ||
+	       now.st_dev != opened->st_dev;
+}
+
+/* The database at the path is another file (or none): the next rows go to it (a new one is
+ * made), as if this process had just started; what the old file held is the old file's. */
+static void reopen_database(sqlite3 **db, struct p2pg_importer *im, struct stat *opened,
+			    bool *know_file)
+{
+	char err[256];
+	sqlite3_close(*db);
+	*db = NULL;
+	enum p2pg_record_mode record = im->record;
+	p2pg_importer_release(im);
+	p2pg_importer_init(im, record);
+	im->on_timed = on_timed;
+	if (p2pg_store_open_wait(rec.settings.db_path, db, err, sizeof(err), 100) < 0) {
+		p2pg_notice("the database %s was replaced and cannot be opened again (%s); records "
+			    "stay in %s for `p2pguard recover`",
+			    rec.settings.db_path, err, rec.spool_path);
+		return;
+	}
+	sqlite3_busy_timeout(*db, 100);
+	*know_file = stat(rec.settings.db_path, opened) == 0;
+	p2pg_notice("the database %s was deleted or replaced while the program ran; the records "
+		    "from now on go to the file now there",
+		    rec.settings.db_path);
+}
+
 static void *drainer_main(void *arg)
 {
 	/* Whatever the drainer calls (SQLite, the driver for event queries) must never be taken for
@@ -477,6 +510,8 @@ static void *drainer_main(void *arg)
 	 * SQLite's busy handler for long. Another rank holding the write lock costs at most 100 ms;
 	 * the records wait in the ring for the next pass. */
 	sqlite3_busy_timeout(db, 100);
+	struct stat opened;
+	bool know_file = stat(rec.settings.db_path, &opened) == 0;
 	struct p2pg_importer im;
 	p2pg_importer_init(&im, rec.settings.record);
 	im.on_timed = on_timed;
@@ -491,6 +526,13 @@ static void *drainer_main(void *arg)
 		if (p2pg_cupti_active())
 			match_needed();
 
+		/* Rows written into a database that was deleted or replaced under us would be lost
+		 * with it: the records wait in the spool for the file now at the path. */
+		if (know_file && database_replaced(&opened)) {
+			reopen_database(&db, &im, &opened, &know_file);
+			if (!db)
+				break;
+		}
 		rc = p2pg_store_import(db, spool, &im, false);
 		/* GPU times before the housekeeping below (the first pass writes the rules): a
 		 * short program's copies are read while it still runs. */

@@ -42,6 +42,13 @@ int p2pg_store_open(const char *path, sqlite3 **ret_db, char *err, size_t err_le
 
 int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t err_len, int busy_ms)
 {
+	/* SQLite would block for ever reading a FIFO's header; a folder, a device: nothing to
+	 * write into either. */
+	struct stat st;
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		snprintf(err, err_len, "not a regular file");
+		return -EINVAL;
+	}
 	sqlite3 *db = NULL;
 	int rc = sqlite3_open_v2(
 	    path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
