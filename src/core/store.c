@@ -42,8 +42,8 @@ int p2pg_store_open(const char *path, sqlite3 **ret_db, char *err, size_t err_le
 
 int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t err_len, int busy_ms)
 {
-	/* SQLite would block for ever reading a FIFO's header; a folder, a device: nothing to
-	 * write into either. */
+	/* A folder, a FIFO, a device: nothing a database can live in, said as such (SQLite's own
+	 * answer for a FIFO is "disk I/O error"), and never opened (a device's open can act). */
 	struct stat st;
 	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
 		snprintf(err, err_len, "not a regular file");
