@@ -545,22 +545,26 @@ static CUresult stream_create(CUstream *ph, unsigned flags, int prio)
 	pthread_mutex_unlock(&sim_mu);
 	if (!s)
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	atomic_fetch_add(&sim_live_streams, 1);
 	*ph = (CUstream)s;
 	return CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
 {
+	SIM_FAULT();
 	return stream_create(phStream, Flags, 0);
 }
 
 SIM_API CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
 {
+	SIM_FAULT();
 	return stream_create(phStream, flags, priority > 0 ? 0 : priority < -5 ? -5 : priority);
 }
 
 SIM_API CUresult cuStreamDestroy_v2(CUstream hStream)
 {
+	SIM_FAULT();
 	CUresult r = sim_ready();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -576,6 +580,7 @@ SIM_API CUresult cuStreamDestroy_v2(CUstream hStream)
 		}
 		stream_close(s, true);
 		reap();
+		atomic_fetch_sub(&sim_live_streams, 1);
 	}
 	pthread_mutex_unlock(&sim_mu);
 	return r;
@@ -620,21 +625,25 @@ static CUresult stream_synchronize(CUstream h, bool pt)
 
 SIM_API CUresult cuStreamQuery(CUstream hStream)
 {
+	SIM_FAULT();
 	return stream_query(hStream, false);
 }
 
 SIM_API CUresult cuStreamQuery_ptsz(CUstream hStream)
 {
+	SIM_FAULT();
 	return stream_query(hStream, true);
 }
 
 SIM_API CUresult cuStreamSynchronize(CUstream hStream)
 {
+	SIM_FAULT();
 	return stream_synchronize(hStream, false);
 }
 
 SIM_API CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 {
+	SIM_FAULT();
 	return stream_synchronize(hStream, true);
 }
 
@@ -647,16 +656,19 @@ static CUresult stream_get_ctx(CUstream h, bool pt, CUcontext *pctx)
 
 SIM_API CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
 {
+	SIM_FAULT();
 	return stream_get_ctx(hStream, false, pctx);
 }
 
 SIM_API CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
 {
+	SIM_FAULT();
 	return stream_get_ctx(hStream, true, pctx);
 }
 
 SIM_API CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
 {
+	SIM_FAULT();
 	if (pGreenCtx)
 		*pGreenCtx = NULL;
 	return stream_get_ctx(hStream, false, pCtx);
@@ -664,6 +676,7 @@ SIM_API CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx
 
 SIM_API CUresult cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
 {
+	SIM_FAULT();
 	if (pGreenCtx)
 		*pGreenCtx = NULL;
 	return stream_get_ctx(hStream, true, pCtx);
@@ -678,11 +691,13 @@ static CUresult stream_get_flags(CUstream h, bool pt, unsigned int *flags)
 
 SIM_API CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags)
 {
+	SIM_FAULT();
 	return stream_get_flags(hStream, false, flags);
 }
 
 SIM_API CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags)
 {
+	SIM_FAULT();
 	return stream_get_flags(hStream, true, flags);
 }
 
@@ -695,11 +710,13 @@ static CUresult stream_get_priority(CUstream h, bool pt, int *priority)
 
 SIM_API CUresult cuStreamGetPriority(CUstream hStream, int *priority)
 {
+	SIM_FAULT();
 	return stream_get_priority(hStream, false, priority);
 }
 
 SIM_API CUresult cuStreamGetPriority_ptsz(CUstream hStream, int *priority)
 {
+	SIM_FAULT();
 	return stream_get_priority(hStream, true, priority);
 }
 
@@ -712,11 +729,13 @@ static CUresult stream_get_id(CUstream h, bool pt, unsigned long long *id)
 
 SIM_API CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
 {
+	SIM_FAULT();
 	return stream_get_id(hStream, false, streamId);
 }
 
 SIM_API CUresult cuStreamGetId_ptsz(CUstream hStream, unsigned long long *streamId)
 {
+	SIM_FAULT();
 	return stream_get_id(hStream, true, streamId);
 }
 
@@ -729,11 +748,13 @@ static CUresult stream_get_device(CUstream h, bool pt, CUdevice *dev)
 
 SIM_API CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device)
 {
+	SIM_FAULT();
 	return stream_get_device(hStream, false, device);
 }
 
 SIM_API CUresult cuStreamGetDevice_ptsz(CUstream hStream, CUdevice *device)
 {
+	SIM_FAULT();
 	return stream_get_device(hStream, true, device);
 }
 
@@ -765,11 +786,13 @@ static CUresult host_func(CUstream h, bool pt, CUhostFn fn, void *data)
 
 SIM_API CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
 {
+	SIM_FAULT();
 	return host_func(hStream, false, fn, userData);
 }
 
 SIM_API CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
 {
+	SIM_FAULT();
 	return host_func(hStream, true, fn, userData);
 }
 
@@ -790,12 +813,14 @@ static CUresult add_callback(CUstream h, bool pt, CUstreamCallback fn, void *dat
 SIM_API CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData,
 				     unsigned int flags)
 {
+	SIM_FAULT();
 	return add_callback(hStream, false, callback, userData, flags);
 }
 
 SIM_API CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback,
 					  void *userData, unsigned int flags)
 {
+	SIM_FAULT();
 	return add_callback(hStream, true, callback, userData, flags);
 }
 
@@ -859,6 +884,7 @@ static bool event_complete(const struct sim_event *e)
 
 SIM_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
+	SIM_FAULT();
 	struct sim_ctx *ctx;
 	CUresult r = sim_ctx_current(&ctx);
 	if (r != CUDA_SUCCESS)
@@ -882,6 +908,7 @@ SIM_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 		all_events->prev = e;
 	all_events = e;
 	pthread_mutex_unlock(&sim_mu);
+	atomic_fetch_add(&sim_live_events, 1);
 	*phEvent = (CUevent)e;
 	return CUDA_SUCCESS;
 }
@@ -945,16 +972,19 @@ out:
 
 SIM_API CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
 {
+	SIM_FAULT();
 	return event_record(hEvent, hStream, false);
 }
 
 SIM_API CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
 {
+	SIM_FAULT();
 	return event_record(hEvent, hStream, true);
 }
 
 SIM_API CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
 {
+	SIM_FAULT();
 	if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
 		return CUDA_ERROR_INVALID_VALUE;
 	return event_record(hEvent, hStream, false);
@@ -962,6 +992,7 @@ SIM_API CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsign
 
 SIM_API CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags)
 {
+	SIM_FAULT();
 	if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
 		return CUDA_ERROR_INVALID_VALUE;
 	return event_record(hEvent, hStream, true);
@@ -969,6 +1000,7 @@ SIM_API CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, u
 
 SIM_API CUresult cuEventQuery(CUevent hEvent)
 {
+	SIM_FAULT();
 	struct sim_event *e;
 	CUresult r = event_check(hEvent, &e);
 	if (r != CUDA_SUCCESS)
@@ -981,6 +1013,7 @@ SIM_API CUresult cuEventQuery(CUevent hEvent)
 
 SIM_API CUresult cuEventSynchronize(CUevent hEvent)
 {
+	SIM_FAULT();
 	struct sim_event *e;
 	CUresult r = event_check(hEvent, &e);
 	if (r != CUDA_SUCCESS)
@@ -994,6 +1027,7 @@ SIM_API CUresult cuEventSynchronize(CUevent hEvent)
 
 SIM_API CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
+	SIM_FAULT();
 	struct sim_event *a, *b;
 	CUresult r = event_check(hStart, &a);
 	if (r == CUDA_SUCCESS)
@@ -1019,11 +1053,13 @@ SIM_API CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUeven
 
 SIM_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
+	SIM_FAULT();
 	return cuEventElapsedTime(pMilliseconds, hStart, hEnd);
 }
 
 SIM_API CUresult cuEventDestroy_v2(CUevent hEvent)
 {
+	SIM_FAULT();
 	struct sim_event *e;
 	CUresult r = event_handle(hEvent, &e);
 	if (r != CUDA_SUCCESS)
@@ -1032,6 +1068,7 @@ SIM_API CUresult cuEventDestroy_v2(CUevent hEvent)
 	e->magic = 0;
 	event_put(e);
 	pthread_mutex_unlock(&sim_mu);
+	atomic_fetch_sub(&sim_live_events, 1);
 	return CUDA_SUCCESS;
 }
 
@@ -1066,11 +1103,13 @@ out:
 
 SIM_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
+	SIM_FAULT();
 	return wait_event(hStream, hEvent, Flags, false);
 }
 
 SIM_API CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
+	SIM_FAULT();
 	return wait_event(hStream, hEvent, Flags, true);
 }
 
