@@ -128,8 +128,12 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 		return NULL;
 	}
 
-	/* Relative to the folder checked above, never through a link, never an existing file. */
-	int fd = openat(dfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	/* Relative to the folder checked above, never through a link, never an existing file; made
+	 * under a name recovery does not look at, and given its own once locked, sized and headed:
+	 * a recoverer never takes the lock of a file still being made (and deletes it as empty). */
+	char made[80];
+	snprintf(made, sizeof(made), "%s.new", name);
+	int fd = openat(dfd, made, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		int e = errno;
 		close(dfd);
@@ -140,7 +144,7 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0 || ftruncate(fd, (off_t)P2PG_SPOOL_FILE_SIZE) < 0) {
 		int e = errno;
 		close(fd);
-		unlinkat(dfd, name, 0);
+		unlinkat(dfd, made, 0);
 		close(dfd);
 		snprintf(why, why_len, "%s", strerror(e));
 		errno = e;
@@ -154,7 +158,7 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 			    sizeof(((struct p2pg_spool_layout *)0)->blobs));
 	if (r < 0) {
 		close(fd);
-		unlinkat(dfd, name, 0);
+		unlinkat(dfd, made, 0);
 		close(dfd);
 		snprintf(why, why_len, "%s", strerror(-r));
 		errno = -r;
@@ -164,13 +168,12 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 	if (spool == MAP_FAILED) {
 		int e = errno;
 		close(fd);
-		unlinkat(dfd, name, 0);
+		unlinkat(dfd, made, 0);
 		close(dfd);
 		snprintf(why, why_len, "%s", strerror(e));
 		errno = e;
 		return NULL;
 	}
-	close(dfd);
 
 	struct p2pg_spool_header *h = &spool->header;
 	h->header_size = sizeof(*h);
@@ -191,6 +194,18 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 	/* The magic goes last: a reader ignores a file whose header is not complete. */
 	atomic_thread_fence(memory_order_release);
 	memcpy(h->magic, P2PG_SPOOL_MAGIC, sizeof(h->magic));
+
+	if (renameat(dfd, made, dfd, name) < 0) {
+		int e = errno;
+		munmap(spool, P2PG_SPOOL_FILE_SIZE);
+		close(fd);
+		unlinkat(dfd, made, 0);
+		close(dfd);
+		snprintf(why, why_len, "%s", strerror(e));
+		errno = e;
+		return NULL;
+	}
+	close(dfd);
 
 	*ret_fd = fd;
 	if (ret_path)
