@@ -9,7 +9,7 @@
 set -euo pipefail
 need=()
 for pkg in meson ninja-build pkg-config gcc g++ libsqlite3-dev sqlite3 libunwind-dev python3 python3-dev binutils \
-	python3-jsonschema prometheus python3-prometheus-client chromium chromium-driver python3-selenium; do
+	python3-jsonschema prometheus python3-prometheus-client chromium chromium-driver python3-selenium clang; do
 	[ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)" = "install ok installed" ] || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -17,6 +17,17 @@ if [ ${#need[@]} -gt 0 ]; then
 	echo "installing: ${need[*]}"
 	$sudo apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+# libFuzzer's runtime ships apart from clang on Debian (libclang-rt-N-dev, N: clang's major version).
+fuzzer_rt() { [ -f "$(clang --print-runtime-dir 2>/dev/null)/libclang_rt.fuzzer-x86_64.a" ] ||
+	ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-"$(uname -m)".a >/dev/null 2>&1; }
+if ! fuzzer_rt; then
+	major=$(clang -dumpversion | cut -d. -f1)
+	if [ "$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi
+	echo "installing: libclang-rt-$major-dev"
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+		"libclang-rt-$major-dev" >/dev/null
 fi
 if [ ! -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ]; then
 	echo "CUDA headers not found in ${CUDA_HOME:-/usr/local/cuda}/include: install the CUDA toolkit" >&2

@@ -10,98 +10,11 @@
 
 #include "commands.h"
 #include "dbread.h"
+#include "explain_text.h"
 #include "p2pguard/rules.h"
 
-#define WIDTH	  100
-#define SHOWN	  3 /* rules printed in full; the rest are named */
-#define MAX_FOUND 64
 #define STDIN_MAX (1024 * 1024)
-
-/* Prints text wrapped at WIDTH columns after indent and prefix; continuation lines line up with
- * the text after the prefix. */
-static void print_wrapped(const char *indent, const char *prefix, const char *text)
-{
-	size_t cont = strlen(indent) + strlen(prefix), col = cont;
-	bool fresh = true; /* nothing but indentation on this line yet */
-
-	printf("%s%s", indent, prefix);
-	for (const char *p = text; *p;) {
-		if (*p == ' ') {
-			p++;
-			continue;
-		}
-		if (*p == '\n') {
-			printf("\n%*s", (int)cont, "");
-			col = cont;
-			fresh = true;
-			p++;
-			continue;
-		}
-		size_t word = strcspn(p, " \n");
-		if (!fresh && col + 1 + word > WIDTH) {
-			printf("\n%*s", (int)cont, "");
-			col = cont;
-			fresh = true;
-		}
-		if (!fresh) {
-			putchar(' ');
-			col++;
-		}
-		fwrite(p, 1, word, stdout);
-		col += word;
-		p += word;
-		fresh = false;
-	}
-	putchar('\n');
-}
-
-static void print_rule(const struct p2pg_rule *rule)
-{
-	const char *doc = p2pg_rule_doc_url(rule);
-	size_t n;
-
-	printf("%s\n", p2pg_rule_id(rule));
-	print_wrapped("  ", "", p2pg_rule_title(rule));
-	printf("\n  Root cause:\n");
-	print_wrapped("    ", "", p2pg_rule_root_cause(rule));
-
-	n = p2pg_rule_workaround_count(rule);
-	if (n)
-		printf("\n  What to do:\n");
-	for (size_t k = 0; k < n; k++) {
-		const char *action, *how;
-		double rate;
-		char head[128];
-		if (p2pg_rule_workaround(rule, k, &action, &how, &rate) < 0)
-			break;
-		snprintf(head, sizeof(head), "%zu. ", k + 1);
-		char line[1024];
-		snprintf(line, sizeof(line), "%s (%.0f%% success)", action, rate * 100.0);
-		print_wrapped("    ", head, line);
-		if (how)
-			print_wrapped("       ", "", how);
-	}
-
-	n = p2pg_rule_dead_end_count(rule);
-	if (n)
-		printf("\n  Dead ends:\n");
-	for (size_t k = 0; k < n; k++) {
-		const char *action, *why;
-		double rate;
-		char line[2048];
-		if (p2pg_rule_dead_end(rule, k, &action, &why, &rate) < 0)
-			break;
-		if (rate >= 0)
-			snprintf(line, sizeof(line), "%s%s%s (fails %.0f%%)", action ? action : "",
-				 action ? ": " : "", why, rate * 100.0);
-		else
-			snprintf(line, sizeof(line), "%s%s%s", action ? action : "",
-				 action ? ": " : "", why);
-		print_wrapped("    ", "- ", line);
-	}
-	if (doc)
-		printf("\n  Documentation: %s\n", doc);
-}
+#define MAX_FOUND 64 /* matches listed by --json */
 
 /* The whole of stdin, NUL-terminated; NULL when it cannot be read or is too large. */
 static char *read_stdin(void)
@@ -172,8 +85,6 @@ int p2pg_cmd_explain(int argc, char **argv)
 	int first = 1;
 	char *text;
 	struct p2pg_ruleset *rs;
-	const struct p2pg_rule *found[MAX_FOUND];
-	size_t n, shown;
 
 	for (; first < argc && argv[first][0] == '-' && argv[first][1] != '\0'; first++) {
 		if (strcmp(argv[first], "--all") == 0) {
@@ -211,10 +122,11 @@ int p2pg_cmd_explain(int argc, char **argv)
 		free(text);
 		return 2;
 	}
-	n = p2pg_ruleset_explain(rs, text, found, MAX_FOUND);
-	if (n > MAX_FOUND)
-		n = MAX_FOUND;
 	if (json) {
+		const struct p2pg_rule *found[MAX_FOUND];
+		size_t n = p2pg_ruleset_explain(rs, text, found, MAX_FOUND);
+		if (n > MAX_FOUND)
+			n = MAX_FOUND;
 		printf("{\"text\": ");
 		p2pg_cli_json_string(stdout, text);
 		printf(", \"matches\": [");
@@ -231,24 +143,8 @@ int p2pg_cmd_explain(int argc, char **argv)
 		free(text);
 		return n ? 0 : 1;
 	}
-	if (n == 0) {
-		printf("No rule explains this text. `p2pguard rules list` shows what is known.\n");
-		p2pg_ruleset_free(rs);
-		free(text);
-		return 1;
-	}
-	shown = all || n < SHOWN ? n : SHOWN;
-	for (size_t k = 0; k < shown; k++) {
-		if (k)
-			printf("\n");
-		print_rule(found[k]);
-	}
-	if (shown < n) {
-		printf("\nAlso possible (p2pguard explain --all shows them):\n");
-		for (size_t k = shown; k < n; k++)
-			printf("  %s: %s\n", p2pg_rule_id(found[k]), p2pg_rule_title(found[k]));
-	}
+	int status = p2pg_explain_text(stdout, rs, text, all);
 	p2pg_ruleset_free(rs);
 	free(text);
-	return 0;
+	return status;
 }

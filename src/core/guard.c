@@ -357,6 +357,20 @@ enum p2pg_route p2pg_copy_begin(struct p2pg_copy *c)
 
 int p2pg_copy_staged(struct p2pg_copy *c)
 {
+	CUresult ready = p2pg_staged_prepare(c->src_device, c->dst_device);
+	if (ready != CUDA_SUCCESS) {
+		static atomic_bool said;
+		if (!atomic_exchange(&said, true)) {
+			const char *name = NULL;
+			if (!p2pg_drv.cuGetErrorName || p2pg_drv.cuGetErrorName(ready, &name) != 0)
+				name = NULL;
+			p2pg_notice("the staged copy engine cannot start (%s %d); copies go to the "
+				    "driver as the program called them",
+				    name ? name : "error", (int)ready);
+		}
+		c->path = P2PG_PATH_DRIVER;
+		return P2PG_STAGED_UNAVAILABLE;
+	}
 	struct p2pg_staged_copy sc = {
 	    .dst = c->dst,
 	    .src = c->src,

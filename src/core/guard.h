@@ -82,6 +82,8 @@ struct p2pg_copy {
 enum p2pg_route p2pg_copy_begin(struct p2pg_copy *c);
 /* Runs the staged engine; returns a driver status. */
 int p2pg_copy_staged(struct p2pg_copy *c);
+/* p2pg_copy_staged's answer when the engine cannot start: make the real call instead. */
+#define P2PG_STAGED_UNAVAILABLE (-1)
 /* Called right after the real call or after p2pg_copy_staged: records. Returns status unchanged. */
 int p2pg_copy_end(struct p2pg_copy *c, int status);
 

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -201,15 +202,19 @@ static struct p2pg_spool_layout *spool_get(void)
 	if (!spool && !rec.spool_failed) {
 		struct p2pg_process_info info;
 		process_info(&info);
-		spool = rec.spool_dir[0] ? p2pg_spool_create(rec.spool_dir, &info, &rec.spool_fd,
-							     rec.spool_path, sizeof(rec.spool_path))
-					 : NULL;
+		char why[256] = "path too long";
+		spool = rec.spool_dir[0]
+			    ? p2pg_spool_create(rec.spool_dir, &info, &rec.spool_fd, rec.spool_path,
+						sizeof(rec.spool_path), why, sizeof(why))
+			    : NULL;
 		if (!spool) {
+			/* Without a spool nothing can be recorded safely: the database is written
+			 * only from the spool, so that nothing is ever half kept. */
 			rec.spool_failed = true;
 			p2pg_notice(
-			    "cannot create the spool in %s (%s); this process's calls are not "
+			    "cannot create the spool in %s: %s; this process's calls are not "
 			    "recorded, the program runs on",
-			    rec.spool_dir[0] ? rec.spool_dir : "(path too long)", strerror(errno));
+			    rec.spool_dir[0] ? rec.spool_dir : "(none)", why);
 		} else {
 			atomic_store_explicit(&rec.spool, spool, memory_order_release);
 			if (!start_drainer())
@@ -237,9 +242,16 @@ static struct p2pg_spool_thread *ring_get(void)
 	struct p2pg_spool_layout *spool = spool_get();
 	if (!spool)
 		return NULL;
-	tls_ring = p2pg_spool_claim_thread(spool, p2pg_tid());
+	errno = 0;
+	tls_ring = p2pg_spool_claim_thread(spool, rec.spool_fd, p2pg_tid());
 	if (!tls_ring) {
 		tls_no_ring = true;
+		static atomic_bool said;
+		if (errno && !atomic_exchange(&said, true))
+			p2pg_notice(
+			    "no room for a thread's records in %s (%s); its calls are counted "
+			    "as dropped, the program runs on",
+			    rec.spool_path, strerror(errno));
 		return NULL;
 	}
 	pthread_once(&ring_key_once, make_ring_key);
@@ -493,6 +505,38 @@ static void nap_locked(long ms)
 	pthread_cond_timedwait(&rec.wake, &rec.lock, &until);
 }
 
+static bool database_replaced(const struct stat *opened)
+{
+	struct stat now;
+	return stat(rec.settings.db_path, &now) < 0 || now.st_ino != opened->st_ino ||
+	       now.st_dev != opened->st_dev;
+}
+
+/* The database at the path is another file (or none): the next rows go to it (a new one is
+ * made), as if this process had just started; what the old file held is the old file's. */
+static void reopen_database(sqlite3 **db, struct p2pg_importer *im, struct stat *opened,
+			    bool *know_file)
+{
+	char err[256];
+	sqlite3_close(*db);
+	*db = NULL;
+	enum p2pg_record_mode record = im->record;
+	p2pg_importer_release(im);
+	p2pg_importer_init(im, record);
+	im->on_timed = on_timed;
+	if (p2pg_store_open_wait(rec.settings.db_path, db, err, sizeof(err), 100) < 0) {
+		p2pg_notice("the database %s was replaced and cannot be opened again (%s); records "
+			    "stay in %s for `p2pguard recover`",
+			    rec.settings.db_path, err, rec.spool_path);
+		return;
+	}
+	sqlite3_busy_timeout(*db, 100);
+	*know_file = stat(rec.settings.db_path, opened) == 0;
+	p2pg_notice("the database %s was deleted or replaced while the program ran; the records "
+		    "from now on go to the file now there",
+		    rec.settings.db_path);
+}
+
 static void *drainer_main(void *arg)
 {
 	/* Whatever the drainer calls (SQLite, the driver for event queries) must never be taken for
@@ -529,6 +573,8 @@ static void *drainer_main(void *arg)
 	 * SQLite's busy handler for long. Another rank holding the write lock costs at most 100 ms;
 	 * the records wait in the ring for the next pass. */
 	sqlite3_busy_timeout(db, 100);
+	struct stat opened;
+	bool know_file = stat(rec.settings.db_path, &opened) == 0;
 	struct p2pg_importer im;
 	p2pg_importer_init(&im, rec.settings.record);
 	im.on_timed = on_timed;
@@ -543,6 +589,13 @@ static void *drainer_main(void *arg)
 		if (p2pg_cupti_active())
 			match_needed();
 
+		/* Rows written into a database that was deleted or replaced under us would be lost
+		 * with it: the records wait in the spool for the file now at the path. */
+		if (know_file && database_replaced(&opened)) {
+			reopen_database(&db, &im, &opened, &know_file);
+			if (!db)
+				break;
+		}
 		uint64_t pass = atomic_fetch_add(&rec.passes_begun, 1) + 1;
 		atomic_thread_fence(memory_order_seq_cst); /* see p2pg_recorder_await_signal_safe */
 		rc = p2pg_store_import(db, spool, &im, false);

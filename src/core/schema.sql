@@ -15,6 +15,7 @@ CREATE TABLE IF NOT EXISTS processes (
   boot_id TEXT NOT NULL,
   records_dropped INTEGER NOT NULL DEFAULT 0,
   recovered INTEGER NOT NULL DEFAULT 0,
+  records_invalid INTEGER NOT NULL DEFAULT 0, -- damaged spool records skipped by the import
   UNIQUE (boot_id, pid, started_ns)
 );
 

@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -45,38 +47,130 @@ struct p2pg_spool_layout *p2pg_spool_map(int fd)
 	return p;
 }
 
-struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_process_info *info,
-					    int *ret_fd, char *ret_path, size_t path_len)
+/* Gives [offset, offset + len) of the file its disk blocks before the mapping writes there: a
+ * store into a hole of a file on a full disk is a SIGBUS, a failed fallocate only an error. */
+static int reserve(int fd, size_t offset, size_t len)
 {
-	if (mkdir(dir, 0775) < 0 && errno != EEXIST)
+	if (fd < 0)
+		return 0;
+	int e = posix_fallocate(fd, (off_t)offset, (off_t)len);
+	return e == 0 ? 0 : -e;
+}
+
+int p2pg_spool_dir_open(const char *dir, bool create, char *why, size_t why_len)
+{
+	snprintf(why, why_len, "%s", "");
+	if (create && mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		int e = errno;
+		snprintf(why, why_len, "%s", strerror(e));
+		return -e;
+	}
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		struct stat st;
+		if (lstat(dir, &st) == 0 && S_ISLNK(st.st_mode))
+			snprintf(why, why_len,
+				 "it is a symbolic link (refused: records would go "
+				 "where it points)");
+		else
+			snprintf(why, why_len, "%s", strerror(e));
+		return e == ELOOP ? -ELOOP : -e;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
+		close(fd);
+		snprintf(why, why_len, "%s", strerror(e));
+		return -e;
+	}
+	if (st.st_uid != geteuid()) {
+		close(fd);
+		snprintf(
+		    why, why_len,
+		    "it belongs to uid %u, not to this process's uid %u (refused: another user "
+		    "could read or plant records)",
+		    (unsigned)st.st_uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	if ((st.st_mode & 077) && fchmod(fd, 0700) < 0) {
+		int e = errno;
+		close(fd);
+		snprintf(why, why_len, "cannot keep other users out of it: %s", strerror(e));
+		return -e;
+	}
+	return fd;
+}
+
+struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_process_info *info,
+					    int *ret_fd, char *ret_path, size_t path_len, char *why,
+					    size_t why_len)
+{
+	char reason[256];
+	int dfd = p2pg_spool_dir_open(dir, true, reason, sizeof(reason));
+	if (dfd < 0) {
+		snprintf(why, why_len, "%s", reason);
+		errno = -dfd;
 		return NULL;
+	}
 
 	char boot[40];
 	p2pg_boot_id(boot, sizeof(boot));
 	uint64_t started = p2pg_realtime_ns();
-	char path[PATH_MAX];
-	int n = snprintf(path, sizeof(path), "%s/%d-%llu" P2PG_SPOOL_SUFFIX, dir, (int)getpid(),
-			 (unsigned long long)started);
+	char name[64], path[PATH_MAX];
+	snprintf(name, sizeof(name), "%d-%llu" P2PG_SPOOL_SUFFIX, (int)getpid(),
+		 (unsigned long long)started);
+	int n = snprintf(path, sizeof(path), "%s/%s", dir, name);
 	if (n < 0 || (size_t)n >= sizeof(path)) {
+		close(dfd);
+		snprintf(why, why_len, "%s", strerror(ENAMETOOLONG));
 		errno = ENAMETOOLONG;
 		return NULL;
 	}
 
-	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0664);
-	if (fd < 0)
+	/* Relative to the folder checked above, never through a link, never an existing file; made
+	 * under a name recovery does not look at, and given its own once locked, sized and headed:
+	 * a recoverer never takes the lock of a file still being made (and deletes it as empty). */
+	char made[80];
+	snprintf(made, sizeof(made), "%s.new", name);
+	int fd = openat(dfd, made, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		int e = errno;
+		close(dfd);
+		snprintf(why, why_len, "%s", strerror(e));
+		errno = e;
 		return NULL;
+	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0 || ftruncate(fd, (off_t)P2PG_SPOOL_FILE_SIZE) < 0) {
 		int e = errno;
 		close(fd);
-		unlink(path);
+		unlinkat(dfd, made, 0);
+		close(dfd);
+		snprintf(why, why_len, "%s", strerror(e));
 		errno = e;
+		return NULL;
+	}
+	/* The header and the blobs are written from the start (a crash handler writes a blob):
+	 * their blocks now, or no spool. Each thread's ring gets its own when it is claimed. */
+	int r = reserve(fd, 0, sizeof(struct p2pg_spool_header));
+	if (r == 0)
+		r = reserve(fd, offsetof(struct p2pg_spool_layout, blobs),
+			    sizeof(((struct p2pg_spool_layout *)0)->blobs));
+	if (r < 0) {
+		close(fd);
+		unlinkat(dfd, made, 0);
+		close(dfd);
+		snprintf(why, why_len, "%s", strerror(-r));
+		errno = -r;
 		return NULL;
 	}
 	struct p2pg_spool_layout *spool = p2pg_spool_map(fd);
 	if (spool == MAP_FAILED) {
 		int e = errno;
 		close(fd);
-		unlink(path);
+		unlinkat(dfd, made, 0);
+		close(dfd);
+		snprintf(why, why_len, "%s", strerror(e));
 		errno = e;
 		return NULL;
 	}
@@ -103,16 +197,38 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 	atomic_thread_fence(memory_order_release);
 	memcpy(h->magic, P2PG_SPOOL_MAGIC, sizeof(h->magic));
 
+	if (renameat(dfd, made, dfd, name) < 0) {
+		int e = errno;
+		munmap(spool, P2PG_SPOOL_FILE_SIZE);
+		close(fd);
+		unlinkat(dfd, made, 0);
+		close(dfd);
+		snprintf(why, why_len, "%s", strerror(e));
+		errno = e;
+		return NULL;
+	}
+	close(dfd);
+
 	*ret_fd = fd;
 	if (ret_path)
 		snprintf(ret_path, path_len, "%s", path);
 	return spool;
 }
 
-struct p2pg_spool_thread *p2pg_spool_claim_thread(struct p2pg_spool_layout *spool, uint32_t tid)
+struct p2pg_spool_thread *p2pg_spool_claim_thread(struct p2pg_spool_layout *spool, int fd,
+						  uint32_t tid)
 {
 	for (int k = 0; k < P2PG_SPOOL_THREADS; k++) {
 		struct p2pg_spool_thread *t = &spool->threads[k];
+		/* Read first: a compare-and-swap writes even when it fails, and a ring never used
+		 * is a hole. */
+		if (atomic_load_explicit(&t->state, memory_order_relaxed) != P2PG_SLOT_FREE)
+			continue;
+		int r = reserve(fd, offsetof(struct p2pg_spool_layout, threads[k]), sizeof(*t));
+		if (r < 0) {
+			errno = -r;
+			return NULL;
+		}
 		uint32_t expected = P2PG_SLOT_FREE;
 		if (!atomic_compare_exchange_strong(&t->state, &expected, P2PG_SLOT_ACTIVE))
 			continue;

@@ -4,6 +4,9 @@
 
 #include "p2pguard/spool.h"
 
+#include <stdbool.h>
+#include <stddef.h>
+
 struct p2pg_process_info {
 	char hostname[64];
 	int rank;
@@ -12,6 +15,15 @@ struct p2pg_process_info {
 	int record; /* enum p2pg_record_mode: how the rows of this spool are to be imported */
 	char cmdline[2048];
 };
+
+/*
+ * Opens the spool folder dir (creating it 0700 when create is set) as an O_DIRECTORY fd, refusing
+ * what another user could have planted there to read the records or to make the guard write
+ * elsewhere: a symbolic link, something not a folder, a folder owned by another user. A folder of
+ * ours that others may enter (an older guard made them 0775) is made 0700. Returns the fd, or a
+ * negative errno with the reason in why (-ENOENT: no folder and !create).
+ */
+int p2pg_spool_dir_open(const char *dir, bool create, char *why, size_t why_len);
 
 /*
  * Creates this process's spool file under dir and maps it. Returns the mapping or NULL (errno set);
@@ -25,14 +37,19 @@ struct p2pg_process_info {
  */
 struct p2pg_spool_layout *p2pg_spool_map(int fd);
 
+/* The file is made 0600, never through a symbolic link; a folder p2pg_spool_dir_open refuses is
+ * refused (errno set, the reason in why when why_len > 0). */
 struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_process_info *info,
-					    int *ret_fd, char *ret_path, size_t path_len);
+					    int *ret_fd, char *ret_path, size_t path_len, char *why,
+					    size_t why_len);
 
 /*
- * Claims a thread ring for the calling thread. Returns NULL when all are taken. Lock-free; called
- * once per thread.
+ * Claims a thread ring for the calling thread, its disk blocks allocated first (fd: the spool
+ * file; -1: not allocated). Returns NULL when all are taken (errno 0) or the disk has no room for
+ * the ring (errno set). Lock-free; called once per thread.
  */
-struct p2pg_spool_thread *p2pg_spool_claim_thread(struct p2pg_spool_layout *spool, uint32_t tid);
+struct p2pg_spool_thread *p2pg_spool_claim_thread(struct p2pg_spool_layout *spool, int fd,
+						  uint32_t tid);
 
 static inline bool p2pg_spool_agg_matches(const struct p2pg_spool_agg *a,
 					  const struct p2pg_record *r, uint8_t size_bucket)

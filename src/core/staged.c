@@ -415,6 +415,27 @@ static CUresult make_dst_fn(void *arg)
 	return p2pg_drv.cuStreamCreate(&p->h2d, CU_STREAM_NON_BLOCKING);
 }
 
+static CUresult free_src_fn(void *arg)
+{
+	struct pair *p = arg;
+	if (p->landed)
+		p2pg_drv.cuEventDestroy(p->landed);
+	if (p->d2h)
+		p2pg_drv.cuStreamDestroy(p->d2h);
+	p->landed = NULL;
+	p->d2h = NULL;
+	return CUDA_SUCCESS;
+}
+
+static CUresult free_dst_fn(void *arg)
+{
+	struct pair *p = arg;
+	if (p->h2d)
+		p2pg_drv.cuStreamDestroy(p->h2d);
+	p->h2d = NULL;
+	return CUDA_SUCCESS;
+}
+
 static struct pair *pair_slow(int src, int dst, CUresult *ret_status)
 {
 	struct pair *p = NULL;
@@ -434,8 +455,14 @@ static struct pair *pair_slow(int src, int dst, CUresult *ret_status)
 	if (!eng.rings[dst]) {
 		struct ring *ring = NULL;
 		r = with_ctx(dctx, make_ring_fn, &ring);
-		if (r != CUDA_SUCCESS)
+		if (r != CUDA_SUCCESS) {
+			/* Made, but the context could not be restored after: given back. */
+			if (ring) {
+				eng.pinned -= ring->slot_bytes * ring->nslots;
+				ring_free(ring);
+			}
 			goto fail;
+		}
 		eng.rings[dst] = ring;
 	}
 	struct pair *np = calloc(1, sizeof(*np));
@@ -450,8 +477,9 @@ static struct pair *pair_slow(int src, int dst, CUresult *ret_status)
 	if (r == CUDA_SUCCESS)
 		r = with_ctx(dctx, make_dst_fn, np);
 	if (r != CUDA_SUCCESS) {
-		/* Streams and events of a half-built pair are leaked on purpose: destroying them
-		 * needs the right context current, and this path only runs on a broken driver. */
+		/* A half-built pair gives back what it got, each in its own context. */
+		with_ctx(sctx, free_src_fn, np);
+		with_ctx(dctx, free_dst_fn, np);
 		free(np);
 		goto fail;
 	}
@@ -811,6 +839,17 @@ static bool caller_stream(struct call *k, CUresult *ret_status)
 	k->have_sid =
 	    p2pg_drv.cuStreamGetId && p2pg_drv.cuStreamGetId(k->cstream, &k->sid) == CUDA_SUCCESS;
 	return true;
+}
+
+CUresult p2pg_staged_prepare(int src_device, int dst_device)
+{
+	pthread_once(&eng.once, engine_init);
+	if (eng.init_status != CUDA_SUCCESS)
+		return eng.init_status;
+	if (src_device < 0 || src_device >= eng.ndev || dst_device < 0 || dst_device >= eng.ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	CUresult r = CUDA_SUCCESS;
+	return pair_get(src_device, dst_device, &r) ? CUDA_SUCCESS : r;
 }
 
 CUresult p2pg_staged_copy(const struct p2pg_staged_copy *c)

@@ -37,6 +37,14 @@ struct p2pg_staged_copy {
  */
 CUresult p2pg_staged_copy(const struct p2pg_staged_copy *copy);
 
+/*
+ * Sets up what copies from src_device to dst_device need (the engine, the pair's streams and
+ * events, the destination's staging ring) unless done already. Returns CUDA_SUCCESS, or the
+ * driver's error with nothing of the pair left allocated: the caller then hands the copy to the
+ * driver as the program called it (the guard is never why a copy fails).
+ */
+CUresult p2pg_staged_prepare(int src_device, int dst_device);
+
 /* Bytes of pinned staging memory the engine may hold in total (P2PGUARD_STAGING_MB). */
 void p2pg_staged_set_budget(size_t bytes);
 

@@ -17,6 +17,7 @@
 #include "backtrace.h"
 #include "cleanup.h"
 #include "failure.h"
+#include "notice.h"
 #include "spool.h"
 
 static bool has_column(sqlite3 *db, const char *table, const char *column)
@@ -35,6 +36,7 @@ static int add_missing_columns(sqlite3 *db, char **msg)
 		const char *table, *column, *type;
 	} added[] = {
 	    {"crashes", "python_stack", "TEXT"},
+	    {"processes", "records_invalid", "INTEGER NOT NULL DEFAULT 0"},
 	};
 	for (size_t k = 0; k < sizeof(added) / sizeof(added[0]); k++) {
 		if (has_column(db, added[k].table, added[k].column))
@@ -61,6 +63,13 @@ int p2pg_store_open(const char *path, sqlite3 **ret_db, char *err, size_t err_le
 
 int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t err_len, int busy_ms)
 {
+	/* A folder, a FIFO, a device: nothing a database can live in, said as such (SQLite's own
+	 * answer for a FIFO is "disk I/O error"), and never opened (a device's open can act). */
+	struct stat st;
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		snprintf(err, err_len, "not a regular file");
+		return -EINVAL;
+	}
 	sqlite3 *db = NULL;
 	int rc = sqlite3_open_v2(
 	    path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
@@ -377,6 +386,8 @@ static int statements_prepare(sqlite3 *db, struct statements *s)
 	return 0;
 }
 
+#define FIELD_LEN(field) ((int)strnlen((field), sizeof(field)))
+
 static int64_t process_row(sqlite3 *db, const struct p2pg_spool_header *h, bool dead)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *ins = NULL, *sel = NULL;
@@ -391,23 +402,24 @@ static int64_t process_row(sqlite3 *db, const struct p2pg_spool_header *h, bool 
 		&sel, NULL) != SQLITE_OK)
 		return -EIO;
 	sqlite3_bind_int(ins, 1, h->pid);
-	sqlite3_bind_text(ins, 2, h->hostname, -1, SQLITE_STATIC);
+	/* A damaged file's text fields need not be terminated: bound by their arrays. */
+	sqlite3_bind_text(ins, 2, h->hostname, FIELD_LEN(h->hostname), SQLITE_STATIC);
 	if (h->rank >= 0)
 		sqlite3_bind_int(ins, 3, h->rank);
 	if (h->local_rank >= 0)
 		sqlite3_bind_int(ins, 4, h->local_rank);
-	sqlite3_bind_text(ins, 5, h->cmdline, -1, SQLITE_STATIC);
+	sqlite3_bind_text(ins, 5, h->cmdline, FIELD_LEN(h->cmdline), SQLITE_STATIC);
 	sqlite3_bind_int64(ins, 6, (int64_t)h->started_ns);
-	sqlite3_bind_text(ins, 7, h->mode, -1, SQLITE_STATIC);
-	sqlite3_bind_text(ins, 8, h->guard_version, -1, SQLITE_STATIC);
+	sqlite3_bind_text(ins, 7, h->mode, FIELD_LEN(h->mode), SQLITE_STATIC);
+	sqlite3_bind_text(ins, 8, h->guard_version, FIELD_LEN(h->guard_version), SQLITE_STATIC);
 	int driver = atomic_load(&((struct p2pg_spool_header *)h)->driver_version);
 	if (driver > 0)
 		sqlite3_bind_int(ins, 9, driver);
-	sqlite3_bind_text(ins, 10, h->boot_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(ins, 10, h->boot_id, FIELD_LEN(h->boot_id), SQLITE_STATIC);
 	sqlite3_bind_int(ins, 11, dead ? 1 : 0);
 	if (sqlite3_step(ins) != SQLITE_DONE)
 		return -EIO;
-	sqlite3_bind_text(sel, 1, h->boot_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(sel, 1, h->boot_id, FIELD_LEN(h->boot_id), SQLITE_STATIC);
 	sqlite3_bind_int(sel, 2, h->pid);
 	sqlite3_bind_int64(sel, 3, (int64_t)h->started_ns);
 	if (sqlite3_step(sel) != SQLITE_ROW)
@@ -420,6 +432,48 @@ static int64_t process_row(sqlite3 *db, const struct p2pg_spool_header *h, bool 
 		sqlite3_exec(db, sql, NULL, NULL, NULL);
 	}
 	return id;
+}
+
+bool p2pg_spool_header_valid(const struct p2pg_spool_header *h)
+{
+	return memcmp(h->magic, P2PG_SPOOL_MAGIC, sizeof(h->magic)) == 0 &&
+	       h->header_size == sizeof(*h) && h->threads == P2PG_SPOOL_THREADS &&
+	       h->ring == P2PG_SPOOL_RING && h->blobs == P2PG_SPOOL_BLOBS &&
+	       h->blob_size == P2PG_SPOOL_BLOB_SIZE;
+}
+
+/* What a writer can have published (kind, API, path): anything else is damage (a bit flip, a
+ * zero-filled page of a file that a crash or a disk left behind), skipped and counted, never a row.
+ * The devices and the status are the program's own arguments and answers, so any value is honest
+ * there. */
+static bool record_valid(const struct p2pg_record *r)
+{
+	if (r->api >= P2PG_API_COUNT)
+		return false;
+	if (r->kind == P2PG_REC_TRANSFER)
+		return r->path >= P2PG_PATH_P2P && r->path <= P2PG_PATH_CAPTURED;
+	if (r->kind == P2PG_REC_PEER)
+		return r->path <= P2PG_ACTION_REPORTED;
+	return false;
+}
+
+static bool blob_valid(const struct p2pg_spool_blob *b)
+{
+	if (b->kind != P2PG_BLOB_FAILURE && b->kind != P2PG_BLOB_CRASH)
+		return false;
+	if (b->length > sizeof(b->text) || (b->length > 0 && b->text[b->length - 1] != '\0'))
+		return false;
+	return b->kind == P2PG_BLOB_CRASH || b->api < P2PG_API_COUNT;
+}
+
+/* A ring whose counters no writer could have left. */
+static bool ring_valid(const struct p2pg_spool_thread *t, uint64_t head, uint64_t tail)
+{
+	uint32_t state =
+	    atomic_load_explicit(&((struct p2pg_spool_thread *)t)->state, memory_order_relaxed);
+	if (state > P2PG_SLOT_RETIRED || head < tail || head - tail > P2PG_SPOOL_RING)
+		return false;
+	return head == 0 || t->serial != 0;
 }
 
 static int by_start(const void *a, const void *b)
@@ -701,7 +755,7 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 		      bool dead)
 {
 	struct p2pg_spool_header *h = &spool->header;
-	if (memcmp(h->magic, P2PG_SPOOL_MAGIC, sizeof(h->magic)) != 0)
+	if (!p2pg_spool_header_valid(h))
 		return -EINVAL;
 
 	int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
@@ -736,6 +790,12 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 		dropped += atomic_load(&t->dropped);
 		if (head == tail && im->serial[k] == t->serial)
 			continue;
+		if (!ring_valid(t, head, tail)) {
+			if (!im->ring_damaged[k])
+				im->invalid++;
+			im->ring_damaged[k] = true;
+			continue;
+		}
 		if (im->serial[k] != t->serial || im->imported[k] == 0) {
 			/* First look at this ring (or a new thread in it): the database knows how
 			 * far a previous import of this file got. */
@@ -751,10 +811,21 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 			}
 		}
 		uint64_t from = im->imported[k] > tail ? im->imported[k] : tail;
+		if (from > head) {
+			/* The database saw more of this ring than its head says: a damaged head. */
+			if (!im->ring_damaged[k])
+				im->invalid++;
+			im->ring_damaged[k] = true;
+			continue;
+		}
 		if (head - from > P2PG_SPOOL_RING) /* cannot happen unless the file is damaged */
 			from = head - P2PG_SPOOL_RING;
 		for (uint64_t seq = from; seq < head; seq++) {
 			struct p2pg_record r = t->rec[seq & (P2PG_SPOOL_RING - 1)];
+			if (!record_valid(&r)) {
+				im->invalid++;
+				continue;
+			}
 			int n = insert_record(db, &s, im, t, seq, &r);
 			if (n < 0) {
 				err = n;
@@ -786,6 +857,12 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 		 * not the record of a call that returned. */
 		if (st != P2PG_BLOB_READY)
 			continue;
+		if (!blob_valid(b)) {
+			/* Marked persisted like an imported one: counted once. */
+			im->invalid++;
+			blob_done[k] = true;
+			continue;
+		}
 		err = insert_blob(s.failure, s.crash, im->process_id, b);
 		if (err < 0)
 			goto fail;
@@ -804,15 +881,18 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 	if (im->record == P2PG_RECORD_SUMMARY && (err = flush_summary(db, im)) < 0)
 		goto fail;
 
-	if (dropped != im->dropped_reported) {
+	if (dropped != im->dropped_reported || im->invalid != im->invalid_reported) {
 		_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-		if (sqlite3_prepare_v2(db,
-				       "UPDATE processes SET records_dropped=?1, driver_version="
-				       "COALESCE(driver_version, NULLIF(?3, 0)) WHERE id=?2",
-				       -1, &st, NULL) == SQLITE_OK) {
+		if (sqlite3_prepare_v2(
+			db,
+			"UPDATE processes SET records_dropped=?1, records_invalid=?4, "
+			"driver_version=COALESCE(driver_version, NULLIF(?3, 0)) "
+			"WHERE id=?2",
+			-1, &st, NULL) == SQLITE_OK) {
 			sqlite3_bind_int64(st, 1, (int64_t)dropped);
 			sqlite3_bind_int64(st, 2, im->process_id);
 			sqlite3_bind_int(st, 3, atomic_load(&h->driver_version));
+			sqlite3_bind_int64(st, 4, (int64_t)im->invalid);
 			sqlite3_step(st);
 		}
 	}
@@ -823,6 +903,7 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 	}
 	statements_finalize(&s);
 	im->dropped_reported = dropped;
+	im->invalid_reported = im->invalid;
 	/* Rings are imported one after another; a stream's copies from several threads must queue
 	 * for pairing in the order they were called. */
 	if (im->ntimed > 1)
@@ -831,9 +912,12 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 		im->on_timed(im->userdata, &im->timed[k]);
 	im->ntimed = 0;
 	/* Only now, with the rows durable, may the writers reuse their ring space. */
+	/* Only rings that changed are written: an unused ring is a hole in the file, and a store
+	 * there on a full disk would be a SIGBUS. */
 	for (int k = 0; k < P2PG_SPOOL_THREADS; k++) {
 		struct p2pg_spool_thread *t = &spool->threads[k];
-		atomic_store_explicit(&t->tail, new_tail[k], memory_order_release);
+		if (atomic_load_explicit(&t->tail, memory_order_relaxed) != new_tail[k])
+			atomic_store_explicit(&t->tail, new_tail[k], memory_order_release);
 		im->folded[k] = folded[k];
 		/* A ring is free again once its thread ended and everything it published, records
 		 * and folds, is in the database. Retired is final for the thread: only this
@@ -861,6 +945,9 @@ fail:
 	memset(im->serial, 0, sizeof(im->serial));
 	memset(im->imported, 0, sizeof(im->imported));
 	memset(im->folded, 0, sizeof(im->folded));
+	/* ...and what it counted as damaged: the next pass counts it again. */
+	im->invalid = im->invalid_reported;
+	memset(im->ring_damaged, 0, sizeof(im->ring_damaged));
 	if (im->record == P2PG_RECORD_SUMMARY) {
 		p2pg_importer_release(im);
 	}
@@ -934,12 +1021,40 @@ int p2pg_store_add_stall(sqlite3 *db, int64_t row, uint64_t now_ns, unsigned sta
 	return sqlite3_changes(db) > 0 ? 1 : 0;
 }
 
+/* A file whose owner died before it wrote the header: all zero, no record in any ring. */
+static bool never_written(const struct p2pg_spool_layout *spool)
+{
+	static const char zero[sizeof(spool->header.magic)];
+	if (memcmp(spool->header.magic, zero, sizeof(zero)) != 0)
+		return false;
+	for (int k = 0; k < P2PG_SPOOL_THREADS; k++)
+		if (atomic_load_explicit(&((struct p2pg_spool_layout *)spool)->threads[k].head,
+					 memory_order_relaxed) != 0)
+			return false;
+	return true;
+}
+
 int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
 			   enum p2pg_record_mode record)
 {
-	_cleanup_closedir_ DIR *d = opendir(dir);
-	if (!d)
-		return errno == ENOENT ? 0 : -errno;
+	/* Said once per process: the drainer looks again every second. */
+	static bool said_dir, said_file;
+	char why[256];
+	int dfd = p2pg_spool_dir_open(dir, false, why, sizeof(why));
+	if (dfd == -ENOENT)
+		return 0;
+	if (dfd < 0) {
+		if (!said_dir)
+			p2pg_notice("not importing the spools in %s: %s", dir, why);
+		said_dir = true;
+		return dfd == -EPERM || dfd == -ELOOP || dfd == -ENOTDIR ? 0 : dfd;
+	}
+	_cleanup_closedir_ DIR *d = fdopendir(dfd);
+	if (!d) {
+		int e = errno;
+		close(dfd);
+		return -e;
+	}
 	int imported = 0;
 	struct dirent *de;
 	while ((de = readdir(d))) {
@@ -951,9 +1066,23 @@ int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
 			continue;
 		if (skip_path && strcmp(path, skip_path) == 0)
 			continue;
-		_cleanup_close_ int fd = open(path, O_RDWR | O_CLOEXEC);
-		if (fd < 0)
+		/* Never through a link, never blocking on a FIFO: only a regular file of ours. */
+		_cleanup_close_ int fd = openat(
+		    dirfd(d), de->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+		struct stat owner;
+		if (fd < 0 && errno != ELOOP)
 			continue;
+		if (fd < 0 || fstat(fd, &owner) < 0 || !S_ISREG(owner.st_mode) ||
+		    owner.st_uid != geteuid()) {
+			if (!said_file)
+				p2pg_notice("not importing %s: %s", path,
+					    fd < 0 ? "a symbolic link"
+					    : !S_ISREG(owner.st_mode)
+						? "not a regular file"
+						: "it belongs to another user");
+			said_file = true;
+			continue;
+		}
 		/* A living owner holds the lock; so does another recoverer working on this file. */
 		if (flock(fd, LOCK_EX | LOCK_NB) < 0)
 			continue;
@@ -966,12 +1095,25 @@ int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
 		struct stat stbuf;
 		if (fstat(fd, &stbuf) < 0 || (size_t)stbuf.st_size < P2PG_SPOOL_FILE_SIZE) {
 			/* The owner died before it sized the file: it holds no records. */
-			unlink(path);
+			unlinkat(dirfd(d), de->d_name, 0);
 			continue;
 		}
 		struct p2pg_spool_layout *spool = p2pg_spool_map(fd);
 		if (spool == MAP_FAILED)
 			continue;
+		if (!p2pg_spool_header_valid(&spool->header) && !never_written(spool)) {
+			/* Its records cannot be told from garbage: kept aside for a person, never
+			 * imported, never tried again. */
+			munmap(spool, P2PG_SPOOL_FILE_SIZE);
+			char aside[PATH_MAX + 16];
+			snprintf(aside, sizeof(aside), "%s.damaged", path);
+			p2pg_notice(
+			    "%s has a damaged header; not imported, kept as %s", path,
+			    renameat(dirfd(d), de->d_name, dirfd(d), aside + strlen(dir) + 1) == 0
+				? aside
+				: path);
+			continue;
+		}
 		/* A dead process's rows are imported the way it recorded them, not the way the
 		 * recoverer does. */
 		uint32_t said = spool->header.record;
@@ -979,15 +1121,18 @@ int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
 		p2pg_importer_init(&im, said == P2PG_RECORD_SUMMARY + 1 ? P2PG_RECORD_SUMMARY
 					: said == P2PG_RECORD_ALL + 1	? P2PG_RECORD_ALL
 									: record);
-		int rc = -EINVAL;
-		if (memcmp(spool->header.magic, P2PG_SPOOL_MAGIC, 8) == 0)
+		int rc = 0; /* never initialised: nothing in it */
+		if (p2pg_spool_header_valid(&spool->header))
 			rc = p2pg_store_import(db, spool, &im, true);
-		else
-			rc = 0; /* never initialised: nothing in it */
+		if (rc >= 0 && im.invalid > 0)
+			p2pg_notice("%s: %llu damaged record%s skipped (counted in "
+				    "processes.records_invalid)",
+				    path, (unsigned long long)im.invalid,
+				    im.invalid == 1 ? "" : "s");
 		p2pg_importer_release(&im);
 		munmap(spool, P2PG_SPOOL_FILE_SIZE);
 		if (rc >= 0) {
-			unlink(path);
+			unlinkat(dirfd(d), de->d_name, 0);
 			imported++;
 		}
 	}

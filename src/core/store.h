@@ -41,7 +41,12 @@ struct p2pg_importer {
 	uint32_t serial[P2PG_SPOOL_THREADS];   /* the serial imported[] refers to */
 	uint64_t folded[P2PG_SPOOL_THREADS];   /* per ring: its folded counter at the last import */
 	uint64_t dropped_reported;
-	struct p2pg_summary_bucket *buckets; /* summary mode */
+	/* Damaged records, rings and blobs skipped (a bit-flipped or zero-filled file): never rows.
+	 * Stored in processes.records_invalid. */
+	uint64_t invalid;
+	uint64_t invalid_reported;
+	bool ring_damaged[P2PG_SPOOL_THREADS]; /* counted once */
+	struct p2pg_summary_bucket *buckets;   /* summary mode */
 	size_t nbuckets;
 	/*
 	 * Timed copies whose GPU time is not known yet (the owning process only): called after the
@@ -75,6 +80,9 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
  */
 int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
 			   enum p2pg_record_mode record);
+
+/* True when h describes this version's layout (magic and sizes); anything else is not read. */
+bool p2pg_spool_header_valid(const struct p2pg_spool_header *h);
 
 /* Stores the GPU time of a transfer once known. */
 int p2pg_store_set_gpu_ns(sqlite3 *db, int64_t row, uint64_t gpu_ns);

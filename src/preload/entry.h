@@ -37,8 +37,11 @@
 	({                                                                   \
 		enum p2pg_route _route = p2pg_copy_begin(&(copy));           \
 		status_type _st;                                             \
+		int _staged = P2PG_STAGED_UNAVAILABLE;                       \
 		if (_route == P2PG_ROUTE_STAGED)                             \
-			_st = (status_type)p2pg_copy_staged(&(copy));        \
+			_staged = p2pg_copy_staged(&(copy));                 \
+		if (_staged != P2PG_STAGED_UNAVAILABLE)                      \
+			_st = (status_type)_staged;                          \
 		else                                                         \
 			_st = P2PG_CALL_REAL(scope, real_call);              \
 		if (_route != P2PG_ROUTE_IGNORE)                             \

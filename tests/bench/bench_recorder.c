@@ -61,7 +61,7 @@ struct record_arg {
 static void *record_worker(void *p)
 {
 	struct record_arg *a = p;
-	struct p2pg_spool_thread *t = p2pg_spool_claim_thread(a->spool, 1);
+	struct p2pg_spool_thread *t = p2pg_spool_claim_thread(a->spool, -1, 1);
 	struct p2pg_record r = {.api = 5, .kind = P2PG_REC_TRANSFER, .bytes = 256, .path = 1};
 	pthread_barrier_wait(a->barrier);
 	for (int k = 0; k < a->calls; k++) {
@@ -87,7 +87,7 @@ static struct p2pg_spool_layout *make_spool(const char *dir, int *fd)
 	struct p2pg_process_info info = {
 	    .hostname = "bench", .rank = -1, .local_rank = -1, .mode = "observe"};
 	char path[4096];
-	return p2pg_spool_create(dir, &info, fd, path, sizeof(path));
+	return p2pg_spool_create(dir, &info, fd, path, sizeof(path), NULL, 0);
 }
 
 static void bench_record(const char *dir, int threads)
@@ -187,7 +187,7 @@ static void bench_drain(const char *dir, enum p2pg_record_mode mode, const char 
 	long long calls = 0;
 	struct p2pg_spool_thread *rings[8];
 	for (int k = 0; k < 8; k++)
-		rings[k] = p2pg_spool_claim_thread(spool, (uint32_t)(100 + k));
+		rings[k] = p2pg_spool_claim_thread(spool, fd, (uint32_t)(100 + k));
 	for (int round = 0; round < 25; round++) {
 		/* Each ring up to the room kept for failures: rows only, nothing folded. */
 		fill(rings, 8, P2PG_SPOOL_RING - P2PG_SPOOL_RESERVE);

@@ -109,51 +109,60 @@ static CUresult copy_linear(uintptr_t dst, uintptr_t src, size_t n, enum sim_ep_
 
 SIM_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
 {
+	SIM_FAULT();
 	return copy_linear(dst, src, ByteCount, SIM_EP_ANY, SIM_EP_ANY, SYNC, NULL, false);
 }
 
 SIM_API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
 {
+	SIM_FAULT();
 	return copy_linear(dst, src, ByteCount, SIM_EP_ANY, SIM_EP_ANY, SYNC, NULL, true);
 }
 
 SIM_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
 {
+	SIM_FAULT();
 	return copy_linear(dst, src, ByteCount, SIM_EP_ANY, SIM_EP_ANY, ASYNC, hStream, false);
 }
 
 SIM_API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
 				    CUstream hStream)
 {
+	SIM_FAULT();
 	return copy_linear(dst, src, ByteCount, SIM_EP_ANY, SIM_EP_ANY, ASYNC, hStream, true);
 }
 
 SIM_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
+	SIM_FAULT();
 	return copy_linear(dstDevice, U(srcHost), ByteCount, SIM_EP_DEVICE, SIM_EP_ANY, SYNC, NULL,
 			   false);
 }
 
 SIM_API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
+	SIM_FAULT();
 	return copy_linear(dstDevice, U(srcHost), ByteCount, SIM_EP_DEVICE, SIM_EP_ANY, SYNC, NULL,
 			   true);
 }
 
 SIM_API CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
+	SIM_FAULT();
 	return copy_linear(U(dstHost), srcDevice, ByteCount, SIM_EP_ANY, SIM_EP_DEVICE, SYNC, NULL,
 			   false);
 }
 
 SIM_API CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
+	SIM_FAULT();
 	return copy_linear(U(dstHost), srcDevice, ByteCount, SIM_EP_ANY, SIM_EP_DEVICE, SYNC, NULL,
 			   true);
 }
 
 SIM_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
 {
+	SIM_FAULT();
 	return copy_linear(dstDevice, srcDevice, ByteCount, SIM_EP_DEVICE, SIM_EP_DEVICE, SYNC,
 			   NULL, false);
 }
@@ -161,6 +170,7 @@ SIM_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, s
 SIM_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
 				      size_t ByteCount)
 {
+	SIM_FAULT();
 	return copy_linear(dstDevice, srcDevice, ByteCount, SIM_EP_DEVICE, SIM_EP_DEVICE, SYNC,
 			   NULL, true);
 }
@@ -168,6 +178,7 @@ SIM_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevi
 SIM_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
 				      CUstream hStream)
 {
+	SIM_FAULT();
 	return copy_linear(dstDevice, U(srcHost), ByteCount, SIM_EP_DEVICE, SIM_EP_ANY, ASYNC,
 			   hStream, false);
 }
@@ -175,6 +186,7 @@ SIM_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost
 SIM_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost,
 					   size_t ByteCount, CUstream hStream)
 {
+	SIM_FAULT();
 	return copy_linear(dstDevice, U(srcHost), ByteCount, SIM_EP_DEVICE, SIM_EP_ANY, ASYNC,
 			   hStream, true);
 }
@@ -182,6 +194,7 @@ SIM_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *sr
 SIM_API CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
 				      CUstream hStream)
 {
+	SIM_FAULT();
 	return copy_linear(U(dstHost), srcDevice, ByteCount, SIM_EP_ANY, SIM_EP_DEVICE, ASYNC,
 			   hStream, false);
 }
@@ -189,6 +202,7 @@ SIM_API CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size
 SIM_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
 					   CUstream hStream)
 {
+	SIM_FAULT();
 	return copy_linear(U(dstHost), srcDevice, ByteCount, SIM_EP_ANY, SIM_EP_DEVICE, ASYNC,
 			   hStream, true);
 }
@@ -196,6 +210,7 @@ SIM_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice,
 SIM_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
 				      size_t ByteCount, CUstream hStream)
 {
+	SIM_FAULT();
 	return copy_linear(dstDevice, srcDevice, ByteCount, SIM_EP_DEVICE, SIM_EP_DEVICE, ASYNC,
 			   hStream, false);
 }
@@ -203,6 +218,7 @@ SIM_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevi
 SIM_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
 					   size_t ByteCount, CUstream hStream)
 {
+	SIM_FAULT();
 	return copy_linear(dstDevice, srcDevice, ByteCount, SIM_EP_DEVICE, SIM_EP_DEVICE, ASYNC,
 			   hStream, true);
 }
@@ -222,12 +238,14 @@ static CUresult peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext
 SIM_API CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
 			      CUcontext srcContext, size_t ByteCount)
 {
+	SIM_FAULT();
 	return peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, SYNC, NULL, false);
 }
 
 SIM_API CUresult cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext,
 				   CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount)
 {
+	SIM_FAULT();
 	return peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, SYNC, NULL, true);
 }
 
@@ -235,6 +253,7 @@ SIM_API CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext,
 				   CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount,
 				   CUstream hStream)
 {
+	SIM_FAULT();
 	return peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, ASYNC, hStream, false);
 }
 
@@ -242,6 +261,7 @@ SIM_API CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstCont
 					CUdeviceptr srcDevice, CUcontext srcContext,
 					size_t ByteCount, CUstream hStream)
 {
+	SIM_FAULT();
 	return peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, ASYNC, hStream, true);
 }
 
@@ -394,6 +414,7 @@ static void from_3d_peer(const CUDA_MEMCPY3D_PEER *c, struct desc *d)
 
 SIM_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
 {
+	SIM_FAULT();
 	if (!pCopy)
 		return CUDA_ERROR_INVALID_VALUE;
 	struct desc d;
@@ -403,6 +424,7 @@ SIM_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
 
 SIM_API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy)
 {
+	SIM_FAULT();
 	if (!pCopy)
 		return CUDA_ERROR_INVALID_VALUE;
 	struct desc d;
@@ -412,6 +434,7 @@ SIM_API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy)
 
 SIM_API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy)
 {
+	SIM_FAULT();
 	if (!pCopy)
 		return CUDA_ERROR_INVALID_VALUE;
 	struct desc d;
@@ -421,6 +444,7 @@ SIM_API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy)
 
 SIM_API CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy)
 {
+	SIM_FAULT();
 	if (!pCopy)
 		return CUDA_ERROR_INVALID_VALUE;
 	struct desc d;
@@ -430,6 +454,7 @@ SIM_API CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy)
 
 SIM_API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy)
 {
+	SIM_FAULT();
 	if (!pCopy)
 		return CUDA_ERROR_INVALID_VALUE;
 	struct desc d;
@@ -439,6 +464,7 @@ SIM_API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy)
 
 SIM_API CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy)
 {
+	SIM_FAULT();
 	if (!pCopy)
 		return CUDA_ERROR_INVALID_VALUE;
 	struct desc d;
@@ -448,6 +474,7 @@ SIM_API CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy)
 
 SIM_API CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *pCopy)
 {
+	SIM_FAULT();
 	if (!pCopy)
 		return CUDA_ERROR_INVALID_VALUE;
 	struct desc d;
@@ -457,6 +484,7 @@ SIM_API CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *pCopy)
 
 SIM_API CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *pCopy)
 {
+	SIM_FAULT();
 	if (!pCopy)
 		return CUDA_ERROR_INVALID_VALUE;
 	struct desc d;
@@ -466,6 +494,7 @@ SIM_API CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *pCopy)
 
 SIM_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
 {
+	SIM_FAULT();
 	if (!pCopy)
 		return CUDA_ERROR_INVALID_VALUE;
 	struct desc d;
@@ -475,6 +504,7 @@ SIM_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream
 
 SIM_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
 {
+	SIM_FAULT();
 	if (!pCopy)
 		return CUDA_ERROR_INVALID_VALUE;
 	struct desc d;
@@ -484,6 +514,7 @@ SIM_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hS
 
 SIM_API CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
 {
+	SIM_FAULT();
 	if (!pCopy)
 		return CUDA_ERROR_INVALID_VALUE;
 	struct desc d;
@@ -493,6 +524,7 @@ SIM_API CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream
 
 SIM_API CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
 {
+	SIM_FAULT();
 	if (!pCopy)
 		return CUDA_ERROR_INVALID_VALUE;
 	struct desc d;
@@ -502,6 +534,7 @@ SIM_API CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hS
 
 SIM_API CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
 {
+	SIM_FAULT();
 	if (!pCopy)
 		return CUDA_ERROR_INVALID_VALUE;
 	struct desc d;
@@ -511,6 +544,7 @@ SIM_API CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *pCopy, CUstream h
 
 SIM_API CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
 {
+	SIM_FAULT();
 	if (!pCopy)
 		return CUDA_ERROR_INVALID_VALUE;
 	struct desc d;
@@ -613,6 +647,7 @@ SIM_API CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t
 				    size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,
 				    size_t numAttrs, size_t *failIdx, CUstream hStream)
 {
+	SIM_FAULT();
 	return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream, false);
 }
 
@@ -620,6 +655,7 @@ SIM_API CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, s
 					 size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,
 					 size_t numAttrs, size_t *failIdx, CUstream hStream)
 {
+	SIM_FAULT();
 	return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream, true);
 }
 
@@ -627,6 +663,7 @@ SIM_API CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, siz
 				       size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,
 				       size_t numAttrs, CUstream hStream)
 {
+	SIM_FAULT();
 	return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, NULL, hStream, false);
 }
 
@@ -634,6 +671,7 @@ SIM_API CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs
 					    size_t count, CUmemcpyAttributes *attrs,
 					    size_t *attrsIdxs, size_t numAttrs, CUstream hStream)
 {
+	SIM_FAULT();
 	return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, NULL, hStream, true);
 }
 
@@ -666,66 +704,78 @@ static CUresult memset_op(CUdeviceptr dst, uint32_t value, unsigned elem, size_t
 
 SIM_API CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
+	SIM_FAULT();
 	return memset_op(dstDevice, uc, 1, N, SYNC, NULL, false);
 }
 
 SIM_API CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
+	SIM_FAULT();
 	return memset_op(dstDevice, uc, 1, N, SYNC, NULL, true);
 }
 
 SIM_API CUresult cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N)
 {
+	SIM_FAULT();
 	return memset_op(dstDevice, us, 2, N, SYNC, NULL, false);
 }
 
 SIM_API CUresult cuMemsetD16_v2_ptds(CUdeviceptr dstDevice, unsigned short us, size_t N)
 {
+	SIM_FAULT();
 	return memset_op(dstDevice, us, 2, N, SYNC, NULL, true);
 }
 
 SIM_API CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
 {
+	SIM_FAULT();
 	return memset_op(dstDevice, ui, 4, N, SYNC, NULL, false);
 }
 
 SIM_API CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N)
 {
+	SIM_FAULT();
 	return memset_op(dstDevice, ui, 4, N, SYNC, NULL, true);
 }
 
 SIM_API CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N,
 				 CUstream hStream)
 {
+	SIM_FAULT();
 	return memset_op(dstDevice, uc, 1, N, ASYNC, hStream, false);
 }
 
 SIM_API CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N,
 				      CUstream hStream)
 {
+	SIM_FAULT();
 	return memset_op(dstDevice, uc, 1, N, ASYNC, hStream, true);
 }
 
 SIM_API CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N,
 				  CUstream hStream)
 {
+	SIM_FAULT();
 	return memset_op(dstDevice, us, 2, N, ASYNC, hStream, false);
 }
 
 SIM_API CUresult cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N,
 				       CUstream hStream)
 {
+	SIM_FAULT();
 	return memset_op(dstDevice, us, 2, N, ASYNC, hStream, true);
 }
 
 SIM_API CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N,
 				  CUstream hStream)
 {
+	SIM_FAULT();
 	return memset_op(dstDevice, ui, 4, N, ASYNC, hStream, false);
 }
 
 SIM_API CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N,
 				       CUstream hStream)
 {
+	SIM_FAULT();
 	return memset_op(dstDevice, ui, 4, N, ASYNC, hStream, true);
 }

@@ -127,6 +127,7 @@ static CUresult check_dev(CUdevice dev)
 
 SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
+	SIM_FAULT();
 	CUresult r = check_dev(dev);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -145,6 +146,7 @@ SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 
 SIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
+	SIM_FAULT();
 	CUresult r = check_dev(dev);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -168,6 +170,7 @@ SIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 
 SIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
+	SIM_FAULT();
 	CUresult r = check_dev(dev);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -182,6 +185,7 @@ SIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 
 SIM_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
+	SIM_FAULT();
 	CUresult r = check_dev(dev);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -196,6 +200,7 @@ SIM_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, i
 
 SIM_API CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
 {
+	SIM_FAULT();
 	CUresult r = check_dev(dev);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -213,6 +218,7 @@ SIM_API CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
 SIM_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
 				unsigned int flags, CUdevice dev)
 {
+	SIM_FAULT();
 	CUresult r = check_dev(dev);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -249,6 +255,7 @@ SIM_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreatePar
 
 SIM_API CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
+	SIM_FAULT();
 	struct sim_ctx *c;
 	CUresult r = sim_ctx_check(ctx, &c);
 	if (r != CUDA_SUCCESS)
@@ -269,6 +276,7 @@ SIM_API CUresult cuCtxDestroy_v2(CUcontext ctx)
 
 SIM_API CUresult cuCtxGetCurrent(CUcontext *pctx)
 {
+	SIM_FAULT();
 	CUresult r = sim_ready();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -280,6 +288,7 @@ SIM_API CUresult cuCtxGetCurrent(CUcontext *pctx)
 
 SIM_API CUresult cuCtxSetCurrent(CUcontext ctx)
 {
+	SIM_FAULT();
 	CUresult r = sim_ready();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -301,6 +310,7 @@ SIM_API CUresult cuCtxSetCurrent(CUcontext ctx)
 
 SIM_API CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 {
+	SIM_FAULT();
 	struct sim_ctx *c;
 	CUresult r = settable(ctx, &c);
 	if (r != CUDA_SUCCESS)
@@ -313,6 +323,7 @@ SIM_API CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 
 SIM_API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 {
+	SIM_FAULT();
 	CUresult r = sim_ready();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -331,6 +342,7 @@ static CUresult ctx_or_current(CUcontext ctx, struct sim_ctx **out)
 
 SIM_API CUresult cuCtxGetDevice(CUdevice *device)
 {
+	SIM_FAULT();
 	struct sim_ctx *c;
 	CUresult r = sim_ctx_current(&c);
 	if (r != CUDA_SUCCESS)
@@ -343,6 +355,7 @@ SIM_API CUresult cuCtxGetDevice(CUdevice *device)
 
 SIM_API CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 {
+	SIM_FAULT();
 	struct sim_ctx *c;
 	CUresult r = ctx_or_current(ctx, &c);
 	if (r != CUDA_SUCCESS)
@@ -355,6 +368,7 @@ SIM_API CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 
 SIM_API CUresult cuCtxGetFlags(unsigned int *flags)
 {
+	SIM_FAULT();
 	struct sim_ctx *c;
 	CUresult r = sim_ctx_current(&c);
 	if (r != CUDA_SUCCESS)
@@ -367,6 +381,7 @@ SIM_API CUresult cuCtxGetFlags(unsigned int *flags)
 
 SIM_API CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
 {
+	SIM_FAULT();
 	struct sim_ctx *c;
 	CUresult r = ctx_or_current(ctx, &c);
 	if (r != CUDA_SUCCESS)
@@ -379,6 +394,7 @@ SIM_API CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
 
 SIM_API CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
 {
+	SIM_FAULT();
 	struct sim_ctx *c;
 	CUresult r = sim_ctx_current(&c);
 	if (r != CUDA_SUCCESS)
@@ -392,6 +408,7 @@ SIM_API CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPr
 
 SIM_API CUresult cuCtxSynchronize(void)
 {
+	SIM_FAULT();
 	struct sim_ctx *c;
 	CUresult r = sim_ctx_current(&c);
 	if (r != CUDA_SUCCESS)
@@ -404,6 +421,7 @@ SIM_API CUresult cuCtxSynchronize(void)
 
 SIM_API CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
+	SIM_FAULT();
 	struct sim_ctx *c;
 	CUresult r = ctx_or_current(ctx, &c);
 	if (r != CUDA_SUCCESS)
@@ -418,6 +436,7 @@ SIM_API CUresult cuCtxSynchronize_v2(CUcontext ctx)
 
 SIM_API CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
 {
+	SIM_FAULT();
 	struct sim_ctx *cur, *peer;
 	CUresult r = sim_ctx_current(&cur);
 	if (r != CUDA_SUCCESS)
@@ -448,6 +467,7 @@ out:
 
 SIM_API CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
 {
+	SIM_FAULT();
 	struct sim_ctx *cur, *peer;
 	CUresult r = sim_ctx_current(&cur);
 	if (r != CUDA_SUCCESS)

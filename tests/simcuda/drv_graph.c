@@ -96,21 +96,25 @@ out:
 
 SIM_API CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
 {
+	SIM_FAULT();
 	return begin_capture(hStream, false, mode);
 }
 
 SIM_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
 {
+	SIM_FAULT();
 	return begin_capture(hStream, true, mode);
 }
 
 SIM_API CUresult cuStreamBeginCapture(CUstream hStream)
 {
+	SIM_FAULT();
 	return begin_capture(hStream, false, CU_STREAM_CAPTURE_MODE_GLOBAL);
 }
 
 SIM_API CUresult cuStreamBeginCapture_ptsz(CUstream hStream)
 {
+	SIM_FAULT();
 	return begin_capture(hStream, true, CU_STREAM_CAPTURE_MODE_GLOBAL);
 }
 
@@ -143,11 +147,13 @@ out:
 
 SIM_API CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
 {
+	SIM_FAULT();
 	return end_capture(hStream, false, phGraph);
 }
 
 SIM_API CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
 {
+	SIM_FAULT();
 	return end_capture(hStream, true, phGraph);
 }
 
@@ -180,17 +186,20 @@ static CUresult capture_info(CUstream h, bool pt, CUstreamCaptureStatus *status,
 
 SIM_API CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
 {
+	SIM_FAULT();
 	return capture_info(hStream, false, captureStatus, NULL, NULL, NULL, NULL, NULL);
 }
 
 SIM_API CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
 {
+	SIM_FAULT();
 	return capture_info(hStream, true, captureStatus, NULL, NULL, NULL, NULL, NULL);
 }
 
 SIM_API CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
 					cuuint64_t *id_out)
 {
+	SIM_FAULT();
 	return capture_info(hStream, false, captureStatus_out, id_out, NULL, NULL, NULL, NULL);
 }
 
@@ -198,6 +207,7 @@ SIM_API CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream,
 					     CUstreamCaptureStatus *captureStatus_out,
 					     cuuint64_t *id_out)
 {
+	SIM_FAULT();
 	return capture_info(hStream, true, captureStatus_out, id_out, NULL, NULL, NULL, NULL);
 }
 
@@ -207,6 +217,7 @@ SIM_API CUresult cuStreamGetCaptureInfo_v2(CUstream hStream,
 					   const CUgraphNode **dependencies_out,
 					   size_t *numDependencies_out)
 {
+	SIM_FAULT();
 	return capture_info(hStream, false, captureStatus_out, id_out, graph_out, dependencies_out,
 			    NULL, numDependencies_out);
 }
@@ -217,6 +228,7 @@ SIM_API CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream,
 						const CUgraphNode **dependencies_out,
 						size_t *numDependencies_out)
 {
+	SIM_FAULT();
 	return capture_info(hStream, true, captureStatus_out, id_out, graph_out, dependencies_out,
 			    NULL, numDependencies_out);
 }
@@ -228,6 +240,7 @@ SIM_API CUresult cuStreamGetCaptureInfo_v3(CUstream hStream,
 					   const CUgraphEdgeData **edgeData_out,
 					   size_t *numDependencies_out)
 {
+	SIM_FAULT();
 	return capture_info(hStream, false, captureStatus_out, id_out, graph_out, dependencies_out,
 			    edgeData_out, numDependencies_out);
 }
@@ -239,6 +252,7 @@ SIM_API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream,
 						const CUgraphEdgeData **edgeData_out,
 						size_t *numDependencies_out)
 {
+	SIM_FAULT();
 	return capture_info(hStream, true, captureStatus_out, id_out, graph_out, dependencies_out,
 			    edgeData_out, numDependencies_out);
 }
@@ -283,6 +297,7 @@ static CUresult instantiate(CUgraphExec *phGraphExec, CUgraph hGraph)
 SIM_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
 					     unsigned long long flags)
 {
+	SIM_FAULT();
 	if (flags & ~(unsigned long long)(CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH |
 					  CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
 					  CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH |
@@ -294,6 +309,7 @@ SIM_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph h
 SIM_API CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph,
 				    CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize)
 {
+	SIM_FAULT();
 	if (phErrorNode)
 		*phErrorNode = NULL;
 	if (logBuffer && bufferSize)
@@ -304,6 +320,7 @@ SIM_API CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph,
 SIM_API CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph,
 				       CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize)
 {
+	SIM_FAULT();
 	return cuGraphInstantiate(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
 }
 
@@ -336,16 +353,19 @@ static CUresult launch(CUgraphExec hExec, CUstream h, bool pt)
 
 SIM_API CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 {
+	SIM_FAULT();
 	return launch(hGraphExec, hStream, false);
 }
 
 SIM_API CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
+	SIM_FAULT();
 	return launch(hGraphExec, hStream, true);
 }
 
 SIM_API CUresult cuGraphDestroy(CUgraph hGraph)
 {
+	SIM_FAULT();
 	struct sim_graph *g;
 	CUresult r = check_graph(hGraph, SIM_GRAPH_MAGIC, &g);
 	if (r == CUDA_SUCCESS)
@@ -355,6 +375,7 @@ SIM_API CUresult cuGraphDestroy(CUgraph hGraph)
 
 SIM_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
+	SIM_FAULT();
 	struct sim_graph *g;
 	CUresult r = check_graph(hGraphExec, SIM_EXEC_MAGIC, &g);
 	if (r == CUDA_SUCCESS)

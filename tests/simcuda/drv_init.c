@@ -139,6 +139,7 @@ static void do_init(void)
 
 SIM_API CUresult cuInit(unsigned int Flags)
 {
+	SIM_FAULT();
 	if (Flags != 0)
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_once(&init_once, do_init);
@@ -147,6 +148,7 @@ SIM_API CUresult cuInit(unsigned int Flags)
 
 SIM_API CUresult cuDriverGetVersion(int *driverVersion)
 {
+	SIM_FAULT();
 	if (!driverVersion)
 		return CUDA_ERROR_INVALID_VALUE;
 	*driverVersion = SIM_DRIVER_VERSION;
@@ -155,6 +157,7 @@ SIM_API CUresult cuDriverGetVersion(int *driverVersion)
 
 SIM_API CUresult cuGetErrorName(CUresult error, const char **pStr)
 {
+	SIM_FAULT();
 	if (!pStr)
 		return CUDA_ERROR_INVALID_VALUE;
 	*pStr = simcuda_drv_error_name((int)error);
@@ -163,6 +166,7 @@ SIM_API CUresult cuGetErrorName(CUresult error, const char **pStr)
 
 SIM_API CUresult cuGetErrorString(CUresult error, const char **pStr)
 {
+	SIM_FAULT();
 	if (!pStr)
 		return CUDA_ERROR_INVALID_VALUE;
 	*pStr = simcuda_drv_error_name((int)error) ? simcuda_error_string((int)error) : NULL;
@@ -183,6 +187,7 @@ static CUresult check_dev(CUdevice dev)
 
 SIM_API CUresult cuDeviceGetCount(int *count)
 {
+	SIM_FAULT();
 	CUresult r = sim_ready();
 	if (r == CUDA_ERROR_NO_DEVICE) {
 		if (count)
@@ -199,6 +204,7 @@ SIM_API CUresult cuDeviceGetCount(int *count)
 
 SIM_API CUresult cuDeviceGet(CUdevice *device, int ordinal)
 {
+	SIM_FAULT();
 	CUresult r = sim_ready();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -212,6 +218,7 @@ SIM_API CUresult cuDeviceGet(CUdevice *device, int ordinal)
 
 SIM_API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 {
+	SIM_FAULT();
 	CUresult r = check_dev(dev);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -223,6 +230,7 @@ SIM_API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 
 SIM_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 {
+	SIM_FAULT();
 	CUresult r = check_dev(dev);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -236,11 +244,13 @@ SIM_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 
 SIM_API CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 {
+	SIM_FAULT();
 	return cuDeviceGetUuid_v2(uuid, dev);
 }
 
 SIM_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
+	SIM_FAULT();
 	CUresult r = check_dev(dev);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -344,6 +354,7 @@ static int attribute(CUdevice_attribute a, CUdevice dev)
 
 SIM_API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
+	SIM_FAULT();
 	CUresult r = check_dev(dev);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -355,6 +366,7 @@ SIM_API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevi
 
 SIM_API CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 {
+	SIM_FAULT();
 	CUresult r = check_dev(dev);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -366,6 +378,7 @@ SIM_API CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 
 SIM_API CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
 {
+	SIM_FAULT();
 	CUresult r = sim_ready();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -386,6 +399,7 @@ SIM_API CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
 
 SIM_API CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
 {
+	SIM_FAULT();
 	CUresult r = check_dev(dev);
 	if (r == CUDA_SUCCESS)
 		r = check_dev(peerDev);
@@ -400,6 +414,7 @@ SIM_API CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevic
 SIM_API CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib,
 					 CUdevice srcDevice, CUdevice dstDevice)
 {
+	SIM_FAULT();
 	CUresult r = check_dev(srcDevice);
 	if (r == CUDA_SUCCESS)
 		r = check_dev(dstDevice);

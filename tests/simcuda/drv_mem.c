@@ -323,6 +323,7 @@ size_t sim_mem_used(int region)
 
 SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
+	SIM_FAULT();
 	struct sim_ctx *ctx;
 	CUresult r = sim_ctx_current(&ctx);
 	if (r != CUDA_SUCCESS)
@@ -342,6 +343,7 @@ SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 SIM_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
 				    size_t Height, unsigned int ElementSizeBytes)
 {
+	SIM_FAULT();
 	if (!pPitch || WidthInBytes == 0 || Height == 0 ||
 	    (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
 		return CUDA_ERROR_INVALID_VALUE;
@@ -354,6 +356,7 @@ SIM_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
 
 SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
+	SIM_FAULT();
 	CUresult r = sim_ready();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -369,6 +372,7 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr)
 
 SIM_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
+	SIM_FAULT();
 	struct sim_ctx *ctx;
 	CUresult r = sim_ctx_current(&ctx);
 	if (r != CUDA_SUCCESS)
@@ -392,11 +396,13 @@ SIM_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 
 SIM_API CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
+	SIM_FAULT();
 	return cuMemHostAlloc(pp, bytesize, 0);
 }
 
 SIM_API CUresult cuMemFreeHost(void *p)
 {
+	SIM_FAULT();
 	CUresult r = sim_ready();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -408,6 +414,7 @@ SIM_API CUresult cuMemFreeHost(void *p)
 
 SIM_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
+	SIM_FAULT();
 	CUresult r = sim_ready();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -420,6 +427,7 @@ SIM_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsig
 
 SIM_API CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
 {
+	SIM_FAULT();
 	CUresult r = sim_ready();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -432,6 +440,7 @@ SIM_API CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
 
 SIM_API CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 {
+	SIM_FAULT();
 	struct sim_ctx *ctx;
 	CUresult r = sim_ctx_current(&ctx);
 	if (r != CUDA_SUCCESS)
@@ -445,6 +454,7 @@ SIM_API CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 
 SIM_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
+	SIM_FAULT();
 	CUresult r = sim_ready();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -526,6 +536,7 @@ static CUresult one_attribute(CUpointer_attribute attr, void *data, uintptr_t p,
 
 SIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
+	SIM_FAULT();
 	CUresult r = sim_ready();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -540,6 +551,7 @@ SIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute
 SIM_API CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes,
 					void **data, CUdeviceptr ptr)
 {
+	SIM_FAULT();
 	CUresult r = sim_ready();
 	if (r != CUDA_SUCCESS)
 		return r;

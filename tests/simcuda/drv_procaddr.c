@@ -195,11 +195,13 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64
 SIM_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
 				     cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus)
 {
+	SIM_FAULT();
 	return lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
 }
 
 SIM_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
 {
+	SIM_FAULT();
 	return lookup(symbol, pfn, cudaVersion, flags, NULL);
 }
 
@@ -207,40 +209,48 @@ SIM_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersio
 
 SIM_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 {
+	SIM_FAULT();
 	return cuDevicePrimaryCtxRelease_v2(dev);
 }
 
 SIM_API CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 {
+	SIM_FAULT();
 	return cuDevicePrimaryCtxReset_v2(dev);
 }
 
 SIM_API CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
 {
+	SIM_FAULT();
 	return cuDevicePrimaryCtxSetFlags_v2(dev, flags);
 }
 
 SIM_API CUresult cuCtxDestroy(CUcontext ctx)
 {
+	SIM_FAULT();
 	return cuCtxDestroy_v2(ctx);
 }
 
 SIM_API CUresult cuCtxPushCurrent(CUcontext ctx)
 {
+	SIM_FAULT();
 	return cuCtxPushCurrent_v2(ctx);
 }
 
 SIM_API CUresult cuCtxPopCurrent(CUcontext *pctx)
 {
+	SIM_FAULT();
 	return cuCtxPopCurrent_v2(pctx);
 }
 
 SIM_API CUresult cuStreamDestroy(CUstream hStream)
 {
+	SIM_FAULT();
 	return cuStreamDestroy_v2(hStream);
 }
 
 SIM_API CUresult cuEventDestroy(CUevent hEvent)
 {
+	SIM_FAULT();
 	return cuEventDestroy_v2(hEvent);
 }

@@ -555,22 +555,26 @@ static CUresult stream_create(CUstream *ph, unsigned flags, int prio)
 	pthread_mutex_unlock(&sim_mu);
 	if (!s)
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	atomic_fetch_add(&sim_live_streams, 1);
 	*ph = (CUstream)s;
 	return CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
 {
+	SIM_FAULT();
 	return stream_create(phStream, Flags, 0);
 }
 
 SIM_API CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
 {
+	SIM_FAULT();
 	return stream_create(phStream, flags, priority > 0 ? 0 : priority < -5 ? -5 : priority);
 }
 
 SIM_API CUresult cuStreamDestroy_v2(CUstream hStream)
 {
+	SIM_FAULT();
 	CUresult r = sim_ready();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -586,6 +590,7 @@ SIM_API CUresult cuStreamDestroy_v2(CUstream hStream)
 		}
 		stream_close(s, true);
 		reap();
+		atomic_fetch_sub(&sim_live_streams, 1);
 	}
 	pthread_mutex_unlock(&sim_mu);
 	return r;
@@ -630,21 +635,25 @@ static CUresult stream_synchronize(CUstream h, bool pt)
 
 SIM_API CUresult cuStreamQuery(CUstream hStream)
 {
+	SIM_FAULT();
 	return stream_query(hStream, false);
 }
 
 SIM_API CUresult cuStreamQuery_ptsz(CUstream hStream)
 {
+	SIM_FAULT();
 	return stream_query(hStream, true);
 }
 
 SIM_API CUresult cuStreamSynchronize(CUstream hStream)
 {
+	SIM_FAULT();
 	return stream_synchronize(hStream, false);
 }
 
 SIM_API CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 {
+	SIM_FAULT();
 	return stream_synchronize(hStream, true);
 }
 
@@ -657,16 +666,19 @@ static CUresult stream_get_ctx(CUstream h, bool pt, CUcontext *pctx)
 
 SIM_API CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
 {
+	SIM_FAULT();
 	return stream_get_ctx(hStream, false, pctx);
 }
 
 SIM_API CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
 {
+	SIM_FAULT();
 	return stream_get_ctx(hStream, true, pctx);
 }
 
 SIM_API CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
 {
+	SIM_FAULT();
 	if (pGreenCtx)
 		*pGreenCtx = NULL;
 	return stream_get_ctx(hStream, false, pCtx);
@@ -674,6 +686,7 @@ SIM_API CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx
 
 SIM_API CUresult cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
 {
+	SIM_FAULT();
 	if (pGreenCtx)
 		*pGreenCtx = NULL;
 	return stream_get_ctx(hStream, true, pCtx);
@@ -688,11 +701,13 @@ static CUresult stream_get_flags(CUstream h, bool pt, unsigned int *flags)
 
 SIM_API CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags)
 {
+	SIM_FAULT();
 	return stream_get_flags(hStream, false, flags);
 }
 
 SIM_API CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags)
 {
+	SIM_FAULT();
 	return stream_get_flags(hStream, true, flags);
 }
 
@@ -705,11 +720,13 @@ static CUresult stream_get_priority(CUstream h, bool pt, int *priority)
 
 SIM_API CUresult cuStreamGetPriority(CUstream hStream, int *priority)
 {
+	SIM_FAULT();
 	return stream_get_priority(hStream, false, priority);
 }
 
 SIM_API CUresult cuStreamGetPriority_ptsz(CUstream hStream, int *priority)
 {
+	SIM_FAULT();
 	return stream_get_priority(hStream, true, priority);
 }
 
@@ -722,11 +739,13 @@ static CUresult stream_get_id(CUstream h, bool pt, unsigned long long *id)
 
 SIM_API CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
 {
+	SIM_FAULT();
 	return stream_get_id(hStream, false, streamId);
 }
 
 SIM_API CUresult cuStreamGetId_ptsz(CUstream hStream, unsigned long long *streamId)
 {
+	SIM_FAULT();
 	return stream_get_id(hStream, true, streamId);
 }
 
@@ -739,11 +758,13 @@ static CUresult stream_get_device(CUstream h, bool pt, CUdevice *dev)
 
 SIM_API CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device)
 {
+	SIM_FAULT();
 	return stream_get_device(hStream, false, device);
 }
 
 SIM_API CUresult cuStreamGetDevice_ptsz(CUstream hStream, CUdevice *device)
 {
+	SIM_FAULT();
 	return stream_get_device(hStream, true, device);
 }
 
@@ -775,11 +796,13 @@ static CUresult host_func(CUstream h, bool pt, CUhostFn fn, void *data)
 
 SIM_API CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
 {
+	SIM_FAULT();
 	return host_func(hStream, false, fn, userData);
 }
 
 SIM_API CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
 {
+	SIM_FAULT();
 	return host_func(hStream, true, fn, userData);
 }
 
@@ -800,12 +823,14 @@ static CUresult add_callback(CUstream h, bool pt, CUstreamCallback fn, void *dat
 SIM_API CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData,
 				     unsigned int flags)
 {
+	SIM_FAULT();
 	return add_callback(hStream, false, callback, userData, flags);
 }
 
 SIM_API CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback,
 					  void *userData, unsigned int flags)
 {
+	SIM_FAULT();
 	return add_callback(hStream, true, callback, userData, flags);
 }
 
@@ -869,6 +894,7 @@ static bool event_complete(const struct sim_event *e)
 
 SIM_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
+	SIM_FAULT();
 	struct sim_ctx *ctx;
 	CUresult r = sim_ctx_current(&ctx);
 	if (r != CUDA_SUCCESS)
@@ -892,6 +918,7 @@ SIM_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 		all_events->prev = e;
 	all_events = e;
 	pthread_mutex_unlock(&sim_mu);
+	atomic_fetch_add(&sim_live_events, 1);
 	*phEvent = (CUevent)e;
 	return CUDA_SUCCESS;
 }
@@ -955,16 +982,19 @@ out:
 
 SIM_API CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
 {
+	SIM_FAULT();
 	return event_record(hEvent, hStream, false);
 }
 
 SIM_API CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
 {
+	SIM_FAULT();
 	return event_record(hEvent, hStream, true);
 }
 
 SIM_API CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
 {
+	SIM_FAULT();
 	if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
 		return CUDA_ERROR_INVALID_VALUE;
 	return event_record(hEvent, hStream, false);
@@ -972,6 +1002,7 @@ SIM_API CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsign
 
 SIM_API CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags)
 {
+	SIM_FAULT();
 	if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
 		return CUDA_ERROR_INVALID_VALUE;
 	return event_record(hEvent, hStream, true);
@@ -979,6 +1010,7 @@ SIM_API CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, u
 
 SIM_API CUresult cuEventQuery(CUevent hEvent)
 {
+	SIM_FAULT();
 	struct sim_event *e;
 	CUresult r = event_check(hEvent, &e);
 	if (r != CUDA_SUCCESS)
@@ -991,6 +1023,7 @@ SIM_API CUresult cuEventQuery(CUevent hEvent)
 
 SIM_API CUresult cuEventSynchronize(CUevent hEvent)
 {
+	SIM_FAULT();
 	struct sim_event *e;
 	CUresult r = event_check(hEvent, &e);
 	if (r != CUDA_SUCCESS)
@@ -1004,6 +1037,7 @@ SIM_API CUresult cuEventSynchronize(CUevent hEvent)
 
 SIM_API CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
+	SIM_FAULT();
 	struct sim_event *a, *b;
 	CUresult r = event_check(hStart, &a);
 	if (r == CUDA_SUCCESS)
@@ -1029,11 +1063,13 @@ SIM_API CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUeven
 
 SIM_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
+	SIM_FAULT();
 	return cuEventElapsedTime(pMilliseconds, hStart, hEnd);
 }
 
 SIM_API CUresult cuEventDestroy_v2(CUevent hEvent)
 {
+	SIM_FAULT();
 	struct sim_event *e;
 	CUresult r = event_handle(hEvent, &e);
 	if (r != CUDA_SUCCESS)
@@ -1042,6 +1078,7 @@ SIM_API CUresult cuEventDestroy_v2(CUevent hEvent)
 	e->magic = 0;
 	event_put(e);
 	pthread_mutex_unlock(&sim_mu);
+	atomic_fetch_sub(&sim_live_events, 1);
 	return CUDA_SUCCESS;
 }
 
@@ -1076,11 +1113,13 @@ out:
 
 SIM_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
+	SIM_FAULT();
 	return wait_event(hStream, hEvent, Flags, false);
 }
 
 SIM_API CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
+	SIM_FAULT();
 	return wait_event(hStream, hEvent, Flags, true);
 }
 

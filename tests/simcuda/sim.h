@@ -8,6 +8,7 @@
 #include <cuda.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -42,6 +43,22 @@ extern int sim_init_state;
  * correctness, not scalability, and copies themselves run outside it. */
 extern pthread_mutex_t sim_mu;
 extern pthread_cond_t sim_progress; /* broadcast whenever any stream completes an operation */
+
+/* ---- fault injection and leak accounting (drv_faults.c) ---- */
+int sim_fault_enter(void);
+void sim_fault_leave(int *depth);
+CUresult sim_fault_check(const char *func);
+extern _Atomic long sim_live_events, sim_live_streams;
+
+/* First statement of every driver entry point: fails the call as SIMCUDA_FAIL says, counting only
+ * the outermost entry point of a call (cuMemAllocHost_v2 calls cuMemHostAlloc inside). */
+#define SIM_FAULT()                                                                         \
+	int sim_fault_depth_ __attribute__((cleanup(sim_fault_leave))) = sim_fault_enter(); \
+	if (sim_fault_depth_ == 0) {                                                        \
+		CUresult sim_fault_ = sim_fault_check(__func__);                            \
+		if (sim_fault_ != CUDA_SUCCESS)                                             \
+			return sim_fault_;                                                  \
+	}
 
 static inline CUresult sim_ready(void)
 {

@@ -97,10 +97,10 @@ int main(void)
 					 .cmdline = "unit test"};
 	int fd = -1;
 	struct p2pg_spool_layout *spool =
-	    p2pg_spool_create(spool_dir, &info, &fd, spool_path, sizeof(spool_path));
+	    p2pg_spool_create(spool_dir, &info, &fd, spool_path, sizeof(spool_path), NULL, 0);
 	CHECK(spool != NULL, "spool created");
-	struct p2pg_spool_thread *a = p2pg_spool_claim_thread(spool, 11);
-	struct p2pg_spool_thread *b = p2pg_spool_claim_thread(spool, 12);
+	struct p2pg_spool_thread *a = p2pg_spool_claim_thread(spool, fd, 11);
+	struct p2pg_spool_thread *b = p2pg_spool_claim_thread(spool, fd, 12);
 	CHECK(a && b && a != b && a->serial != b->serial, "two threads, two rings, two serials");
 
 	publish(a, 100, 0);
@@ -162,7 +162,7 @@ int main(void)
 	/* Full ring: a successful transfer past the reserve is folded into the thread's overflow
 	 * aggregates; a failure takes the reserved room; only with that full too is a record
 	 * dropped and counted. Never blocking. */
-	struct p2pg_spool_thread *c = p2pg_spool_claim_thread(spool, 13);
+	struct p2pg_spool_thread *c = p2pg_spool_claim_thread(spool, fd, 13);
 	long long rows_before = one(db, "SELECT count(*) FROM transfers");
 	publish(c, P2PG_SPOOL_RING + 10, 0);
 	CHECK(atomic_load(&c->folded) == P2PG_SPOOL_RESERVE + 10 && atomic_load(&c->dropped) == 0,
@@ -204,7 +204,7 @@ int main(void)
 	atomic_store(&c->state, P2PG_SLOT_RETIRED);
 	p2pg_store_import(db, spool, &im, false);
 	CHECK(atomic_load(&c->state) == P2PG_SLOT_FREE, "a drained retired ring is free");
-	struct p2pg_spool_thread *d = p2pg_spool_claim_thread(spool, 14);
+	struct p2pg_spool_thread *d = p2pg_spool_claim_thread(spool, fd, 14);
 	CHECK(d == c && d->serial != c_serial && d->serial > b->serial,
 	      "reused, with a new serial");
 	publish(d, P2PG_SPOOL_RING - P2PG_SPOOL_RESERVE + 2, 0);
@@ -232,8 +232,8 @@ int main(void)
 	      "recovery added nothing already imported");
 
 	/* Summary mode: aggregates, plus failures and outliers as rows. */
-	spool = p2pg_spool_create(spool_dir, &info, &fd, spool_path, sizeof(spool_path));
-	struct p2pg_spool_thread *s = p2pg_spool_claim_thread(spool, 21);
+	spool = p2pg_spool_create(spool_dir, &info, &fd, spool_path, sizeof(spool_path), NULL, 0);
+	struct p2pg_spool_thread *s = p2pg_spool_claim_thread(spool, fd, 21);
 	publish(s, 200, 0);
 	publish(s, 3, 1);
 	struct p2pg_importer sum;
@@ -249,7 +249,7 @@ int main(void)
 
 	/* Timed copies are handed to the owner only once their rows are committed; summarised ones
 	 * come back without a row, so their event pairs are freed. */
-	struct p2pg_spool_thread *tt = p2pg_spool_claim_thread(spool, 22);
+	struct p2pg_spool_thread *tt = p2pg_spool_claim_thread(spool, fd, 22);
 	struct p2pg_importer timed_all, timed_sum;
 	p2pg_importer_init(&timed_all, P2PG_RECORD_ALL);
 	p2pg_importer_init(&timed_sum, P2PG_RECORD_SUMMARY);

@@ -1,0 +1,11 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <stdio.h>
+
+struct p2pg_ruleset;
+
+/* Prints to out the rules of rs that explain text, best first (--all: every one in full).
+ * Returns 0 when something matched, 1 when nothing did: explain's exit status. */
+int p2pg_explain_text(FILE *out, const struct p2pg_ruleset *rs, const char *text, bool all);

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/* libFuzzer target: the environment's P2PGUARD_* values. The input is the values, one a line, in
+ * the order of names[] (fewer lines: the rest unset). */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "settings.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static const char *const names[] = {
+    "P2PGUARD_DISABLE",	   "P2PGUARD_MODE",	  "P2PGUARD_DB",
+    "P2PGUARD_RECORD",	   "P2PGUARD_GPU_TIMING", "P2PGUARD_GPU_TIMING_INTERVAL_US",
+    "P2PGUARD_STAGING_MB", "P2PGUARD_PAIRS",	  "P2PGUARD_BACKTRACE",
+    "P2PGUARD_PROBE",	   "P2PGUARD_RULES",	  "P2PGUARD_QUIET",
+};
+#define NAMES (sizeof(names) / sizeof(names[0]))
+
+static char *values[NAMES];
+
+static char *get(const char *name)
+{
+	for (size_t k = 0; k < NAMES; k++)
+		if (strcmp(name, names[k]) == 0)
+			return values[k];
+	return NULL;
+}
+
+static void warn(const char *line)
+{
+	/* One line, as the boundary prints it: no newline inside. */
+	if (strchr(line, '\n') && !strchr(line, '\n')[1])
+		abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char *text = malloc(size + 1);
+	if (!text)
+		return 0;
+	memcpy(text, data, size);
+	text[size] = '\0';
+	memset(values, 0, sizeof(values));
+	char *p = text;
+	for (size_t k = 0; k < NAMES && p; k++) {
+		values[k] = p;
+		p = strchr(p, '\n');
+		if (p)
+			*p++ = '\0';
+	}
+	static struct p2pg_settings s;
+	p2pg_settings_parse(&s, get, warn);
+	for (int a = -1; a <= P2PG_MAX_DEVICES; a++)
+		p2pg_settings_pair_selected(&s, a, P2PG_MAX_DEVICES - 1 - a);
+	p2pg_mode_name(s.mode);
+	free(text);
+	return 0;
+}
