@@ -74,19 +74,25 @@ static void samples(FILE *out, sqlite3 *db, const char *name, const char *sql,
 	"s.host_ns_total, s.failures FROM transfer_summary s JOIN processes p ON p.id = "       \
 	"s.process_id) "
 
-static void write_metrics(sqlite3 *db, FILE *out)
+static int write_metrics(sqlite3 *db, FILE *out)
 {
 	static const char *const pair[] = {"hostname", "src", "dst", "path"};
 	static const char *const host[] = {"hostname"};
 
 	/* One pass over the copies for the four families that count them (temporary tables live
-	 * apart from the read-only database). Without it the families read nothing. */
-	sqlite3_exec(db,
-		     "CREATE TEMP TABLE IF NOT EXISTS pairs AS " COPIES
-		     "SELECT host, src, dst, path, "
-		     "sum(n) AS n, sum(bytes) AS bytes, sum(ns) AS ns, sum(failed) AS failed "
-		     "FROM copies GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
-		     NULL, NULL, NULL);
+	 * apart from the read-only database). */
+	char *err = NULL;
+	if (sqlite3_exec(db,
+			 "CREATE TEMP TABLE IF NOT EXISTS pairs AS " COPIES
+			 "SELECT host, src, dst, path, "
+			 "sum(n) AS n, sum(bytes) AS bytes, sum(ns) AS ns, sum(failed) AS failed "
+			 "FROM copies GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
+			 NULL, NULL, &err) != SQLITE_OK) {
+		fprintf(stderr, "p2pguard metrics: cannot count the copies: %s\n",
+			err ? err : sqlite3_errmsg(db));
+		sqlite3_free(err);
+		return -EIO;
+	}
 
 	family(out, "p2pguard_peer_copies_total", "counter",
 	       "Cross-device copy calls the guard recorded, by device pair and path.");
@@ -164,6 +170,7 @@ static void write_metrics(sqlite3 *db, FILE *out)
 		"EXISTS (SELECT 1 FROM failures f WHERE f.process_id = p.id)) FROM processes p "
 		"GROUP BY 1",
 		host, 1);
+	return 0;
 }
 
 /* The exposition for one scrape or one file, from the database as it is now. */
@@ -176,8 +183,8 @@ static char *render(const char *db_path, size_t *len)
 	FILE *mem = open_memstream(&buf, len);
 	if (!mem)
 		return NULL;
-	write_metrics(db, mem);
-	if (fclose(mem) != 0) {
+	int r = write_metrics(db, mem);
+	if (fclose(mem) != 0 || r < 0) {
 		free(buf);
 		return NULL;
 	}
