@@ -19,6 +19,14 @@
  * copies of two threads on one stream) go to a second lane of the same track. */
 #define MAX_LANES 16
 
+/*
+ * Thread ids, unique in the whole trace: importers (Perfetto's among them) key threads by tid
+ * first, and a tid seen under two pids is taken for a thread that moved. A process's own events
+ * use its pid (its database id) as tid, as Chrome does for a main thread.
+ */
+#define STREAM_TID  (1 << 29) /* + the track's index */
+#define FAILURE_TID (1 << 30) /* + the process's id */
+
 struct track {
 	int64_t process, stream;
 	int src, dst;
@@ -59,14 +67,14 @@ static int track_for(struct trace *t, int64_t process, int64_t stream, int src, 
 		if (tr->end_us <= start || lanes == MAX_LANES) {
 			if (end > tr->end_us)
 				tr->end_us = end;
-			return (int)k + 100;
+			return (int)k + STREAM_TID;
 		}
 	}
 	if (t->ntracks == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 32;
 		struct track *bigger = realloc(t->tracks, cap * sizeof(*bigger));
 		if (!bigger)
-			return 99; /* out of memory: one shared track, still a valid trace */
+			return STREAM_TID - 1; /* out of memory: one shared track, still valid */
 		t->tracks = bigger;
 		t->cap = cap;
 	}
@@ -76,7 +84,7 @@ static int track_for(struct trace *t, int64_t process, int64_t stream, int src, 
 	fprintf(t->out,
 		"{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%" PRId64
 		",\"tid\":%zu,\"args\":{\"name\":\"stream 0x%" PRIx64 " GPU %d->%d%s",
-		process, k + 100, (uint64_t)stream, src, dst, lanes ? " (overlap " : "");
+		process, k + STREAM_TID, (uint64_t)stream, src, dst, lanes ? " (overlap " : "");
 	if (lanes)
 		fprintf(t->out, "%d)", lanes + 1);
 	fputs("\"}}", t->out);
@@ -84,8 +92,8 @@ static int track_for(struct trace *t, int64_t process, int64_t stream, int src, 
 	fprintf(t->out,
 		"{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%" PRId64
 		",\"tid\":%zu,\"args\":{\"sort_index\":%zu}}",
-		process, k + 100, k + 100);
-	return (int)k + 100;
+		process, k + STREAM_TID, k);
+	return (int)k + STREAM_TID;
 }
 
 static void processes(struct trace *t, sqlite3 *db)
@@ -111,28 +119,28 @@ static void processes(struct trace *t, sqlite3 *db)
 		event_sep(t);
 		fprintf(t->out,
 			"{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%" PRId64
-			",\"tid\":0,\"args\":{\"name\":",
-			id);
+			",\"tid\":%" PRId64 ",\"args\":{\"name\":",
+			id, id);
 		p2pg_cli_json_string(t->out, name);
 		fputs("}}", t->out);
 		event_sep(t);
 		fprintf(t->out,
 			"{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%" PRId64
-			",\"tid\":0,\"args\":{\"sort_index\":%d}}",
-			id, order);
+			",\"tid\":%" PRId64 ",\"args\":{\"sort_index\":%d}}",
+			id, id, order);
 		if (sqlite3_column_type(st, 3) != SQLITE_NULL && sqlite3_column_int(st, 3) >= 0) {
 			event_sep(t);
 			fprintf(t->out,
 				"{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":%" PRId64
-				",\"tid\":0,\"args\":{\"labels\":\"rank %d, mode %s\"}}",
-				id, sqlite3_column_int(st, 3), p2pg_cli_col(st, 6) ?: "?");
+				",\"tid\":%" PRId64 ",\"args\":{\"labels\":\"rank %d, mode %s\"}}",
+				id, id, sqlite3_column_int(st, 3), p2pg_cli_col(st, 6) ?: "?");
 		}
 		/* The track that carries the process's peer calls' failures and probe verdicts. */
 		event_sep(t);
 		fprintf(t->out,
 			"{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%" PRId64
-			",\"tid\":1,\"args\":{\"name\":\"failures and probe verdicts\"}}",
-			id);
+			",\"tid\":%" PRId64 ",\"args\":{\"name\":\"failures and probe verdicts\"}}",
+			id, FAILURE_TID + id);
 	}
 }
 
@@ -223,8 +231,9 @@ static void failures(struct trace *t, sqlite3 *db)
 		fprintf(t->out, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"%s\",\"name\":",
 			probe ? "probe" : "failure");
 		p2pg_cli_json_string(t->out, name);
-		fprintf(t->out, ",\"pid\":%" PRId64 ",\"tid\":1,\"ts\":%.3f,",
+		fprintf(t->out, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":%.3f,",
 			(int64_t)sqlite3_column_int64(st, 0),
+			FAILURE_TID + (int64_t)sqlite3_column_int64(st, 0),
 			ts_us(t, sqlite3_column_int64(st, 1)));
 		row_args(t, st);
 		fputs("}", t->out);
@@ -264,7 +273,8 @@ static void instants(struct trace *t, sqlite3 *db, const char *table, const char
 		event_sep(t);
 		fprintf(t->out, "{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"%s\",\"name\":", what);
 		p2pg_cli_json_string(t->out, name);
-		fprintf(t->out, ",\"pid\":%" PRId64 ",\"tid\":1,\"ts\":%.3f,",
+		fprintf(t->out, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":%.3f,",
+			(int64_t)sqlite3_column_int64(st, pcol),
 			(int64_t)sqlite3_column_int64(st, pcol),
 			ts_us(t, sqlite3_column_int64(st, tcol)));
 		row_args(t, st);

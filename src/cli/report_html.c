@@ -413,8 +413,9 @@ static void crashes(FILE *out, sqlite3 *db)
 static const char style[] =
     "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}"
     "h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ddd;margin-top:28px}"
-    "h3{font-size:15px;margin:4px 0}table{border-collapse:collapse;margin:8px 0}"
-    "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}"
+    "h3{font-size:15px;margin:4px 0}table{border-collapse:collapse;margin:8px 0;max-width:100%}"
+    "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top;"
+    "overflow-wrap:anywhere}"
     "th{background:#f4f4f4}.matrix td{min-width:140px}.self{color:#aaa;text-align:center}"
     ".cards{display:flex;gap:10px;flex-wrap:wrap}.card{border:1px solid #ddd;border-radius:6px;"
     "padding:6px 12px}.card b{font-size:20px;display:block}.card span{color:#666}"

@@ -84,6 +84,8 @@ try:
     check({"0", "1", "2"} <= set(ranks), "processes and ranks table (%s)" % ranks)
     check("predates stall detection" in browser.find_element(By.ID, "sec-stalls").text or
           browser.find_elements(By.CSS_SELECTOR, "#stalls"), "stalls: said when the table is absent")
+    widths = browser.execute_script("return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    check(widths[0] <= widths[1], "the page fits the window's width: no sideways scrolling (%s)" % widths)
     resources = browser.execute_script("return performance.getEntriesByType('resource').length")
     equal(resources, 0, "the page fetched nothing")
     shot = os.environ.get("P2PG_SCREENSHOT") or os.path.join(work, "report.png")

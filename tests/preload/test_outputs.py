@@ -97,6 +97,9 @@ events = trace["traceEvents"]
 names = [e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"]
 equal(len(names), 5, "trace: a process per guarded process")
 check(any(n.startswith("rank 3 pid") for n in names), "trace: the rank in the process name (%s)" % names)
+owner = {}
+equal([(e["tid"], e["pid"]) for e in events if owner.setdefault(e["tid"], e["pid"]) != e["pid"]], [],
+      "trace: no thread id under two processes (importers key threads by tid)")
 slices = [e for e in events if e["ph"] == "X"]
 equal(len(slices), scalar(db, "SELECT count(*) FROM transfers WHERE started_ns IS NOT NULL"), "trace: a slice per transfer")
 check(all({"bytes", "path", "timing"} <= set(e["args"]) for e in slices), "trace: bytes, path and timing in each slice's args")
