@@ -33,5 +33,9 @@ void p2pg_notice(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
+	/* Paths and values from the environment are echoed: one line stays one line. */
+	for (char *p = line; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
 	notice_sink(line);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* libFuzzer target: the environment's P2PGUARD_* values. The input is the values, one a line, in
- * the order of names[] (fewer lines: the rest unset). */
+/* libFuzzer target: the environment's P2PGUARD_* values. The input is the values, NUL-separated
+ * (a value may hold a newline, as an environment's can), in the order of names[] (fewer: the rest
+ * unset). A warning must stay one line whatever the value holds. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,9 +31,9 @@ static char *get(const char *name)
 
 static void warn(const char *line)
 {
-	/* One line, as the boundary prints it: no newline inside. */
-	if (strchr(line, '\n') && !strchr(line, '\n')[1])
-		abort();
+	for (const char *p = line; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -43,12 +44,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(text, data, size);
 	text[size] = '\0';
 	memset(values, 0, sizeof(values));
-	char *p = text;
-	for (size_t k = 0; k < NAMES && p; k++) {
-		values[k] = p;
-		p = strchr(p, '\n');
-		if (p)
-			*p++ = '\0';
+	size_t pos = 0;
+	for (size_t k = 0; k < NAMES && pos <= size; k++) {
+		values[k] = text + pos;
+		pos += strlen(text + pos) + 1;
 	}
 	static struct p2pg_settings s;
 	p2pg_settings_parse(&s, get, warn);

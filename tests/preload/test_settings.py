@@ -13,6 +13,14 @@ check(lines and "P2PGUARD_MODE=turbo" in lines[0] and "observe, fallback, staged
       "the line names the variable and the accepted values (%s)" % (lines[0] if lines else ""))
 equal(scalar(db, "SELECT mode FROM processes"), "observe", "the default mode is used")
 
+# A value holding a newline or a carriage return (found by fuzz-settings) stays one line.
+for value in ("tur\nbo", "\rall"):
+    db = tempdb()
+    proc = run([program("rt_peer"), "basic"], db=db, P2PGUARD_MODE=value)
+    lines = proc.stderr.splitlines()
+    check(proc.stdout == bare and len(lines) == 1 and "\r" not in proc.stderr and "P2PGUARD_MODE=" in lines[0],
+          "P2PGUARD_MODE=%r: one line, program unharmed (%r)" % (value, proc.stderr))
+
 for var, value in (("P2PGUARD_RECORD", "some"), ("P2PGUARD_PAIRS", "0-0"), ("P2PGUARD_STAGING_MB", "-3"),
                    ("P2PGUARD_GPU_TIMING", "maybe")):
     db = tempdb()
