@@ -9,7 +9,7 @@
 set -euo pipefail
 need=()
 for pkg in meson ninja-build pkg-config gcc g++ libsqlite3-dev sqlite3 libunwind-dev python3 python3-dev binutils \
-	python3-jsonschema prometheus python3-prometheus-client chromium chromium-driver python3-selenium clang; do
+	python3-jsonschema prometheus python3-prometheus-client chromium chromium-driver python3-selenium clang clang-format; do
 	[ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)" = "install ok installed" ] || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

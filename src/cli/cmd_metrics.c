@@ -64,15 +64,25 @@ static void samples(FILE *out, sqlite3 *db, const char *name, const char *sql,
 	}
 }
 
-/* Both ways copies are recorded: a row each (record=all) and summary buckets (record=summary). */
-#define COPIES                                                                                  \
+/* Every way a copy is recorded: a row each (record=all), summary buckets (record=summary; that
+ * process's rows are its failures and outliers, already in the buckets), and the overflow
+ * aggregates of calls that found their ring full (no row of their own). */
+#define COPIES_ROWS_AND_SUMMARY                                                                 \
 	"WITH copies AS (SELECT p.hostname AS host, t.src_device AS src, t.dst_device AS dst, " \
 	"coalesce(t.path, 'unknown') AS path, 1 AS n, coalesce(t.bytes, 0) AS bytes, "          \
 	"coalesce(t.gpu_ns, t.host_ns, 0) AS ns, t.status != 0 AS failed "                      \
 	"FROM transfers t JOIN processes p ON p.id = t.process_id "                             \
+	"WHERE t.process_id NOT IN (SELECT process_id FROM transfer_summary) "                  \
 	"UNION ALL SELECT p.hostname, s.src_device, s.dst_device, s.path, s.count, s.bytes, "   \
 	"s.host_ns_total, s.failures FROM transfer_summary s JOIN processes p ON p.id = "       \
-	"s.process_id) "
+	"s.process_id"
+#define COPIES_OVERFLOW                                                                        \
+	" UNION ALL SELECT p.hostname, o.src_device, o.dst_device, o.path, o.count, o.bytes, " \
+	"o.host_ns_total, o.status != 0 FROM transfer_overflow o JOIN processes p ON p.id = "  \
+	"o.process_id"
+#define COPIES_SUM                                                                         \
+	") SELECT host, src, dst, path, sum(n) AS n, sum(bytes) AS bytes, sum(ns) AS ns, " \
+	"sum(failed) AS failed FROM copies GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"
 
 static int write_metrics(sqlite3 *db, FILE *out)
 {
@@ -82,12 +92,13 @@ static int write_metrics(sqlite3 *db, FILE *out)
 	/* One pass over the copies for the four families that count them (temporary tables live
 	 * apart from the read-only database). */
 	char *err = NULL;
-	if (sqlite3_exec(db,
-			 "CREATE TEMP TABLE IF NOT EXISTS pairs AS " COPIES
-			 "SELECT host, src, dst, path, "
-			 "sum(n) AS n, sum(bytes) AS bytes, sum(ns) AS ns, sum(failed) AS failed "
-			 "FROM copies GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
-			 NULL, NULL, &err) != SQLITE_OK) {
+	/* A database older than the overflow aggregates has no such table. */
+	const char *sql =
+	    p2pg_cli_has_table(db, "transfer_overflow")
+		? "CREATE TEMP TABLE IF NOT EXISTS pairs AS " COPIES_ROWS_AND_SUMMARY
+		      COPIES_OVERFLOW COPIES_SUM
+		: "CREATE TEMP TABLE IF NOT EXISTS pairs AS " COPIES_ROWS_AND_SUMMARY COPIES_SUM;
+	if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
 		fprintf(stderr, "p2pguard metrics: cannot count the copies: %s\n",
 			err ? err : sqlite3_errmsg(db));
 		sqlite3_free(err);

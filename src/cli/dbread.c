@@ -14,7 +14,9 @@
 #include "p2pguard/spool.h"
 #include "store.h"
 
-/* Spool files in dir whose owner is gone (their lock is free): what an import left behind. */
+/* Spool files in dir whose owner is gone (their lock is free): what an import left behind. Only
+ * regular files of ours count, as the import takes no other: a FIFO planted there must not block
+ * the open, nor a link lead elsewhere. */
 static int count_dead_spools(const char *dir)
 {
 	_cleanup_closedir_ DIR *d = opendir(dir);
@@ -28,8 +30,11 @@ static int count_dead_spools(const char *dir)
 		if (len <= suffix || strcmp(de->d_name + len - suffix, P2PG_SPOOL_SUFFIX) != 0 ||
 		    snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= (int)sizeof(path))
 			continue;
-		_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) == 0)
+		_cleanup_close_ int fd =
+		    open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+		struct stat st;
+		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+		    st.st_uid == geteuid() && flock(fd, LOCK_SH | LOCK_NB) == 0)
 			n++;
 	}
 	return n;

@@ -27,15 +27,15 @@
 	"probe FROM g JOIN failures f ON f.id = g.first_id JOIN failure_report r ON r.id = "      \
 	"g.first_id ORDER BY g.first_ns, g.first_id"
 
-#define REPORT_TRANSFERS_SQL                                                                   \
-	"WITH timed AS (SELECT src_device, dst_device, path, api, count(gpu_ns) AS n FROM "    \
-	"transfers GROUP BY 1, 2, 3, 4) "                                                      \
-	"SELECT t.src_device, t.dst_device, t.path, t.api, sum(t.calls) AS calls, "            \
-	"sum(t.bytes) AS bytes, sum(t.failures) AS failed, coalesce(g.n, 0) AS gpu_timed, "    \
-	"b.p50_gbps, sum(t.folded) AS folded FROM peer_totals t "                               \
-	"LEFT JOIN temp.bw b ON b.src_device = t.src_device AND b.dst_device = t.dst_device "  \
-	"AND b.path = t.path LEFT JOIN timed g ON g.src_device = t.src_device AND "             \
-	"g.dst_device = t.dst_device AND g.path = t.path AND g.api = t.api "                   \
+#define REPORT_TRANSFERS_SQL                                                                  \
+	"WITH timed AS (SELECT src_device, dst_device, path, api, count(gpu_ns) AS n FROM "   \
+	"transfers GROUP BY 1, 2, 3, 4) "                                                     \
+	"SELECT t.src_device, t.dst_device, t.path, t.api, sum(t.calls) AS calls, "           \
+	"sum(t.bytes) AS bytes, sum(t.failures) AS failed, coalesce(g.n, 0) AS gpu_timed, "   \
+	"b.p50_gbps, sum(t.folded) AS folded FROM peer_totals t "                             \
+	"LEFT JOIN temp.bw b ON b.src_device = t.src_device AND b.dst_device = t.dst_device " \
+	"AND b.path = t.path LEFT JOIN timed g ON g.src_device = t.src_device AND "           \
+	"g.dst_device = t.dst_device AND g.path = t.path AND g.api = t.api "                  \
 	"GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"
 
 #define REPORT_PEER_ACCESS_SQL                                                                     \

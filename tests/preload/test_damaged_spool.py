@@ -8,7 +8,7 @@ import struct
 import time
 from harness import *
 
-HEADER, RING_BYTES, RECORD = 4096, 64 + 65536 * 64, 64
+HEADER, RING_BYTES, RECORD = 4096, 64 + 65536 * 64 + 256 * 40, 64  # struct p2pg_spool_thread: ring, then aggregates
 
 
 def killed_spool():
@@ -21,7 +21,7 @@ def killed_spool():
     time.sleep(0.2)
     proc.kill()
     proc.wait()
-    files = glob.glob(db + ".spool/*.spool3")
+    files = glob.glob(db + ".spool/*.spool4")
     equal(len(files), 1, "a SIGKILLed process leaves its spool")
     return files[0]
 
