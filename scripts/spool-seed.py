@@ -13,7 +13,8 @@ import sys
 HEADER = 4096
 THREADS, RING, BLOBS, BLOB_SIZE = 128, 65536, 128, 24 << 10
 RING_COUNTERS = 64  # head, tail, state, serial, dropped, tid, pad: one cache line
-RING_BYTES = RING_COUNTERS + RING * 64
+AGGS, AGG_SIZE = 256, 40  # a thread's overflow aggregates, after its ring
+RING_BYTES = RING_COUNTERS + RING * 64 + AGGS * AGG_SIZE
 RECORDS_KEPT = 32
 
 
@@ -48,6 +49,12 @@ def main():
                 slot = base + RING_COUNTERS + (seq % RING) * 64
                 f.seek(slot)
                 seed += patch(slot, f.read(64))
+            for a in range(AGGS):
+                at = base + RING_COUNTERS + RING * 64 + a * AGG_SIZE
+                f.seek(at)
+                agg = f.read(AGG_SIZE)
+                if any(agg):
+                    seed += patch(at, agg)
         for k in range(BLOBS):
             base = HEADER + THREADS * RING_BYTES + k * BLOB_SIZE
             f.seek(base)
