@@ -8,7 +8,8 @@
  * watermark in the database inside that transaction. If the process dies at any moment — SIGKILL
  * included — the file holds every record whose call returned, and whoever imports it (the next
  * guard, or `p2pguard recover`) starts from the database's watermark: nothing is lost, nothing
- * doubled.
+ * doubled. A successful transfer that finds its ring full is folded into the thread's overflow
+ * aggregates instead (struct p2pg_spool_agg), which are imported in the same transaction.
  */
 #pragma once
 

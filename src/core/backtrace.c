@@ -74,10 +74,17 @@ static void own_module_init(void)
 }
 
 /* Computed at load time so that a capture from a signal handler finds it ready (pthread_once and
- * dl_iterate_phdr are not async-signal-safe). */
+ * dl_iterate_phdr are not async-signal-safe). libunwind, too, sets its globals up in the process's
+ * first unw_init_local, and that set-up is not safe for two threads at once (libunwind issue #1029;
+ * ThreadSanitizer saw two copier threads' first failures race in it): it happens here, at load,
+ * before the program has threads (about 50 us, once). */
 __attribute__((constructor)) static void own_module_ctor(void)
 {
 	pthread_once(&own_once, own_module_init);
+	unw_context_t uc;
+	unw_cursor_t cursor;
+	if (unw_getcontext(&uc) == 0)
+		unw_init_local(&cursor, &uc);
 }
 
 static bool in_own_module(uintptr_t ip)

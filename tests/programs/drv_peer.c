@@ -197,6 +197,10 @@ static int mode_basic(void)
 	transfers++, bytes += 1 << 20;
 	CHECK(cu.MemcpyPeerAsync(b1, ctx[1], a0, ctx[0], 8192, s));
 	transfers++, bytes += 8192;
+	/* The per-thread default stream is not ordered after s: unsynchronised, the two copies
+	 * would write b1 at the same time (a race of this program's, which ThreadSanitizer found in
+	 * the simulation). */
+	CHECK(cu.StreamSynchronize(s));
 	CHECK(cu.MemcpyPeerAsyncPtsz(b1, ctx[1], a0, ctx[0], 4096, 0));
 	transfers++, bytes += 4096;
 	CHECK(cu.Memcpy(b1, a0, 2048));
