@@ -49,8 +49,11 @@ static struct p2pg_spool_blob *write_crash(int sig, void *uctx)
 	if (!spool)
 		return NULL;
 	struct p2pg_spool_blob *blob = p2pg_spool_blob_claim(spool);
-	if (!blob)
+	if (!blob) {
+		/* Counted as a lost record; a lock-free atomic add is safe in a signal handler. */
+		atomic_fetch_add_explicit(&spool->header.dropped_no_slot, 1, memory_order_relaxed);
 		return NULL;
+	}
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	uintptr_t ips[P2PG_BACKTRACE_MAX];

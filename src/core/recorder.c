@@ -278,7 +278,14 @@ uint64_t p2pg_record(struct p2pg_record *r, uint32_t *ret_serial)
 struct p2pg_spool_blob *p2pg_recorder_blob(void)
 {
 	struct p2pg_spool_layout *spool = spool_get();
-	return spool ? p2pg_spool_blob_claim(spool) : NULL;
+	if (!spool)
+		return NULL;
+	struct p2pg_spool_blob *blob = p2pg_spool_blob_claim(spool);
+	/* Every blob slot waiting for a starved drainer: this failure's entry is lost, and the
+	 * loss is counted with the other records lost (processes.records_dropped). */
+	if (!blob)
+		atomic_fetch_add_explicit(&spool->header.dropped_no_slot, 1, memory_order_relaxed);
+	return blob;
 }
 
 void p2pg_recorder_set_driver_version(int version)
