@@ -20,7 +20,7 @@ import base64
 import json
 import re
 import shutil
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
@@ -70,7 +70,7 @@ check(os.path.exists(SPEEDSCOPE), "speedscope's release build is installed (scri
 chromium = shutil.which("chromium") or shutil.which("chromium-browser")
 driver_path = shutil.which("chromedriver")
 check(chromium and driver_path, "chromium and chromedriver are installed (scripts/install-deps.sh)")
-if failures:
+if not (os.path.exists(SPEEDSCOPE) and chromium and driver_path):
     done()
 
 # What speedscope's command line (its bin/cli.mjs) writes for a profile it is given, and the URL it opens.
@@ -89,6 +89,7 @@ for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window
 opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
 browser = selenium.webdriver.Chrome(service=Service(executable_path=driver_path), options=opts)
 PROFILE_ROWS = "//input[@placeholder='Filter...']/ancestor::div[2]//table//tbody/tr"
+PROFILE_INDEX = "//input[@placeholder='Filter...']/ancestor::div[@style][1]/preceding-sibling::span/span"
 SANDWICH_ROWS = "//table[not(thead)]//tr"
 
 
@@ -124,9 +125,9 @@ try:
     check(len(rows) == len(order) and all(same_duration(r[2], s) for r, s in zip(rows, sums)),
           "each profile's total weight is its track's GPU/host time (%s vs %s)" % ([r[2] for r in rows], sums))
 
-    # Every slice of every track, by name and args, with its duration: the Sandwich table.
-    keys("3")
-    for i, key in enumerate(order):
+    # Every slice of every track, by name and args, with its duration: the Sandwich table. The
+    # page redraws after each key, so each track is read until it shows (or 15 s pass).
+    def sandwich(key):
         got = {}
         for r in browser.find_elements(By.XPATH, SANDWICH_ROWS):
             cells = [td.get_attribute("textContent") for td in r.find_elements(By.TAG_NAME, "td")]
@@ -137,8 +138,22 @@ try:
                            json.loads(s[len(e["name"]) + 1:]) == e["args"]), None)
             if symbol is None or not same_duration(got[symbol], e["dur"]):
                 missing.append((e["name"], e["args"].get("transfer_id"), e["dur"], symbol and got[symbol]))
-        check(len(got) == len(tracks[key]) and not missing,
-              "track %d/%d: speedscope has its %d slices with their args and durations (%s)" % (i + 1, len(order), len(tracks[key]), missing))
+        return got, missing
+
+    keys("3")
+    for i, key in enumerate(order):
+        shown = "(%d/%d)" % (i + 1, len(order))
+        try:
+            WebDriverWait(browser, 15, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)).until(
+                lambda b: b.find_element(By.XPATH, PROFILE_INDEX).text == shown and
+                len(sandwich(key)[0]) == len(tracks[key]) and not sandwich(key)[1])
+        except TimeoutException:
+            pass
+        index = browser.find_element(By.XPATH, PROFILE_INDEX).text
+        got, missing = sandwich(key)
+        check(index == shown and len(got) == len(tracks[key]) and not missing,
+              "track %s: speedscope has its %d slices with their args and durations (%d shown; not: %s)" % (
+                  index, len(tracks[key]), len(got), missing))
         keys("n")
 
     # The picture: rank 0's first track in the Time Order view, a slice's tooltip shown.
@@ -147,6 +162,10 @@ try:
     canvas = browser.find_element(By.TAG_NAME, "canvas")
     ActionChains(browser).move_to_element_with_offset(canvas, -canvas.size["width"] // 2 + 120,
                                                       -canvas.size["height"] // 2 + 150).perform()
+    try:  # the slice's tooltip: the only page text (not canvas) with a slice's name in this view
+        WebDriverWait(browser, 5).until(lambda b: " {\"bytes\":" in b.find_element(By.TAG_NAME, "body").text)
+    except TimeoutException:
+        pass
     shot = os.environ.get("P2PG_SCREENSHOT") or os.path.join(work, "trace.png")
     check(browser.save_screenshot(shot) and 10000 < os.path.getsize(shot) <= 200000, "a screenshot of speedscope (%s)" % shot)
 finally:
