@@ -4,7 +4,9 @@
 # python3 (with its sqlite3 module, and its headers for a test extension module) to read the
 # databases the tests write, binutils (readelf, nm); for the outputs' tests: python3-jsonschema (the trace-event schema), prometheus (promtool) and
 # python3-prometheus-client (the exposition's parsers), chromium, chromium-driver and
-# python3-selenium (the HTML report in a real headless browser).
+# python3-selenium (the HTML report in a real headless browser), npm (to fetch speedscope, pinned, the
+# trace's second importer: tests/preload/test_trace_view.py) and, from npm, speedscope itself into
+# tests/.node (git-ignored).
 # The CUDA toolkit's headers are expected at /usr/local/cuda (or meson -Dtoolkit_dir=...).
 set -euo pipefail
 need=()
@@ -12,6 +14,9 @@ for pkg in meson ninja-build pkg-config gcc g++ libsqlite3-dev sqlite3 libunwind
 	python3-jsonschema prometheus python3-prometheus-client chromium chromium-driver python3-selenium clang clang-format; do
 	[ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)" = "install ok installed" ] || need+=("$pkg")
 done
+# npm by the command, not the package: a Node.js from elsewhere (NodeSource's nodejs) brings its own
+# npm and conflicts with Debian's.
+command -v npm >/dev/null || need+=(npm)
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi
 	echo "installing: ${need[*]}"
@@ -28,6 +33,14 @@ if ! fuzzer_rt; then
 	$sudo apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
 		"libclang-rt-$major-dev" >/dev/null
+fi
+# speedscope: an offline viewer whose release build (static HTML + JS) imports Chrome trace-event
+# JSON; the test opens `p2pguard trace` output in it. Pinned: the test reads its DOM.
+speedscope=1.25.0
+root=$(cd "$(dirname "$0")/.." && pwd)
+if ! grep -qs "\"version\": \"$speedscope\"" "$root/tests/.node/node_modules/speedscope/package.json"; then
+	echo "installing: speedscope@$speedscope (npm, into tests/.node)"
+	npm install --prefix "$root/tests/.node" --no-audit --no-fund --loglevel=error "speedscope@$speedscope" >/dev/null
 fi
 if [ ! -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ]; then
 	echo "CUDA headers not found in ${CUDA_HOME:-/usr/local/cuda}/include: install the CUDA toolkit" >&2
