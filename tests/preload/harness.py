@@ -5,6 +5,7 @@ scripts/gpu-check.sh sets it) they run against the machine's real driver and run
 """
 import atexit
 import functools
+import importlib
 import os
 import re
 import shutil
@@ -182,3 +183,23 @@ def equal(actual, expected, what):
 def done():
     print("%d failed" % failures)
     sys.exit(1 if failures else 0)
+
+
+def cli(*args, **extra):
+    """The p2pguard command, not preloaded, in the tests' environment."""
+    env = environment(preload=False, **extra)
+    return subprocess.run([CLI] + list(args), capture_output=True, text=True, env=env, timeout=120)
+
+
+def use_system_python(*modules):
+    """Runs the calling test again under /usr/bin/python3 when a module it needs (a Debian package:
+    python3-selenium, python3-jsonschema, ...) is missing from the python3 that runs it (another
+    python3, pyenv's say, may come first on PATH). Call it before importing those modules."""
+    try:
+        for name in modules:
+            importlib.import_module(name)
+    except ImportError:
+        system = "/usr/bin/python3"
+        if os.path.exists(system) and os.path.realpath(sys.executable) != os.path.realpath(system):
+            os.execv(system, [system] + sys.argv)
+        raise

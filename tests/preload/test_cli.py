@@ -3,11 +3,6 @@ import os
 from harness import *
 
 
-def cli(*args, **extra):
-    env = environment(preload=False, **extra)
-    return subprocess.run([CLI] + list(args), capture_output=True, text=True, env=env, timeout=120)
-
-
 db = tempdb()
 proc = cli("run", "--db", db, "--", program("rt_peer"), "basic")
 equal(proc.returncode, 0, "run: the program's exit status")

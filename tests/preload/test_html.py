@@ -4,23 +4,15 @@ a screenshot (P2PG_SCREENSHOT=path keeps it, as docs/report.png was made)."""
 import os
 import sys
 
-try:
-    import selenium.webdriver
-except ImportError:
-    if os.path.exists("/usr/bin/python3") and os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    raise
+from harness import *
+
+use_system_python("selenium.webdriver")
+import selenium.webdriver
 
 import shutil
 import sqlite3
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from harness import *
-
-
-def cli(*args, **extra):
-    env = environment(preload=False, **extra)
-    return subprocess.run([CLI] + list(args), capture_output=True, text=True, env=env, timeout=120)
 
 
 db = tempdb()

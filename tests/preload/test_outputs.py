@@ -4,15 +4,12 @@ explain --json, and the import of dead spools by every command that reads a data
 import os
 import sys
 
-# The validators are Debian packages (python3-jsonschema, python3-prometheus-client): the
-# system's interpreter has them when another python3 comes first on PATH.
-try:
-    import jsonschema
-    import prometheus_client.parser
-except ImportError:
-    if os.path.exists("/usr/bin/python3") and os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    raise
+from harness import *
+
+# The validators are Debian packages (python3-jsonschema, python3-prometheus-client).
+use_system_python("jsonschema", "prometheus_client.parser")
+import jsonschema
+import prometheus_client.parser
 
 import json
 import re
@@ -20,12 +17,6 @@ import shutil
 import signal
 import sqlite3
 import urllib.request
-from harness import *
-
-
-def cli(*args, **extra):
-    env = environment(preload=False, **extra)
-    return subprocess.run([CLI] + list(args), capture_output=True, text=True, env=env, timeout=120)
 
 
 work = os.path.dirname(tempdb())

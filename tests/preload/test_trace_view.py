@@ -9,12 +9,10 @@ made)."""
 import os
 import sys
 
-try:
-    import selenium.webdriver
-except ImportError:
-    if os.path.exists("/usr/bin/python3") and os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    raise
+from harness import *
+
+use_system_python("selenium.webdriver")
+import selenium.webdriver
 
 import base64
 import json
@@ -25,15 +23,9 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
-from harness import *
 
 SPEEDSCOPE = os.path.join(SOURCE, "tests/.node/node_modules/speedscope/dist/release/index.html")
 UNITS_US = {"ns": 1e-3, "\u00b5s": 1.0, "ms": 1e3, "s": 1e6}
-
-
-def cli(*args, **extra):
-    env = environment(preload=False, **extra)
-    return subprocess.run([CLI] + list(args), capture_output=True, text=True, env=env, timeout=120)
 
 
 def microseconds(text):
