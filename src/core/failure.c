@@ -8,6 +8,7 @@
 
 #include "api.h"
 #include "backtrace.h"
+#include "pystack.h"
 #include "driver.h"
 #include "evidence.h"
 #include "notice.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "backtrace.h"
+#include "pystack.h"
 #include "cupti_timing.h"
 #include "driver.h"
 #include "evidence.h"
