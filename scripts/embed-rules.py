@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Compiles the shipped rule files into a C table (src/core/rules-builtin.h).
+"""Compiles the shipped rule files into a C table (src/diagnose/rules-builtin.h).
 
     embed-rules.py --root RULES_DIR --output OUT.c FILE.json...
     embed-rules.py --root RULES_DIR --check FILE.json...

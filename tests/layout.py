@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """The rooms of src/README.md: no file includes a header of a room above its own.
 
-Each file's room is its folder under src/ when that folder is a room (the target layout), and
-otherwise the room src/README.md assigns it (the flat src/core/ of today, until the move). The
-upward includes that the move will break are listed in KNOWN; the test fails on any other, and on
-a KNOWN entry that has gone (so the list only shrinks).
+Each file's room is its folder under src/; a file in a folder that is no room fails the test.
+Headers are included by bare name (the build searches every room's folder), so each one is found
+by name under src/; the public headers of include/p2pguard/ belong to the room that implements
+them. An upward include that has to stay would be listed in KNOWN, with its reason; the test fails
+on any other, and on a KNOWN entry that has gone (so the list only shrinks).
 """
 import os
 import re
@@ -18,41 +19,16 @@ LEVEL = {"util": 0, "stage": 1, "record": 1, "diagnose": 2, "guard": 3, "preload
 FORBIDDEN = {("stage", "record"), ("record", "stage"), ("cli", "preload"), ("cli", "guard"),
              ("preload", "cli")}
 
-# Where the files of today's flat src/core/ go (src/README.md); by base name without extension.
-ROOM_OF = {
-    "guard": "guard",
-    "staged": "stage", "probe": "stage",
-    "recorder": "record", "spool": "record", "store": "record", "timing": "record",
-    "cupti_timing": "record", "gpu_match": "record", "schema": "record",
-    "failure": "diagnose", "evidence": "diagnose", "evidence-private": "diagnose",
-    "backtrace": "diagnose", "pystack": "diagnose", "crash": "diagnose", "facts": "diagnose",
-    "rules": "diagnose", "rules_load": "diagnose", "rules_validate": "diagnose",
-    "rules_match": "diagnose", "rules_db": "diagnose", "rules-private": "diagnose",
-    "rules-builtin": "diagnose", "json": "diagnose",
-    "driver": "util", "settings": "util", "notice": "util", "api": "util", "cleanup": "util",
-    "clock": "util", "reentry": "util",
-    # The public headers, by the room that implements them.
-    "p2pguard/facts": "diagnose", "p2pguard/rules": "diagnose", "p2pguard/spool": "record",
-}
+# The public headers, by the room that implements them.
+ROOM_OF = {"p2pguard/facts": "diagnose", "p2pguard/rules": "diagnose", "p2pguard/spool": "record"}
 
-# Upward includes of today, each to be broken by the move (layout plan, step 2).
-KNOWN = {
-    ("recorder.c", "guard.h"),          # clocks and the re-entrancy depth: to util/
-    ("cupti_timing.c", "guard.h"),      # the realtime clock: to util/
-    ("spool.c", "guard.h"),             # the realtime clock: to util/
-    ("recorder.c", "p2pguard/rules.h"), # the rules table at database open: a hook from guard/
-    ("store.c", "backtrace.h"),         # symbolising a crash: a hook from guard/ and the CLI
-    ("store.c", "failure.h"),           # action names: to util/api.h
-    ("cmd_topo.c", "guard.h"),          # only for the API names: include api.h
-}
+# Upward includes allowed for a stated reason, as (file, header): none.
+KNOWN = set()
 
 
 def room_of(path):
     rel = os.path.relpath(path, SRC).split(os.sep)
-    if rel[0] in LEVEL:
-        return rel[0]
-    base = os.path.splitext(rel[-1])[0]
-    return ROOM_OF.get(base)
+    return rel[0] if rel[0] in LEVEL else None
 
 
 def header_room(name, including_dir):
@@ -69,6 +45,19 @@ def header_room(name, including_dir):
 
 def main():
     problems, seen = [], set()
+    # Bare names must name one header: the same name in two rooms would make the include path's
+    # order decide which one a file gets.
+    where = {}
+    for folder, _, files in os.walk(SRC):
+        for f in files:
+            if f.endswith(".h"):
+                where.setdefault(f, []).append(os.path.relpath(os.path.join(folder, f), ROOT))
+    for name, paths in sorted(where.items()):
+        if len(paths) > 1:
+            problems.append("%s: one header name in several rooms (%s)" % (name, ", ".join(sorted(paths))))
+    for name in sorted(os.listdir(os.path.join(ROOT, "include", "p2pguard"))):
+        if os.path.splitext("p2pguard/" + name)[0] not in ROOM_OF:
+            problems.append("include/p2pguard/%s: in no room (add it to ROOM_OF)" % name)
     for folder, _, files in os.walk(SRC):
         for f in sorted(files):
             if not f.endswith((".c", ".h")):
@@ -76,7 +65,7 @@ def main():
             path = os.path.join(folder, f)
             room = room_of(path)
             if room is None:
-                problems.append("%s: not in any room (add it to src/README.md and this test)"
+                problems.append("%s: not in any room (src/<room>/, see src/README.md)"
                                 % os.path.relpath(path, ROOT))
                 continue
             with open(path, encoding="utf-8") as fh:

@@ -24,7 +24,6 @@
 #include "cli.h"
 #include "driver.h"
 #include "failure.h"
-#include "guard.h"
 #include "notice.h"
 #include "probe.h"
 #include "recorder.h"
@@ -461,7 +460,7 @@ int p2pg_cmd_topo(int argc, char **argv)
 
 	if (record) {
 		snprintf(s.db_path, sizeof(s.db_path), "%s", p2pg_cli_db_path(db));
-		p2pg_recorder_configure(&s, "topo");
+		p2pg_recorder_configure(&s, "topo", &p2pg_knowledge_hooks);
 		p2pg_failure_configure(s.rules_dir, s.backtraces);
 		for (int src = 0; src < n; src++)
 			for (int dst = 0; dst < n; dst++)

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "backtrace.h"
+#include "pystack.h"
 
 #define BENCH_EXPORT __attribute__((visibility("default")))
 

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
+#include "failure.h"
 #include "guard.h"
 #include "recorder.h"
 #include "settings.h"
@@ -230,7 +231,7 @@ static void bench_latency(const char *dir)
 	char *(*get)(const char *) = getenv;
 	p2pg_settings_parse(&s, get, ignore_warning);
 	snprintf(s.db_path, sizeof(s.db_path), "%.4000s", db_path);
-	p2pg_recorder_configure(&s, "observe");
+	p2pg_recorder_configure(&s, "observe", &p2pg_knowledge_hooks);
 
 	enum { N = 400 };
 	static uint64_t written[N];

@@ -2,6 +2,7 @@
 #include "diagtest_lib.h"
 
 #include "backtrace.h"
+#include "pystack.h"
 
 #include <dlfcn.h>
 #include <stdint.h>

@@ -7,6 +7,7 @@
  * (ET_EXEC) executable, which symbolise differently (--expect-exec).
  */
 #include "backtrace.h"
+#include "pystack.h"
 #include "diagtest_lib.h"
 
 #include <elf.h>

@@ -10,9 +10,9 @@ if REAL:
     print("1..0 # SKIP fault injection is the simulation's")
     raise SystemExit(77)
 
-with open(os.path.join(SOURCE, "src/core/driver.h")) as f:
+with open(os.path.join(SOURCE, "src/util/driver.h")) as f:
     apis = re.findall(r"^\s*X\((cu\w+),", f.read(), re.M)
-check(len(apis) >= 40, "the guard's driver table read from src/core/driver.h (%d functions)" % len(apis))
+check(len(apis) >= 40, "the guard's driver table read from src/util/driver.h (%d functions)" % len(apis))
 
 # The errors each fault uses: a resource error, an argument error, a sticky one, every 3rd call.
 specs = ["CUDA_ERROR_OUT_OF_MEMORY", "CUDA_ERROR_INVALID_VALUE:2", "CUDA_ERROR_LAUNCH_FAILED:3"]

@@ -60,6 +60,8 @@ check(all(v[0] == 1 and v[1] == BYTES and v[2] > 0 for v in bw.values()),
 equal(query(db, "SELECT mode FROM processes"), [("topo",)], "P2P all: the topo run is a process row of its own")
 equal({r[0] for r in query(db, "SELECT DISTINCT api FROM transfers")}, {"p2pguard_probe"},
       "P2P all: the probe's rows are marked as such")
+check(scalar(db, "SELECT count(*) FROM rules WHERE id = 'p2p/copy-returns-wrong-data'") == 1,
+      "P2P all: the database holds the knowledge base's rules table, as a guarded program's does")
 
 # ---- P2P between 0 and 1 delivers wrong data ----
 db = tempdb()

@@ -95,5 +95,5 @@ int p2pg_store_set_gpu_ns(sqlite3 *db, int64_t row, uint64_t gpu_ns);
 int p2pg_store_add_stall(sqlite3 *db, int64_t row, uint64_t now_ns, unsigned stall_s,
 			 const char *rule_id, const char *diagnosis, const char *advice);
 
-/* The schema as SQL text (src/core/schema.sql). */
+/* The schema as SQL text (src/record/schema.sql). */
 extern const char p2pg_schema_sql[];

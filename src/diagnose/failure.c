@@ -8,6 +8,7 @@
 
 #include "api.h"
 #include "backtrace.h"
+#include "pystack.h"
 #include "driver.h"
 #include "evidence.h"
 #include "notice.h"
@@ -19,20 +20,6 @@ static char user_rules[4096];
 static bool want_backtraces = true;
 static struct p2pg_ruleset *ruleset;
 static pthread_once_t rules_once = PTHREAD_ONCE_INIT;
-
-const char *p2pg_action_name(unsigned action)
-{
-	switch (action) {
-	case P2PG_ACTION_ABSORBED:
-		return "absorbed";
-	case P2PG_ACTION_STAGED:
-		return "staged";
-	case P2PG_ACTION_REPORTED:
-		return "reported";
-	default:
-		return "passed";
-	}
-}
 
 void p2pg_failure_configure(const char *user_rules_dir, bool backtraces)
 {
@@ -127,3 +114,50 @@ void p2pg_failure_record(const struct p2pg_failure *f)
 	free(facts);
 	free(text);
 }
+
+/* ---- hooks for the recorder (drainer thread only) ---- */
+
+static struct p2pg_ruleset *ruleset_with(const char *rules_dir)
+{
+	struct p2pg_ruleset *rs = p2pg_ruleset_new();
+	if (!rs)
+		return NULL;
+	p2pg_ruleset_load_builtin(rs, NULL, NULL);
+	if (rules_dir && rules_dir[0])
+		p2pg_ruleset_load_dir(rs, rules_dir, NULL, NULL);
+	return rs;
+}
+
+static void write_rules(sqlite3 *db, const char *rules_dir)
+{
+	struct p2pg_ruleset *rs = ruleset_with(rules_dir);
+	if (!rs)
+		return;
+	p2pg_rules_write_sqlite(db, rs);
+	p2pg_ruleset_free(rs);
+}
+
+static bool stall_diagnosis(const char *rules_dir, const char **rule_id, const char **root_cause,
+			    const char **advice)
+{
+	static struct p2pg_ruleset *rs; /* kept for the process's life: rule points into it */
+	static const struct p2pg_rule *rule;
+	static bool loaded;
+	if (!loaded) {
+		loaded = true;
+		rs = ruleset_with(rules_dir);
+		if (rs)
+			rule = p2pg_ruleset_find(rs, "p2p/copy-never-completes");
+	}
+	if (!rule)
+		return false;
+	*rule_id = p2pg_rule_id(rule);
+	*root_cause = p2pg_rule_root_cause(rule);
+	*advice = p2pg_rule_advice(rule);
+	return true;
+}
+
+const struct p2pg_recorder_hooks p2pg_knowledge_hooks = {
+    .database_opened = write_rules,
+    .stall_diagnosis = stall_diagnosis,
+};

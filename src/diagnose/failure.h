@@ -6,16 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum p2pg_action {
-	P2PG_ACTION_PASSED = 0,	  /* the caller got the real status */
-	P2PG_ACTION_ABSORBED = 1, /* the caller got success; the pair's copies are staged */
-	P2PG_ACTION_STAGED =
-	    2, /* the guard answered for a staged pair without calling the driver */
-	P2PG_ACTION_REPORTED =
-	    3, /* the guard changed the answer (can-access 0 for a staged pair) */
-};
-
-const char *p2pg_action_name(unsigned action);
+#include "api.h"
 
 struct p2pg_failure {
 	unsigned api;
@@ -37,3 +28,8 @@ void p2pg_failure_record(const struct p2pg_failure *f);
 
 /* Loads the rule set on first use (builtin plus P2PGUARD_RULES); backtraces: P2PGUARD_BACKTRACE. */
 void p2pg_failure_configure(const char *user_rules_dir, bool backtraces);
+
+/* The knowledge base's part of recording (the rules table, stall diagnoses): the hooks the guard
+ * and `p2pguard topo` hand to p2pg_recorder_configure. */
+struct p2pg_recorder_hooks;
+extern const struct p2pg_recorder_hooks p2pg_knowledge_hooks;

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "driver.h"
-#include "guard.h"
 
 /* Activity buffers: a few reused, more allocated only while CUPTI holds them all. Allocated with
  * aligned_alloc, so that a profiler that takes CUPTI over and is handed one of ours may free it. */

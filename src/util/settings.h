@@ -61,3 +61,9 @@ void p2pg_settings_parse(struct p2pg_settings *s, char *(*get)(const char *name)
 bool p2pg_settings_pair_selected(const struct p2pg_settings *s, int a, int b);
 
 const char *p2pg_mode_name(enum p2pg_mode mode);
+
+/* Parses the process's environment into its settings, each problem one p2pguard: line. Once,
+ * from the preload constructor (the guard's early start). */
+void p2pg_settings_load(void);
+/* The process's settings (all defaults before p2pg_settings_load). */
+const struct p2pg_settings *p2pg_settings_get(void);

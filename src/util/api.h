@@ -52,3 +52,15 @@ enum p2pg_api {
 };
 
 const char *p2pg_api_name(unsigned api);
+
+/* What the guard did with a call: the records' action column. */
+enum p2pg_action {
+	P2PG_ACTION_PASSED = 0,	  /* the caller got the real status */
+	P2PG_ACTION_ABSORBED = 1, /* the caller got success; the pair's copies are staged */
+	P2PG_ACTION_STAGED =
+	    2, /* the guard answered for a staged pair without calling the driver */
+	P2PG_ACTION_REPORTED =
+	    3, /* the guard changed the answer (can-access 0 for a staged pair) */
+};
+
+const char *p2pg_action_name(unsigned action);

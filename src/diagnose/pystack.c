@@ -13,7 +13,7 @@
  *  - Without it (3.13 and 3.14 keep it hidden), the stable frame API of 3.9+, which touches
  *    reference counts and so is used only when the calling thread holds the GIL.
  */
-#include "backtrace.h"
+#include "pystack.h"
 #include "driver.h"
 
 #include <dlfcn.h>

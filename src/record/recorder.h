@@ -12,8 +12,25 @@
 #include "p2pguard/spool.h"
 #include "settings.h"
 
-/* Prepares the recorder; the spool and the drainer start with the first record. Never fails. */
-void p2pg_recorder_configure(const struct p2pg_settings *s, const char *mode_name);
+struct sqlite3;
+
+/*
+ * What the recorder needs from the knowledge base above it, handed down by whoever configures it
+ * (the guard, `p2pguard topo`): record/ never reaches up to diagnose/. Both run in the drainer.
+ */
+struct p2pg_recorder_hooks {
+	/* The database is open: write what it holds beside the records (the rules table). */
+	void (*database_opened)(struct sqlite3 *db, const char *rules_dir);
+	/* The diagnosis of a P2P copy that never completes; false: none (a plainer text is used).
+	 * The strings live as long as the process. */
+	bool (*stall_diagnosis)(const char *rules_dir, const char **rule_id,
+				const char **root_cause, const char **advice);
+};
+
+/* Prepares the recorder; the spool and the drainer start with the first record. Never fails.
+ * hooks may be NULL (no rules table, plain stall texts). */
+void p2pg_recorder_configure(const struct p2pg_settings *s, const char *mode_name,
+			     const struct p2pg_recorder_hooks *hooks);
 
 /*
  * Publishes r (tid filled in here). Returns its sequence number in the thread's ring and stores the

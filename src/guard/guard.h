@@ -14,6 +14,8 @@
 #include <stdint.h>
 
 #include "api.h"
+#include "clock.h"
+#include "reentry.h"
 
 /* ---- the prologue every entry point runs ---- */
 
@@ -21,7 +23,6 @@ struct p2pg_scope {
 	int saved_errno;
 };
 
-extern __thread int p2pg_depth __attribute__((tls_model("initial-exec")));
 extern int p2pg_active; /* 0 before init and when the guard is disabled */
 
 bool p2pg_init_slow(void);
@@ -131,14 +132,7 @@ int p2pg_context_device(CUcontext ctx);
 /* The device of the current context, or -1. */
 int p2pg_current_device(void);
 
-uint64_t p2pg_now_ns(void);
-/* CLOCK_REALTIME in ns: the clock of the records' started_ns and of CUPTI's timestamps. */
-uint64_t p2pg_realtime_ns(void);
-
 /* From the preload constructor: settings (no CUDA call). The rest initialises on the first call. */
 void p2pg_init_early(void);
 /* From the preload destructor: the bounded final flush. */
 void p2pg_guard_shutdown(void);
-
-struct p2pg_settings;
-const struct p2pg_settings *p2pg_settings_get(void);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "spool.h"
 
-#include "guard.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>

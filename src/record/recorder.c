@@ -17,11 +17,11 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "clock.h"
 #include "cupti_timing.h"
 #include "driver.h"
-#include "guard.h"
 #include "notice.h"
-#include "p2pguard/rules.h"
+#include "reentry.h"
 #include "spool.h"
 #include "store.h"
 #include "timing.h"
@@ -35,6 +35,7 @@ struct pending {
 
 static struct {
 	struct p2pg_settings settings;
+	struct p2pg_recorder_hooks hooks;
 	char mode_name[16];
 	char spool_dir[PATH_MAX];
 	char spool_path[PATH_MAX];
@@ -102,9 +103,12 @@ static void make_ring_key(void)
 	pthread_key_create(&ring_key, ring_retire);
 }
 
-void p2pg_recorder_configure(const struct p2pg_settings *s, const char *mode_name)
+void p2pg_recorder_configure(const struct p2pg_settings *s, const char *mode_name,
+			     const struct p2pg_recorder_hooks *hooks)
 {
 	rec.settings = *s;
+	if (hooks)
+		rec.hooks = *hooks;
 	snprintf(rec.mode_name, sizeof(rec.mode_name), "%s", mode_name);
 	if (p2pg_spool_dir_for(s->db_path, rec.spool_dir, sizeof(rec.spool_dir)) < 0)
 		rec.spool_dir[0] = '\0';
@@ -359,19 +363,6 @@ static void on_timed(void *userdata, const struct p2pg_pending_timing *t)
  */
 static void record_stall(sqlite3 *db, struct pending *p, uint64_t now_ns)
 {
-	static struct p2pg_ruleset *rs;
-	static const struct p2pg_rule *rule;
-	static bool loaded;
-	if (!loaded) {
-		loaded = true;
-		rs = p2pg_ruleset_new();
-		if (rs) {
-			p2pg_ruleset_load_builtin(rs, NULL, NULL);
-			if (rec.settings.rules_dir[0])
-				p2pg_ruleset_load_dir(rs, rec.settings.rules_dir, NULL, NULL);
-			rule = p2pg_ruleset_find(rs, "p2p/copy-never-completes");
-		}
-	}
 	p->stalled = true;
 	_cleanup_sqlite_stmt_ sqlite3_stmt *q = NULL;
 	bool p2p = false;
@@ -380,9 +371,11 @@ static void record_stall(sqlite3 *db, struct pending *p, uint64_t now_ns)
 		sqlite3_bind_int64(q, 1, p->row);
 		p2p = sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0);
 	}
-	if (p2p && rule)
-		p2pg_store_add_stall(db, p->row, now_ns, rec.settings.stall_s, p2pg_rule_id(rule),
-				     p2pg_rule_root_cause(rule), p2pg_rule_advice(rule));
+	const char *rule_id, *root_cause, *advice;
+	if (p2p && rec.hooks.stall_diagnosis &&
+	    rec.hooks.stall_diagnosis(rec.settings.rules_dir, &rule_id, &root_cause, &advice))
+		p2pg_store_add_stall(db, p->row, now_ns, rec.settings.stall_s, rule_id, root_cause,
+				     advice);
 	else
 		p2pg_store_add_stall(
 		    db, p->row, now_ns, rec.settings.stall_s, NULL,
@@ -484,18 +477,6 @@ static void collect_cupti(sqlite3 *db, bool final)
 	p2pg_gpu_match_run(rec.match, now, 60000000000ull, cupti_found, &pass);
 	if (pass.began)
 		sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
-}
-
-static void write_rules(sqlite3 *db)
-{
-	struct p2pg_ruleset *rs = p2pg_ruleset_new();
-	if (!rs)
-		return;
-	p2pg_ruleset_load_builtin(rs, NULL, NULL);
-	if (rec.settings.rules_dir[0])
-		p2pg_ruleset_load_dir(rs, rec.settings.rules_dir, NULL, NULL);
-	p2pg_rules_write_sqlite(db, rs);
-	p2pg_ruleset_free(rs);
 }
 
 /* The drainer's sleep between tries: up to ms, or until shutdown wakes it. rec.lock
@@ -626,7 +607,8 @@ static void *drainer_main(void *arg)
 				    "imported the records of %d earlier process%s that ended "
 				    "without a flush",
 				    recovered, recovered == 1 ? "" : "es");
-			write_rules(db);
+			if (rec.hooks.database_opened)
+				rec.hooks.database_opened(db, rec.settings.rules_dir);
 		} else if (stopping || passes % 200 == 0) {
 			p2pg_store_recover_dir(db, rec.spool_dir, rec.spool_path,
 					       rec.settings.record);

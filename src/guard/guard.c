@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "backtrace.h"
+#include "pystack.h"
 #include "cupti_timing.h"
 #include "driver.h"
 #include "evidence.h"
@@ -20,10 +20,8 @@
 #include "staged.h"
 #include "timing.h"
 
-__thread int p2pg_depth __attribute__((tls_model("initial-exec")));
 int p2pg_active;
 
-static struct p2pg_settings settings;
 static bool early_done;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static uint64_t realtime_offset_ns; /* CLOCK_REALTIME - CLOCK_MONOTONIC at start */
@@ -75,20 +73,6 @@ static int peers_enabled(int device)
 	return n;
 }
 
-uint64_t p2pg_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t p2pg_realtime_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t to_realtime(uint64_t mono)
 {
 	return mono + realtime_offset_ns;
@@ -96,25 +80,16 @@ static uint64_t to_realtime(uint64_t mono)
 
 /* ---- initialisation ---- */
 
-static void settings_warn(const char *line)
-{
-	p2pg_notice("%s", line);
-}
-
-static char *env_get(const char *name)
-{
-	return getenv(name);
-}
-
 void p2pg_init_early(void)
 {
 	if (early_done)
 		return;
 	early_done = true;
-	p2pg_settings_parse(&settings, env_get, settings_warn);
+	p2pg_settings_load();
+	const struct p2pg_settings *s = p2pg_settings_get();
 	/* Staged pairs must not be used by NCCL's own P2P transport either; NCCL reads this at its
 	 * initialisation, long after the constructor that calls us. */
-	if (settings.enabled && settings.mode == P2PG_MODE_STAGED)
+	if (s->enabled && s->mode == P2PG_MODE_STAGED)
 		setenv("NCCL_P2P_DISABLE", "1", 0);
 }
 
@@ -134,17 +109,18 @@ static void atfork_child(void)
 
 static void init(void)
 {
+	const struct p2pg_settings *settings = p2pg_settings_get();
 	p2pg_init_early();
-	if (!settings.enabled)
+	if (!settings->enabled)
 		return;
 	struct timespec rt, mono;
 	clock_gettime(CLOCK_REALTIME, &rt);
 	clock_gettime(CLOCK_MONOTONIC, &mono);
 	realtime_offset_ns = ((uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec) -
 			     ((uint64_t)mono.tv_sec * 1000000000ull + (uint64_t)mono.tv_nsec);
-	p2pg_recorder_configure(&settings, p2pg_mode_name(settings.mode));
-	p2pg_failure_configure(settings.rules_dir, settings.backtraces);
-	p2pg_staged_set_budget(settings.staging_bytes);
+	p2pg_recorder_configure(settings, p2pg_mode_name(settings->mode), &p2pg_knowledge_hooks);
+	p2pg_failure_configure(settings->rules_dir, settings->backtraces);
+	p2pg_staged_set_budget(settings->staging_bytes);
 	if (p2pg_driver_load() < 0) {
 		p2pg_notice(
 		    "cannot find the CUDA driver (libcuda.so.1); the guard passes every call "
@@ -168,15 +144,16 @@ static void init(void)
  */
 void p2pg_driver_initialising(void)
 {
+	const struct p2pg_settings *settings = p2pg_settings_get();
 	if (__atomic_load_n(&driver_initialised, __ATOMIC_ACQUIRE) || starting_cupti)
 		return;
 	pthread_mutex_lock(&driver_init_lock);
-	if (!driver_initialised && settings.enabled &&
-	    settings.gpu_timing == P2PG_GPU_TIMING_CUPTI &&
+	if (!driver_initialised && settings->enabled &&
+	    settings->gpu_timing == P2PG_GPU_TIMING_CUPTI &&
 	    __atomic_load_n(&p2pg_active, __ATOMIC_ACQUIRE)) {
 		starting_cupti = true;
 		char why[256];
-		if (!p2pg_cupti_start(why, sizeof(why)) && !settings.quiet)
+		if (!p2pg_cupti_start(why, sizeof(why)) && !settings->quiet)
 			p2pg_notice("GPU times of peer copies: %s; timing events sampled instead",
 				    why);
 		starting_cupti = false;
@@ -187,7 +164,7 @@ void p2pg_driver_initialising(void)
 	/* Every guarded CUDA process is seen, peer calls or not: its processes row and crash rows
 	 * come from its spool, made here rather than at its first record. A process that never
 	 * initialises CUDA (a shell, a tool) makes nothing. */
-	if (first && settings.enabled && __atomic_load_n(&p2pg_active, __ATOMIC_ACQUIRE)) {
+	if (first && settings->enabled && __atomic_load_n(&p2pg_active, __ATOMIC_ACQUIRE)) {
 		/* An interpreter embedded after the guard loaded is there by now: its traceback
 		 * writer is looked up for the crash handler. */
 		p2pg_python_stack_prepare();
@@ -199,11 +176,6 @@ bool p2pg_init_slow(void)
 {
 	pthread_once(&init_once, init);
 	return __atomic_load_n(&p2pg_active, __ATOMIC_ACQUIRE);
-}
-
-const struct p2pg_settings *p2pg_settings_get(void)
-{
-	return &settings;
 }
 
 /* ---- devices of pointers and contexts ---- */
@@ -289,11 +261,12 @@ static bool classify(struct p2pg_copy *c)
 
 static bool pair_is_staged(int src, int dst)
 {
+	const struct p2pg_settings *settings = p2pg_settings_get();
 	if (src == dst || !valid_device(src) || !valid_device(dst))
 		return false;
-	if (settings.mode == P2PG_MODE_STAGED)
-		return p2pg_settings_pair_selected(&settings, src, dst);
-	if (settings.mode != P2PG_MODE_FALLBACK)
+	if (settings->mode == P2PG_MODE_STAGED)
+		return p2pg_settings_pair_selected(settings, src, dst);
+	if (settings->mode != P2PG_MODE_FALLBACK)
 		return false;
 	uint8_t bits = pair_get(src, dst) | pair_get(dst, src);
 	if (bits & (PAIR_BROKEN | PAIR_ABSORBED | PAIR_NO_P2P))
@@ -478,16 +451,18 @@ void p2pg_copy_note_batch_element(unsigned api, CUdeviceptr dst, CUdeviceptr src
 
 static bool staged_pair(const struct p2pg_peer *p)
 {
-	return settings.mode == P2PG_MODE_STAGED && p->device != p->peer &&
+	const struct p2pg_settings *settings = p2pg_settings_get();
+	return settings->mode == P2PG_MODE_STAGED && p->device != p->peer &&
 	       valid_device(p->device) && valid_device(p->peer) &&
-	       p2pg_settings_pair_selected(&settings, p->device, p->peer);
+	       p2pg_settings_pair_selected(settings, p->device, p->peer);
 }
 
 /* Fallback: a pair the health probe found broken never gets its real mapping back; the guard
  * answers the program's enables and disables of it, as staged mode does. */
 static bool broken_pair(const struct p2pg_peer *p)
 {
-	return settings.mode == P2PG_MODE_FALLBACK && p->device != p->peer &&
+	const struct p2pg_settings *settings = p2pg_settings_get();
+	return settings->mode == P2PG_MODE_FALLBACK && p->device != p->peer &&
 	       (pair_get(p->device, p->peer) & PAIR_BROKEN);
 }
 
@@ -521,14 +496,15 @@ static bool is_masked_attribute(int attribute)
  */
 static void probe_after_enable(const struct p2pg_peer *p, uint32_t serial, uint64_t seq)
 {
-	if (settings.mode != P2PG_MODE_FALLBACK || !settings.probe)
+	const struct p2pg_settings *settings = p2pg_settings_get();
+	if (settings->mode != P2PG_MODE_FALLBACK || !settings->probe)
 		return;
 	/* Test and set in one step: two threads enabling the same pair probe it once. */
 	if (!valid_device(p->device) || !valid_device(p->peer) ||
 	    (atomic_fetch_or(&pairs[p->device][p->peer], PAIR_PROBED) & PAIR_PROBED))
 		return;
 	struct p2pg_probe_result res;
-	p2pg_probe_pair(p->device, p->peer, 4 << 20, 2, true, settings.probe_timeout_ms, &res);
+	p2pg_probe_pair(p->device, p->peer, 4 << 20, 2, true, settings->probe_timeout_ms, &res);
 	if (res.status != 0 || strcmp(res.verdict, "ok") == 0)
 		return;
 	pair_set(p->device, p->peer, PAIR_BROKEN);
@@ -551,7 +527,7 @@ static void probe_after_enable(const struct p2pg_peer *p, uint32_t serial, uint6
 		snprintf(args, sizeof(args),
 			 "health probe: a 4 MiB p2p copy %d -> %d unfinished after %.0f ms "
 			 "(P2PGUARD_PROBE_TIMEOUT_MS=%u); the pair is staged",
-			 p->device, p->peer, res.elapsed_ms, settings.probe_timeout_ms);
+			 p->device, p->peer, res.elapsed_ms, settings->probe_timeout_ms);
 	else
 		snprintf(
 		    args, sizeof(args),
@@ -579,6 +555,7 @@ static void probe_after_enable(const struct p2pg_peer *p, uint32_t serial, uint6
 
 int p2pg_peer_end(struct p2pg_peer *p, int status)
 {
+	const struct p2pg_settings *settings = p2pg_settings_get();
 	int real_status = status;
 	bool skipped = p->answered;
 	/* What the program believes it enabled: a staged pair's virtual access, or the mapping the
@@ -615,7 +592,7 @@ int p2pg_peer_end(struct p2pg_peer *p, int status)
 		} else if (status == CUDA_SUCCESS) {
 			pair_set(p->device, p->peer, PAIR_ENABLED);
 		} else if (status == CUDA_ERROR_PEER_ACCESS_UNSUPPORTED && distinct &&
-			   settings.mode == P2PG_MODE_FALLBACK) {
+			   settings->mode == P2PG_MODE_FALLBACK) {
 			if (pair_get(p->device, p->peer) & PAIR_ABSORBED)
 				status = CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
 			else

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The shipped rules/ folder, compiled in: scripts/embed-rules.py writes the table (a meson
- * custom_target in src/core/meson.build) so the guard needs no data files at run time.
+ * custom_target in src/diagnose/meson.build) so the guard needs no data files at run time.
  */
 #pragma once
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "backtrace.h"
+#include "pystack.h"
 #include "crash.h"
 #include "recorder.h"
 #include "spool.h"

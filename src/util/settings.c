@@ -9,6 +9,8 @@
 #include <strings.h>
 #include <string.h>
 
+#include "notice.h"
+
 const char *p2pg_mode_name(enum p2pg_mode mode)
 {
 	switch (mode) {
@@ -264,4 +266,27 @@ bool p2pg_settings_pair_selected(const struct p2pg_settings *s, int a, int b)
 	if (a >= P2PG_MAX_DEVICES || b >= P2PG_MAX_DEVICES)
 		return false;
 	return s->pairs[a][b] != 0;
+}
+
+/* The process's settings: read once from the environment, at the preload constructor. */
+static struct p2pg_settings process_settings;
+
+static void settings_warn(const char *line)
+{
+	p2pg_notice("%s", line);
+}
+
+static char *env_get(const char *name)
+{
+	return getenv(name);
+}
+
+void p2pg_settings_load(void)
+{
+	p2pg_settings_parse(&process_settings, env_get, settings_warn);
+}
+
+const struct p2pg_settings *p2pg_settings_get(void)
+{
+	return &process_settings;
 }

@@ -16,7 +16,6 @@
 #include "api.h"
 #include "backtrace.h"
 #include "cleanup.h"
-#include "failure.h"
 #include "notice.h"
 #include "spool.h"
 

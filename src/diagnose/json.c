@@ -122,8 +122,6 @@ static int unexpected(struct parser *ps)
 
 /* Length of the UTF-8 sequence at s (at most avail bytes), or 0 when it is not valid UTF-8:
  * overlong forms, surrogates and code points past U+10FFFF are rejected. */
-/* Length of the UTF-8 sequence at s (at most avail bytes), or 0 when it is not valid UTF-8:
- * overlong forms, surrogates and code points past U+10FFFF are rejected. */
 static size_t utf8_sequence(const unsigned char *s, size_t avail)
 {
 	unsigned char c = s[0];
