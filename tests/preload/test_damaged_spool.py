@@ -4,6 +4,7 @@ never crash, never turn garbage into rows, and the guarded program's output stay
 import glob
 import os
 import shutil
+import sqlite3
 import struct
 import time
 from harness import *
@@ -15,12 +16,18 @@ def killed_spool():
     """A real spool: rt_peer copying on 2 threads, SIGKILLed; its database holds nothing yet."""
     db = tempdb()
     counts = db + ".counts"
+    # Another connection holds the write lock meanwhile, so that the drainer imports nothing,
+    # however fast it would have been: the rings keep every record for the damage below.
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
     proc = subprocess.Popen([program("rt_peer"), "copier", counts, "2"], env=environment(db),
                             stdout=subprocess.PIPE, text=True)
     proc.stdout.readline()  # READY
     time.sleep(0.2)
     proc.kill()
     proc.wait()
+    holder.execute("ROLLBACK")
+    holder.close()
     files = glob.glob(db + ".spool/*.spool4")
     equal(len(files), 1, "a SIGKILLed process leaves its spool")
     return files[0]
