@@ -26,6 +26,13 @@ void p2pg_notice_set_sink(void (*sink)(const char *line))
 	notice_sink = sink ? sink : stderr_sink;
 }
 
+void p2pg_keep_one_line(char *line)
+{
+	for (char *p = line; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+}
+
 void p2pg_notice(const char *fmt, ...)
 {
 	char line[900];
@@ -33,9 +40,6 @@ void p2pg_notice(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	/* Paths and values from the environment are echoed: one line stays one line. */
-	for (char *p = line; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = '?';
+	p2pg_keep_one_line(line);
 	notice_sink(line);
 }

@@ -34,11 +34,7 @@ static void warnf(void (*warn)(const char *), const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	/* The value is echoed: a newline or a carriage return in it (an environment may hold any
-	 * byte but NUL) must not split the one line or overwrite it on a terminal. */
-	for (char *p = line; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = '?';
+	p2pg_keep_one_line(line);
 	warn(line);
 }
 
