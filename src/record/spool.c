@@ -133,22 +133,16 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 	 * a recoverer never takes the lock of a file still being made (and deletes it as empty). */
 	char made[80];
 	snprintf(made, sizeof(made), "%s.new", name);
+	struct p2pg_spool_layout *spool = MAP_FAILED;
+	int e = 0;
 	int fd = openat(dfd, made, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		int e = errno;
-		close(dfd);
-		snprintf(why, why_len, "%s", strerror(e));
-		errno = e;
-		return NULL;
+		e = errno;
+		goto fail;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0 || ftruncate(fd, (off_t)P2PG_SPOOL_FILE_SIZE) < 0) {
-		int e = errno;
-		close(fd);
-		unlinkat(dfd, made, 0);
-		close(dfd);
-		snprintf(why, why_len, "%s", strerror(e));
-		errno = e;
-		return NULL;
+		e = errno;
+		goto fail;
 	}
 	/* The header and the blobs are written from the start (a crash handler writes a blob):
 	 * their blocks now, or no spool. Each thread's ring gets its own when it is claimed. */
@@ -157,22 +151,13 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 		r = reserve(fd, offsetof(struct p2pg_spool_layout, blobs),
 			    sizeof(((struct p2pg_spool_layout *)0)->blobs));
 	if (r < 0) {
-		close(fd);
-		unlinkat(dfd, made, 0);
-		close(dfd);
-		snprintf(why, why_len, "%s", strerror(-r));
-		errno = -r;
-		return NULL;
+		e = -r;
+		goto fail;
 	}
-	struct p2pg_spool_layout *spool = p2pg_spool_map(fd);
+	spool = p2pg_spool_map(fd);
 	if (spool == MAP_FAILED) {
-		int e = errno;
-		close(fd);
-		unlinkat(dfd, made, 0);
-		close(dfd);
-		snprintf(why, why_len, "%s", strerror(e));
-		errno = e;
-		return NULL;
+		e = errno;
+		goto fail;
 	}
 
 	struct p2pg_spool_header *h = &spool->header;
@@ -198,14 +183,8 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 	memcpy(h->magic, P2PG_SPOOL_MAGIC, sizeof(h->magic));
 
 	if (renameat(dfd, made, dfd, name) < 0) {
-		int e = errno;
-		munmap(spool, P2PG_SPOOL_FILE_SIZE);
-		close(fd);
-		unlinkat(dfd, made, 0);
-		close(dfd);
-		snprintf(why, why_len, "%s", strerror(e));
-		errno = e;
-		return NULL;
+		e = errno;
+		goto fail;
 	}
 	close(dfd);
 
@@ -213,6 +192,18 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 	if (ret_path)
 		snprintf(ret_path, path_len, "%s", path);
 	return spool;
+
+fail:
+	if (spool != MAP_FAILED)
+		munmap(spool, P2PG_SPOOL_FILE_SIZE);
+	if (fd >= 0) {
+		close(fd);
+		unlinkat(dfd, made, 0);
+	}
+	close(dfd);
+	snprintf(why, why_len, "%s", strerror(e));
+	errno = e;
+	return NULL;
 }
 
 struct p2pg_spool_thread *p2pg_spool_claim_thread(struct p2pg_spool_layout *spool, int fd,
