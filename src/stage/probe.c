@@ -40,8 +40,8 @@ struct probe_state {
 	CUdeviceptr src, dst;
 	unsigned char *expect, *back;
 	size_t bytes;
-	double deadline_ms; /* now_ms() by which every copy of the probe must have finished */
-	bool hung;	    /* a copy did not finish by the deadline */
+	double timeout_ms; /* how long one copy may take before the probe calls it stuck */
+	bool hung;	   /* a copy did not finish in time */
 };
 
 static CUresult on(CUcontext ctx)
@@ -65,7 +65,7 @@ static CUresult wait_done(struct probe_state *st, CUstream stream)
 		if (rc != CUDA_ERROR_NOT_READY)
 			return rc;
 		double now = now_ms();
-		if (now >= st->deadline_ms) {
+		if (now - start >= st->timeout_ms) {
 			st->hung = true;
 			return CUDA_ERROR_NOT_READY;
 		}
@@ -153,7 +153,7 @@ void p2pg_probe_pair(int src, int dst, size_t bytes, int repeats, bool enable, u
 		out->status = CUDA_ERROR_INVALID_VALUE;
 		return;
 	}
-	struct probe_state st = {.bytes = bytes, .deadline_ms = t0 + (double)timeout_ms};
+	struct probe_state st = {.bytes = bytes, .timeout_ms = (double)timeout_ms};
 	CUdevice dev_src, dev_dst;
 	bool enabled_here = false;
 	CUresult rc = p2pg_drv.cuCtxGetCurrent(&st.saved);

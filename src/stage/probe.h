@@ -16,8 +16,8 @@ struct p2pg_probe_result {
 	double p2p_gbps; /* best of the timed runs, GB/s (1e9 bytes per second) */
 	double staged_gbps;
 	double elapsed_ms; /* what the probe cost */
-	/* "ok", "wrong_data", "slow" (P2P below 80% of staging), "hang" (a P2P copy unfinished at
-	 * the deadline), "error" */
+	/* "ok", "wrong_data", "slow" (P2P below 80% of staging), "hang" (a P2P copy unfinished
+	 * timeout_ms after it was waited for), "error" */
 	const char *verdict;
 };
 
@@ -28,9 +28,11 @@ struct p2pg_probe_result {
  * its own allocations and leaves the caller's current context as it found it.
  */
 /*
- * Never waits by a blocking synchronise: every copy is polled against timeout_ms (for the whole
- * probe). A P2P copy unfinished then is the verdict "hang"; its buffers and streams are then left
- * allocated for good (a stuck copy may still use them) and the peer mapping as it was.
+ * Never waits by a blocking synchronise: every copy is polled until it finishes or timeout_ms has
+ * passed since it was waited for (a deadline per copy, so that a slow machine's healthy probe is
+ * not judged by the sum of its copies). A P2P copy unfinished then is the verdict "hang"; its
+ * buffers and streams are then left allocated for good (a stuck copy may still use them) and the
+ * peer mapping as it was. A staged copy unfinished then is "error": the device, not the path.
  */
 void p2pg_probe_pair(int src, int dst, size_t bytes, int repeats, bool enable, unsigned timeout_ms,
 		     struct p2pg_probe_result *out);
