@@ -14,7 +14,8 @@
  * the buffer last handed over by the client's bufferRequested callback, which is called on the
  * thread that needs a buffer (a stream's worker) without any lock held. Buffers go back to the
  * client only inside cuptiActivityFlushAll, on its caller's thread: every full buffer, then the
- * partially filled one if it holds a record, in the order they were filled. With no callbacks
+ * partially filled one if it holds a record, in the order they were filled; a forced flush returns
+ * the empty ones too. With no callbacks
  * registered, or no buffer given, records are dropped and counted. SIMCUDA_CUPTI_FAIL=1 makes
  * cuptiActivityEnable fail with CUPTI_ERROR_NOT_INITIALIZED. */
 #include "simcuda_tools.h"
@@ -492,7 +493,10 @@ API CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind)
 
 API CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
 {
-	(void)flag; /* forced or not: every record here is complete */
+	/* Forced or not, every record here is complete. A forced flush also returns the buffers
+	 * that hold none (the one being filled, and spares that two threads requested at once), as
+	 * the real one returns every buffer it holds: the client gets back all it handed over. */
+	bool forced = flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED;
 	if (in_flush)
 		return CUPTI_SUCCESS; /* called from bufferCompleted: the outer flush delivers */
 	pthread_mutex_lock(&flush_mu);
@@ -505,9 +509,14 @@ API CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
 		pthread_mutex_unlock(&flush_mu);
 		return CUPTI_ERROR_INVALID_OPERATION;
 	}
-	if (cur && cur->nrec) {
+	if (cur && (cur->nrec || forced)) {
 		queue_full(cur);
 		cur = NULL;
+	}
+	while (forced && spare) {
+		struct buf *b = spare;
+		spare = b->next;
+		queue_full(b);
 	}
 	struct buf *list = full_head;
 	full_head = NULL;
