@@ -9,7 +9,7 @@ from harness import *
 # The copier lingers a second after its copies, as a program goes on after them: GPU times are read
 # only while the process lives (no CUDA call at exit), and a loaded CI machine may need that long
 # for the drainer's first pass.
-def timed(mode, timing, interval=None, args=("threads", "2", "3000", "1000")):
+def timed(mode, timing, interval=None, args=("threads", "2", "3000", "1000"), gaps=None):
     db = tempdb()
     extra = {"P2PGUARD_MODE": mode, "P2PGUARD_GPU_TIMING": timing, "SIMCUDA_COPY_NS_PER_BYTE": 20}
     if interval is not None:
@@ -18,6 +18,11 @@ def timed(mode, timing, interval=None, args=("threads", "2", "3000", "1000")):
     total = scalar(db, "SELECT count(*) FROM transfers")
     with_gpu = scalar(db, "SELECT count(gpu_ns) FROM transfers")
     bad = scalar(db, "SELECT count(*) FROM transfers WHERE gpu_ns <= 0")
+    if gaps is not None:
+        # The gaps between a thread's consecutive timed copies.
+        gaps.extend(row[0] for row in query(
+            db, "SELECT started_ns - lag(started_ns) OVER (PARTITION BY thread_id ORDER BY started_ns) "
+                "AS gap FROM transfers WHERE gpu_ns IS NOT NULL") if row[0] is not None)
     return total, with_gpu, bad
 
 
@@ -28,9 +33,16 @@ ALL = ("threads", "2", "1500", "1000")
 total, with_gpu, bad = timed("observe", "all", None, ALL)
 check(with_gpu >= total * 95 // 100, "all: the async copies carry their GPU time (%d of %d)" % (with_gpu, total))
 equal(bad, 0, "all: every GPU time is positive")
-# Back-to-back copies of 256 B (about 1 us to enqueue here, 5 us to run): a few percent are timed.
-total, with_gpu, bad = timed("observe", "sampled")
-check(0 < with_gpu <= total // 4, "sampled, a burst: one copy per interval is timed (%d of %d)" % (with_gpu, total))
+# Back-to-back copies of 256 B (about 1 us to enqueue here, 5 us to run; far slower under the
+# sanitizers): a thread times a copy only when it timed none for 50 us, so only part of the burst
+# is timed, and a thread's timed copies are about 50 us apart or more (half of it allowed for the
+# two clock readings, which are not taken at the same point of a call).
+gaps = []
+total, with_gpu, bad = timed("observe", "sampled", gaps=gaps)
+check(0 < with_gpu < total, "sampled, a burst: part of it is timed (%d of %d)" % (with_gpu, total))
+check(gaps and min(gaps) >= 25000,
+      "sampled, a burst: a thread's timed copies come one per interval (closest %.1f us apart)"
+      % (min(gaps) / 1000 if gaps else -1))
 total, with_gpu, bad = timed("observe", "sampled", 60000000)
 check(0 < with_gpu <= 2, "sampled, 60 s interval: each of the 2 threads times its first copy only (%d of %d)" % (with_gpu, total))
 total, with_gpu, bad = timed("observe", "sampled", None, ("spaced", "100", "200"))
