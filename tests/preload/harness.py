@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 
 BUILD = os.environ["P2PG_BUILD_ROOT"]
 SOURCE = os.environ["P2PG_SOURCE_ROOT"]
@@ -183,6 +184,21 @@ def equal(actual, expected, what):
 def done():
     print("%d failed" % failures)
     sys.exit(1 if failures else 0)
+
+
+def copies_returned(counts, threads):
+    """The calls each thread of `rt_peer copier COUNTS T` has seen return (it publishes them)."""
+    with open(counts, "rb") as f:
+        raw = f.read()
+    return [int.from_bytes(raw[8 * k:8 * k + 8], "little", signed=True) for k in range(threads)]
+
+
+def wait_for_copies(counts, threads, at_least=100, timeout=60):
+    """Until every copier thread has seen `at_least` calls return: a fixed sleep is not enough time
+    on a loaded machine or under the sanitizers."""
+    deadline = time.monotonic() + timeout
+    while min(copies_returned(counts, threads)) < at_least and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def cli(*args, **extra):

@@ -23,7 +23,7 @@ def killed_spool():
     proc = subprocess.Popen([program("rt_peer"), "copier", counts, "2"], env=environment(db),
                             stdout=subprocess.PIPE, text=True)
     proc.stdout.readline()  # READY
-    time.sleep(0.2)
+    wait_for_copies(counts, 2)
     proc.kill()
     proc.wait()
     holder.execute("ROLLBACK")

@@ -72,12 +72,10 @@ threads = 2
 proc = subprocess.Popen([program("rt_peer"), "copier", counts, str(threads)],
                         env=environment(db, P2PGUARD_RECORD="summary"), stdout=subprocess.PIPE, text=True)
 proc.stdout.readline()  # READY
-time.sleep(0.3)
+wait_for_copies(counts, threads)
 proc.kill()
 proc.wait()
-with open(counts, "rb") as f:
-    raw = f.read()
-returned = sum(int.from_bytes(raw[8 * k:8 * k + 8], "little", signed=True) for k in range(threads))
+returned = sum(copies_returned(counts, threads))
 recover(db)
 counted = scalar(db, "SELECT sum(count) FROM transfer_summary")
 # A call can be recorded and then killed before the program counted it: at most one more a thread.

@@ -33,14 +33,14 @@ ALL = ("threads", "2", "1500", "1000")
 total, with_gpu, bad = timed("observe", "all", None, ALL)
 check(with_gpu >= total * 95 // 100, "all: the async copies carry their GPU time (%d of %d)" % (with_gpu, total))
 equal(bad, 0, "all: every GPU time is positive")
-# Back-to-back copies of 256 B (about 1 us to enqueue here, 5 us to run; far slower under the
-# sanitizers): a thread times a copy only when it timed none for 50 us, so only part of the burst
-# is timed, and a thread's timed copies are about 50 us apart or more (half of it allowed for the
-# two clock readings, which are not taken at the same point of a call).
+# Back-to-back copies of 256 B from two threads (a third of a second a thread here, longer under the
+# sanitizers), sampled once a millisecond: a thread times a copy only when it timed none for 1 ms,
+# so only part of the burst is timed, and a thread's timed copies are 1 ms apart or more (half of it
+# allowed for the two clock readings, which are not taken at the same point of a call).
 gaps = []
-total, with_gpu, bad = timed("observe", "sampled", gaps=gaps)
+total, with_gpu, bad = timed("observe", "sampled", 1000, gaps=gaps)
 check(0 < with_gpu < total, "sampled, a burst: part of it is timed (%d of %d)" % (with_gpu, total))
-check(gaps and min(gaps) >= 25000,
+check(gaps and min(gaps) >= 500000,
       "sampled, a burst: a thread's timed copies come one per interval (closest %.1f us apart)"
       % (min(gaps) / 1000 if gaps else -1))
 total, with_gpu, bad = timed("observe", "sampled", 60000000)

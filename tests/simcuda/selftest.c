@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static int failed;
@@ -157,6 +158,13 @@ static void mode_memory(void)
 	check(cuMemFree(p) == CUDA_ERROR_INVALID_VALUE, "double free: invalid value");
 }
 
+static double monotonic_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 /* With a copy delay, an async copy is still running when the call returns; a copy to
  * pageable memory is complete when it returns. */
 static void mode_slow(void)
@@ -167,10 +175,17 @@ static void mode_slow(void)
 	CUstream s;
 	cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
 	cuMemsetD8(a, 0x5a, n);
+	/* Timed, so that a test preempted for longer than the copy takes still means something. */
+	double t0 = monotonic_ms();
 	check(cuMemcpyAsync(b, a, n, s) == CUDA_SUCCESS, "enqueue a slow copy");
-	check(cuStreamQuery(s) == CUDA_ERROR_NOT_READY, "it is still running");
+	CUresult running = cuStreamQuery(s);
+	double asked = monotonic_ms() - t0;
+	char what[80];
+	snprintf(what, sizeof(what), "it is still running (asked after %.1f ms)", asked);
+	check(running == CUDA_ERROR_NOT_READY || (running == CUDA_SUCCESS && asked >= 6.5), what);
 	check(cuStreamSynchronize(s) == CUDA_SUCCESS && cuStreamQuery(s) == CUDA_SUCCESS,
 	      "then it is done");
+	check(monotonic_ms() - t0 >= 6.5, "not before its 6.5 ms have passed");
 	unsigned char *h = calloc(1, n);
 	check(cuMemcpyDtoHAsync(h, b, n, s) == CUDA_SUCCESS, "async copy to pageable memory");
 	check(h[0] == 0x5a && h[n - 1] == 0x5a, "is complete when the call returns");
