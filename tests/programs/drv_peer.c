@@ -11,7 +11,7 @@
  *        a stream of its own) and is destroyed; a context then created on device 1 (the driver
  *        may hand the same handle out again) takes part in two more: the guard must record
  *        device 1 for them, and time the async one with events of the new context. Each context
- *        lives 300 ms after its copies, so the drainer reads their GPU times while it exists.
+ *        lives a second after its copies, so the drainer reads their GPU times while it exists.
  *        Prints the handles' reuse.
  *   drv_peer procaddr|dlsym bench-ab N SIZE peer|local
  *        the guard's cost per call measured inside one process: batches of 256 async copies
@@ -282,7 +282,8 @@ static int mode_errors(void)
 }
 
 /* A context created on ordinal, two copies from its memory to dst (one synchronous of sync_bytes,
- * one async of async_bytes on a stream of its own), 300 ms alive, destroyed. Returns its handle. */
+ * one async of async_bytes on a stream of its own), alive a second, destroyed. Returns its
+ * handle. GPU times are read while the context lives: the second is for a loaded drainer. */
 static CUcontext copies_from_new_context(int ordinal, CUdeviceptr dst, CUcontext dst_ctx,
 					 size_t sync_bytes, size_t async_bytes)
 {
@@ -297,7 +298,7 @@ static CUcontext copies_from_new_context(int ordinal, CUdeviceptr dst, CUcontext
 	CHECK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	CHECK(cu.MemcpyPeerAsync(dst, dst_ctx, m, c, async_bytes, s));
 	CHECK(cu.StreamSynchronize(s));
-	usleep(300000);
+	usleep(1000000);
 	CHECK(cu.CtxDestroy(c));
 	return c;
 }

@@ -351,7 +351,8 @@ static int mode_profiler(int copies)
 	cudaStream_t s;
 	peer_buffers(&b, &a, 256, &s);
 	spaced_copies(b, a, s, copies, 200);
-	usleep(300000);
+	/* The guard reads these copies' GPU times before the profiler takes over. */
+	usleep(1000000);
 
 	const char *path = getenv("P2PGUARD_CUPTI");
 	void *lib = dlopen(path && *path ? path : "libcupti.so.13", RTLD_NOW | RTLD_GLOBAL);
