@@ -464,13 +464,16 @@ static void collect_cupti(sqlite3 *db, bool final)
 	} else if (p2pg_cupti_active() && mono - rec.cupti_heard_ns > CUPTI_SILENCE_NS) {
 		/* Rows have waited that long while CUPTI handed over nothing: a profiler
 		 * (PyTorch's, say) registered its own activity callbacks, which leaves the guard's
-		 * none, and may have switched copy tracing off when it stopped. */
+		 * none, and may have switched copy tracing off when it stopped. A copy that never
+		 * finishes looks the same from here (CUPTI records only finished copies), and so
+		 * does one that leaves no record, which is why no stalls row is written from
+		 * CUPTI's silence (README: copies timed by CUPTI are not watched). */
 		p2pg_cupti_give_up();
 		if (!rec.settings.quiet)
 			p2pg_notice(
 			    "GPU times of peer copies: CUPTI has delivered nothing for %d s "
-			    "(another CUPTI client, such as a profiler, took it over?); "
-			    "timing events sampled instead",
+			    "(another CUPTI client, such as a profiler, took it over, or the "
+			    "copies waited for have not finished); timing events sampled instead",
 			    (int)(CUPTI_SILENCE_NS / 1000000000ull));
 	}
 	struct cupti_pass pass = {db, false};
