@@ -29,7 +29,7 @@ static void usage(FILE *out)
 	    "framework\n"
 	    "  rules validate [DIR...]           check knowledge-base entries (file:line: errors)\n"
 	    "  rules list | show ID              the knowledge base\n"
-	    "  topo [--db PATH]                  probe every GPU pair: P2P matrix, bandwidth, "
+	    "  topo [--db PATH] [--json]         probe every GPU pair: P2P matrix, bandwidth, "
 	    "health\n"
 	    "  version\n"
 	    "\n"
