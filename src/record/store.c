@@ -214,6 +214,18 @@ static bool summarise(struct p2pg_importer *im, const struct p2pg_record *r)
 	return !(median >= 0 && hb >= median + 3);
 }
 
+/* Parameters 1 to 6 of both summary statements: the bucket's key. */
+static void bind_bucket_key(sqlite3_stmt *st, int64_t process_id,
+			    const struct p2pg_summary_bucket *b)
+{
+	sqlite3_bind_int64(st, 1, process_id);
+	sqlite3_bind_text(st, 2, p2pg_api_name(b->api), -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 3, b->src);
+	sqlite3_bind_int(st, 4, b->dst);
+	sqlite3_bind_text(st, 5, path_name(b->path), -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 6, b->size_bucket);
+}
+
 static int flush_summary(sqlite3 *db, struct p2pg_importer *im)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *load = NULL, *save = NULL;
@@ -238,12 +250,7 @@ static int flush_summary(sqlite3 *db, struct p2pg_importer *im)
 			/* Another import (an earlier run of recover) may have summarised part of
 			 * this process already: add to it. */
 			sqlite3_reset(load);
-			sqlite3_bind_int64(load, 1, im->process_id);
-			sqlite3_bind_text(load, 2, p2pg_api_name(b->api), -1, SQLITE_STATIC);
-			sqlite3_bind_int(load, 3, b->src);
-			sqlite3_bind_int(load, 4, b->dst);
-			sqlite3_bind_text(load, 5, path_name(b->path), -1, SQLITE_STATIC);
-			sqlite3_bind_int(load, 6, b->size_bucket);
+			bind_bucket_key(load, im->process_id, b);
 			if (sqlite3_step(load) == SQLITE_ROW) {
 				b->count += (uint64_t)sqlite3_column_int64(load, 0);
 				b->bytes += (uint64_t)sqlite3_column_int64(load, 1);
@@ -266,12 +273,7 @@ static int flush_summary(sqlite3 *db, struct p2pg_importer *im)
 						i ? "," : "", (unsigned long long)b->hist[i]);
 		snprintf(hist + pos, sizeof(hist) - pos, "]");
 		sqlite3_reset(save);
-		sqlite3_bind_int64(save, 1, im->process_id);
-		sqlite3_bind_text(save, 2, p2pg_api_name(b->api), -1, SQLITE_STATIC);
-		sqlite3_bind_int(save, 3, b->src);
-		sqlite3_bind_int(save, 4, b->dst);
-		sqlite3_bind_text(save, 5, path_name(b->path), -1, SQLITE_STATIC);
-		sqlite3_bind_int(save, 6, b->size_bucket);
+		bind_bucket_key(save, im->process_id, b);
 		sqlite3_bind_int64(save, 7, (int64_t)b->count);
 		sqlite3_bind_int64(save, 8, (int64_t)b->bytes);
 		sqlite3_bind_int64(save, 9, (int64_t)b->failures);
