@@ -64,6 +64,15 @@ static void samples(FILE *out, sqlite3 *db, const char *name, const char *sql,
 	}
 }
 
+/* A counter family and its samples: every family here but the stalls' (whose query depends on the
+ * database's age) is one query. */
+static void counter(FILE *out, sqlite3 *db, const char *name, const char *help, const char *sql,
+		    const char *const *labels, int nlabels)
+{
+	family(out, name, "counter", help);
+	samples(out, db, name, sql, labels, nlabels);
+}
+
 /* Every way a copy is recorded: a row each (record=all), summary buckets (record=summary; that
  * process's rows are its failures and outliers, already in the buckets), and the overflow
  * aggregates of calls that found their ring full (no row of their own). */
@@ -105,36 +114,30 @@ static int write_metrics(sqlite3 *db, FILE *out)
 		return -EIO;
 	}
 
-	family(out, "p2pguard_peer_copies_total", "counter",
-	       "Cross-device copy calls the guard recorded, by device pair and path.");
-	samples(out, db, "p2pguard_peer_copies_total",
+	counter(out, db, "p2pguard_peer_copies_total",
+		"Cross-device copy calls the guard recorded, by device pair and path.",
 		"SELECT host, src, dst, path, n FROM temp.pairs", pair, 4);
-	family(out, "p2pguard_peer_copy_bytes_total", "counter",
-	       "Bytes of the cross-device copy calls, by device pair and path.");
-	samples(out, db, "p2pguard_peer_copy_bytes_total",
+	counter(out, db, "p2pguard_peer_copy_bytes_total",
+		"Bytes of the cross-device copy calls, by device pair and path.",
 		"SELECT host, src, dst, path, bytes FROM temp.pairs", pair, 4);
-	family(out, "p2pguard_peer_copy_seconds_total", "counter",
-	       "Time of the cross-device copies (GPU time where measured, host time otherwise).");
-	samples(out, db, "p2pguard_peer_copy_seconds_total",
+	counter(out, db, "p2pguard_peer_copy_seconds_total",
+		"Time of the cross-device copies (GPU time where measured, host time otherwise).",
 		"SELECT host, src, dst, path, ns / 1e9 FROM temp.pairs", pair, 4);
-	family(out, "p2pguard_peer_copy_failures_total", "counter",
-	       "Cross-device copy calls that returned an error, by device pair and path.");
-	samples(out, db, "p2pguard_peer_copy_failures_total",
+	counter(out, db, "p2pguard_peer_copy_failures_total",
+		"Cross-device copy calls that returned an error, by device pair and path.",
 		"SELECT host, src, dst, path, failed FROM temp.pairs", pair, 4);
 
 	static const char *const rule[] = {"hostname", "api", "rule", "error"};
-	family(out, "p2pguard_failures_total", "counter",
-	       "Failed peer calls and probe findings, by API, knowledge-base rule and error.");
-	samples(out, db, "p2pguard_failures_total",
+	counter(out, db, "p2pguard_failures_total",
+		"Failed peer calls and probe findings, by API, knowledge-base rule and error.",
 		"SELECT p.hostname, f.api, coalesce(f.rule_id, 'none'), coalesce(f.error_name, "
 		"f.status), count(*) FROM failures f JOIN processes p ON p.id = f.process_id "
 		"GROUP BY 1, 2, 3, 4",
 		rule, 4);
 
 	static const char *const verdict[] = {"hostname", "src", "dst", "verdict"};
-	family(out, "p2pguard_probe_verdicts_total", "counter",
-	       "Health-probe findings other than ok, by device pair and verdict.");
-	samples(out, db, "p2pguard_probe_verdicts_total",
+	counter(out, db, "p2pguard_probe_verdicts_total",
+		"Health-probe findings other than ok, by device pair and verdict.",
 		"SELECT p.hostname, f.device, f.peer_device, json_extract(f.evidence, "
 		"'$.p2p_probe'), count(*) FROM failures f JOIN processes p ON p.id = f.process_id "
 		"WHERE json_valid(f.evidence) AND json_extract(f.evidence, '$.p2p_probe') IS NOT "
@@ -142,9 +145,8 @@ static int write_metrics(sqlite3 *db, FILE *out)
 		verdict, 4);
 
 	static const char *const sig[] = {"hostname", "signal"};
-	family(out, "p2pguard_crashes_total", "counter",
-	       "Guarded processes that died of a fatal signal, by signal number.");
-	samples(out, db, "p2pguard_crashes_total",
+	counter(out, db, "p2pguard_crashes_total",
+		"Guarded processes that died of a fatal signal, by signal number.",
 		"SELECT p.hostname, c.signal, count(*) FROM crashes c JOIN processes p ON p.id = "
 		"c.process_id GROUP BY 1, 2",
 		sig, 2);
@@ -165,16 +167,13 @@ static int write_metrics(sqlite3 *db, FILE *out)
 			host, 1);
 	}
 
-	family(out, "p2pguard_records_dropped_total", "counter",
-	       "Records lost because a thread's ring was full.");
-	samples(out, db, "p2pguard_records_dropped_total",
+	counter(out, db, "p2pguard_records_dropped_total",
+		"Records lost because a thread's ring was full.",
 		"SELECT hostname, sum(records_dropped) FROM processes GROUP BY 1", host, 1);
-	family(out, "p2pguard_processes_total", "counter", "Guarded processes recorded.");
-	samples(out, db, "p2pguard_processes_total",
+	counter(out, db, "p2pguard_processes_total", "Guarded processes recorded.",
 		"SELECT hostname, count(*) FROM processes GROUP BY 1", host, 1);
-	family(out, "p2pguard_processes_without_peer_calls_total", "counter",
-	       "Guarded processes that made no peer call (no transfer, peer access or failure).");
-	samples(out, db, "p2pguard_processes_without_peer_calls_total",
+	counter(out, db, "p2pguard_processes_without_peer_calls_total",
+		"Guarded processes that made no peer call (no transfer, peer access or failure).",
 		"SELECT hostname, sum(NOT EXISTS (SELECT 1 FROM transfers t WHERE t.process_id = "
 		"p.id) AND NOT EXISTS (SELECT 1 FROM transfer_summary s WHERE s.process_id = p.id) "
 		"AND NOT EXISTS (SELECT 1 FROM peer_access a WHERE a.process_id = p.id) AND NOT "
