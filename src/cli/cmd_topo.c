@@ -27,16 +27,10 @@
 #include "notice.h"
 #include "probe.h"
 #include "recorder.h"
+#include "clock.h"
 #include "settings.h"
 
 #define MAX_GPUS 16
-
-static uint64_t realtime_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 struct pair_report {
 	int can;
@@ -55,9 +49,7 @@ struct device_list {
 
 static uint64_t mono_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return p2pg_now_ns() / 1000000;
 }
 
 /*
@@ -197,7 +189,7 @@ static void record_probe(int src, int dst, const struct pair_report *r, size_t b
 			continue;
 		uint64_t ns = (uint64_t)((double)bytes / paths[k].gbps);
 		struct p2pg_record rec = {
-		    .started_ns = realtime_ns(),
+		    .started_ns = p2pg_realtime_ns(),
 		    .host_ns = ns,
 		    .gpu_ns = ns,
 		    .bytes = bytes,
@@ -213,7 +205,7 @@ static void record_probe(int src, int dst, const struct pair_report *r, size_t b
 		/* The copy that never finished: a row of its own (the failure refers to it), not
 		 * ready, so that no bandwidth is read from it. */
 		struct p2pg_record rec = {
-		    .started_ns = realtime_ns(),
+		    .started_ns = p2pg_realtime_ns(),
 		    .host_ns = (uint64_t)(r->probe.elapsed_ms * 1e6),
 		    .bytes = bytes,
 		    .api = P2PG_API_p2pguard_probe,
@@ -247,7 +239,7 @@ static void record_probe(int src, int dst, const struct pair_report *r, size_t b
 					 .action = P2PG_ACTION_PASSED,
 					 .serial = serial,
 					 .seq = seq,
-					 .started_ns = realtime_ns(),
+					 .started_ns = p2pg_realtime_ns(),
 					 .peer_access_enabled = 1,
 					 .probe = r->verdict};
 		p2pg_failure_record(&f);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "backtrace.h"
+#include "clock.h"
 #include "pystack.h"
 #include "crash.h"
 #include "recorder.h"
@@ -55,8 +56,7 @@ static struct p2pg_spool_blob *write_crash(int sig, void *uctx)
 		atomic_fetch_add_explicit(&spool->header.dropped_no_slot, 1, memory_order_relaxed);
 		return NULL;
 	}
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t now = p2pg_realtime_ns();
 	uintptr_t ips[P2PG_BACKTRACE_MAX];
 	int n = unw_backtrace((void **)ips, P2PG_BACKTRACE_MAX);
 	/* Start at the interrupted instruction: the frames before it are this handler's. */
@@ -70,7 +70,7 @@ static struct p2pg_spool_blob *write_crash(int sig, void *uctx)
 	blob->kind = P2PG_BLOB_CRASH;
 	blob->tid = p2pg_tid_signal_safe();
 	blob->signal = sig;
-	blob->started_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	blob->started_ns = now;
 	/* Fields: the raw backtrace, then the Python stack (store.c reads them in this order). */
 	size_t pos = p2pg_backtrace_raw_signal_safe(ips + skip, n - skip, blob->text,
 						    sizeof(blob->text) - 1);

@@ -649,13 +649,6 @@ void p2pg_recorder_process_seen(void)
 	spool_get();
 }
 
-static uint64_t monotonic_ns_signal_safe(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 bool p2pg_recorder_await_signal_safe(uint64_t timeout_ns)
 {
 	uint32_t drainer = atomic_load(&rec.drainer_tid);
@@ -669,10 +662,10 @@ bool p2pg_recorder_await_signal_safe(uint64_t timeout_ns)
 	 * (a store then a load of another location may pass each other otherwise). */
 	atomic_thread_fence(memory_order_seq_cst);
 	uint64_t after = atomic_load(&rec.passes_begun);
-	uint64_t deadline = monotonic_ns_signal_safe() + timeout_ns;
+	uint64_t deadline = p2pg_now_ns() + timeout_ns;
 	bool done = false;
 	while (!(done = atomic_load(&rec.passes_imported) > after)) {
-		if (monotonic_ns_signal_safe() >= deadline || !atomic_load(&rec.drainer_tid))
+		if (p2pg_now_ns() >= deadline || !atomic_load(&rec.drainer_tid))
 			break;
 		struct timespec nap = {0, 1000000}; /* the drainer passes every 5 ms */
 		nanosleep(&nap, NULL);

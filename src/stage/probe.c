@@ -7,14 +7,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "driver.h"
 #include "staged.h"
 
 static double now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+	return (double)p2pg_now_ns() / 1e6;
 }
 
 /* A pattern no zero-filled or stale buffer matches by accident. Eight bytes a step: byte by byte,

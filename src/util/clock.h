@@ -4,6 +4,8 @@
 
 #include <stdint.h>
 
+/* Both are async-signal-safe (clock_gettime is), so a crash handler may read them too. */
+
 /* CLOCK_MONOTONIC in ns: durations, never set back. */
 uint64_t p2pg_now_ns(void);
 /* CLOCK_REALTIME in ns: the clock of the records' started_ns and of CUPTI's timestamps. */
