@@ -26,19 +26,19 @@ struct p2pg_process_info {
 int p2pg_spool_dir_open(const char *dir, bool create, char *why, size_t why_len);
 
 /*
- * Creates this process's spool file under dir and maps it. Returns the mapping or NULL (errno set);
- * on success *ret_fd holds an fd with an exclusive flock, which marks the file as owned by a living
- * process (close-on-exec, so an exec'd image leaves it to recovery).
- */
-/*
  * Maps a spool file (P2PG_SPOOL_FILE_SIZE bytes) shared, read-write; MAP_FAILED on failure. The
  * file is sparse and its rings sit megabytes apart: readahead would zero-fill large folios around
  * every first touch (155 ms for a first import pass of 128 rows, measured), so it is turned off.
  */
 struct p2pg_spool_layout *p2pg_spool_map(int fd);
 
-/* The file is made 0600, never through a symbolic link; a folder p2pg_spool_dir_open refuses is
- * refused (errno set, the reason in why when why_len > 0). */
+/*
+ * Creates this process's spool file under dir and maps it. Returns the mapping or NULL (errno set,
+ * the reason in why when why_len > 0); on success *ret_fd holds an fd with an exclusive flock,
+ * which marks the file as owned by a living process (close-on-exec, so an exec'd image leaves it to
+ * recovery). The file is made 0600, never through a symbolic link; a folder p2pg_spool_dir_open
+ * refuses is refused.
+ */
 struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_process_info *info,
 					    int *ret_fd, char *ret_path, size_t path_len, char *why,
 					    size_t why_len);
@@ -59,11 +59,18 @@ static inline bool p2pg_spool_agg_matches(const struct p2pg_spool_agg *a,
 	       a->size_bucket == size_bucket;
 }
 
+/* A copy's size class, floor(log2(bytes)) (0 for 0 and 1 byte): the size_bucket of both
+ * transfer_overflow and transfer_summary, which must agree. */
+static inline uint8_t p2pg_size_bucket(uint64_t bytes)
+{
+	return bytes > 1 ? (uint8_t)(63 - __builtin_clzll(bytes)) : 0;
+}
+
 /* Adds a record to its thread's overflow aggregate; false when all P2PG_SPOOL_AGGS keys are taken
  * by others. Only the ring's owner calls it: single writer, so plain read-add-store. */
 static inline bool p2pg_spool_fold(struct p2pg_spool_thread *t, const struct p2pg_record *r)
 {
-	uint8_t size_bucket = r->bytes > 1 ? (uint8_t)(63 - __builtin_clzll(r->bytes)) : 0;
+	uint8_t size_bucket = p2pg_size_bucket(r->bytes);
 	uint32_t hash = ((uint32_t)r->api * 31u + (uint32_t)(uint16_t)r->src_device) * 31u +
 			(uint32_t)(uint16_t)r->dst_device;
 	hash = (hash * 31u + r->path) * 31u + size_bucket + (uint32_t)r->status * 7u;

@@ -154,7 +154,7 @@ void p2pg_importer_release(struct p2pg_importer *im)
 
 static struct p2pg_summary_bucket *bucket_for(struct p2pg_importer *im, const struct p2pg_record *r)
 {
-	uint8_t sb = (uint8_t)log2_floor(r->bytes);
+	uint8_t sb = p2pg_size_bucket(r->bytes);
 	for (size_t k = 0; k < im->nbuckets; k++) {
 		struct p2pg_summary_bucket *b = &im->buckets[k];
 		if (b->api == r->api && b->src == r->src_device && b->dst == r->dst_device &&
@@ -440,7 +440,8 @@ bool p2pg_spool_header_valid(const struct p2pg_spool_header *h)
 	return memcmp(h->magic, P2PG_SPOOL_MAGIC, sizeof(h->magic)) == 0 &&
 	       h->header_size == sizeof(*h) && h->threads == P2PG_SPOOL_THREADS &&
 	       h->ring == P2PG_SPOOL_RING && h->blobs == P2PG_SPOOL_BLOBS &&
-	       h->blob_size == P2PG_SPOOL_BLOB_SIZE;
+	       h->blob_size == P2PG_SPOOL_BLOB_SIZE && h->aggs == P2PG_SPOOL_AGGS &&
+	       h->reserve == P2PG_SPOOL_RESERVE;
 }
 
 /* What a writer can have published (kind, API, path): anything else is damage (a bit flip, a

@@ -98,6 +98,8 @@ static void well_formed(int fd)
 	h.ring = P2PG_SPOOL_RING;
 	h.blobs = P2PG_SPOOL_BLOBS;
 	h.blob_size = P2PG_SPOOL_BLOB_SIZE;
+	h.aggs = P2PG_SPOOL_AGGS;
+	h.reserve = P2PG_SPOOL_RESERVE;
 	h.pid = 1;
 	h.started_ns = 1;
 	snprintf(h.boot_id, sizeof(h.boot_id), "fuzz");
