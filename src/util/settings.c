@@ -265,7 +265,7 @@ bool p2pg_settings_pair_selected(const struct p2pg_settings *s, int a, int b)
 }
 
 /* The process's settings: read once from the environment, at the preload constructor. */
-static struct p2pg_settings process_settings;
+struct p2pg_settings p2pg_process_settings;
 
 static void settings_warn(const char *line)
 {
@@ -279,10 +279,5 @@ static char *env_get(const char *name)
 
 void p2pg_settings_load(void)
 {
-	p2pg_settings_parse(&process_settings, env_get, settings_warn);
-}
-
-const struct p2pg_settings *p2pg_settings_get(void)
-{
-	return &process_settings;
+	p2pg_settings_parse(&p2pg_process_settings, env_get, settings_warn);
 }

@@ -65,5 +65,10 @@ const char *p2pg_mode_name(enum p2pg_mode mode);
 /* Parses the process's environment into its settings, each problem one p2pguard: line. Once,
  * from the preload constructor (the guard's early start). */
 void p2pg_settings_load(void);
-/* The process's settings (all defaults before p2pg_settings_load). */
-const struct p2pg_settings *p2pg_settings_get(void);
+/* The process's settings (all defaults before p2pg_settings_load). Inline, because every
+ * intercepted copy asks for them; written only by p2pg_settings_load. */
+extern struct p2pg_settings p2pg_process_settings;
+static inline const struct p2pg_settings *p2pg_settings_get(void)
+{
+	return &p2pg_process_settings;
+}
