@@ -38,8 +38,12 @@ third = go("observe", "cuMemcpyPeer:CUDA_ERROR_OUT_OF_MEMORY:3", preload=False)
 check(third.returncode != 0 and "cudaErrorMemoryAllocation" in third.stderr,
       "every-3rd: the program's third cudaMemcpyPeer fails (%s)" % third.stderr.strip().splitlines()[:1])
 
-baseline = {mode: live(go(mode, None).stderr) for mode in ("observe", "staged")}
-check(all(baseline.values()), "guarded runs report what is live: %s" % baseline)
+# What a fault-free run leaves live varies a little: timing events are given back as the drainer
+# reads them, so how many the pool had to create depends on its pace (15 or 17 events in staged
+# mode under ASan). The baseline is the most of five runs; a leak grows with the failed calls.
+reports = {mode: [live(go(mode, None).stderr) for _ in range(5)] for mode in ("observe", "staged")}
+check(all(all(r) for r in reports.values()), "guarded runs report what is live: %s" % reports)
+baseline = {mode: tuple(map(max, zip(*r))) if all(r) else None for mode, r in reports.items()}
 
 problems = []
 runs = 0
