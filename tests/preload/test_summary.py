@@ -131,8 +131,12 @@ for key in sorted(timed):
     # The view rounds to MB/s: a few hundred bytes that took a slow (sanitised) run 0.2 ms read 0.
     check(p50 is not None and p99 is not None and 0 <= p50 <= p99,
           label + ": 0 <= p50 <= p99 (%s, %s)" % (p50, p99))
-    check(p50 == round(nearest(0.50), 3) and p99 == round(nearest(0.99), 3),
-          label + ": nearest-rank percentiles (%s, %s)" % (p50, p99))
+    # Compared within the view's rounding: SQLite's ROUND() rounds a tie away from zero and Python's
+    # round() to even (100 bytes in 320 ns is 0.3125 GB/s: 0.313 in the view, 0.312 here).
+    close = lambda shown, exact: abs(shown - exact) <= 0.0005 + 1e-9
+    check(close(p50, nearest(0.50)) and close(p99, nearest(0.99)),
+          label + ": nearest-rank percentiles (%s, %s; exact %.6g, %.6g)"
+          % (p50, p99, nearest(0.50), nearest(0.99)))
 big = view.get((0, 1, "driver"))
 check(big and big[0] >= 2000, "peer_bandwidth: the threads run's 2000 calls are one group (%s)" % (big,))
 done()
