@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and testing p2pguard need, from Debian/Ubuntu packages, if missing:
-# gcc and g++ (with libasan, libubsan and libtsan), meson/ninja, SQLite and libunwind headers, sqlite3 and
+# gcc and g++ (with libasan, libubsan and libtsan), meson/ninja, SQLite, jansson and libunwind headers, sqlite3 and
 # python3 (with its sqlite3 module, and its headers for a test extension module) to read the
 # databases the tests write, binutils (readelf, nm); for the outputs' tests: python3-jsonschema (the trace-event schema), prometheus (promtool) and
 # python3-prometheus-client (the exposition's parsers), chromium, chromium-driver and
@@ -10,7 +10,7 @@
 # The CUDA toolkit's headers are expected at /usr/local/cuda (or meson -Dtoolkit_dir=...).
 set -euo pipefail
 need=()
-for pkg in meson ninja-build pkg-config gcc g++ libsqlite3-dev sqlite3 libunwind-dev python3 python3-dev binutils \
+for pkg in meson ninja-build pkg-config gcc g++ libsqlite3-dev sqlite3 libjansson-dev libunwind-dev python3 python3-dev binutils \
 	python3-jsonschema prometheus python3-prometheus-client chromium chromium-driver python3-selenium clang clang-format; do
 	[ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)" = "install ok installed" ] || need+=("$pkg")
 done

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The knowledge base's JSON (RFC 8259) reader: SQLite's json_tree() decodes the text, and a checker
- * (json.c) adds the line every value starts on, so that the rule validator can say
- * "file:line: message" about any field, and the syntax messages rules/README.md specifies.
+ * The knowledge base's JSON (RFC 8259) reader: jansson parses the text and names the line of a
+ * syntax error; json.c adds the line every value starts on, so that the rule validator can say
+ * "file:line: message" about any field.
  *
  * Stricter than the RFC where a data file should be: duplicate object keys, "\u0000" and invalid
- * UTF-8 are errors, and nesting is limited to P2PG_JSON_MAX_DEPTH levels (the parser recurses).
+ * UTF-8 are errors, and nesting is limited to P2PG_JSON_MAX_DEPTH levels (the copy recurses).
  */
 #pragma once
 

@@ -98,7 +98,7 @@ static void test_tree(void)
 	snprintf(want, sizeof(want), "%s/nccl/broken.json", root);
 	check_str(all.files[0], want);
 	check_int(all.lines[0], 3);
-	check_str(all.messages[0], "syntax error: expected a string as object key");
+	check_str(all.messages[0], "syntax error: string or '}' expected near 'oops'");
 	snprintf(want, sizeof(want), "%s/nccl/misplaced.json", root);
 	check_str(all.files[1], want);
 	check_int(all.lines[1], 2);

@@ -149,7 +149,7 @@ static void test_valid(void)
 static void test_malformed(void)
 {
 	expect_problem(with(base, "\"sample failure\",\n", "\"sample failure\"\n"), 4,
-		       "syntax error: expected ',' or '}' after object member");
+		       "syntax error: '}' expected near '\"root_cause\"'");
 	expect_problem("[1, 2]", 1, "entry must be a JSON object, not an array");
 	expect_problem(with(base, "  \"signature\": \"sample failure\",\n", ""), 1,
 		       "missing required field \"signature\"");
