@@ -110,6 +110,7 @@ static const char *const messages[] = {
     "does not match the file path (expected ",
     "must be an array of CUDA status codes",
     "is not listed in codes",
+    "regex too large: its repetitions expand it to about ",
     "invalid regex: ",
     "regex matches the empty string",
     "empty alias",

@@ -68,6 +68,27 @@ with tempfile.TemporaryDirectory() as tmp:
     check("validate: summary", lines[-1].startswith("1 rule loaded, ") and "problems" in lines[-1],
           out)
 
+    # A regex whose repetitions glibc's regcomp() would spell out into gigabytes, and a comma
+    # missing at the end of line 2 (found at the next member, line 3).
+    greedy = os.path.join(tmp, "site", "greedy.json")
+    greedy_text = USER_RULE.replace("site/fabric-restart", "site/greedy").replace(
+        '"aliases":', '"regex": "firmware c%s",\n  "aliases":' % ("+" * 27))
+    greedy_line = [n for n, l in enumerate(greedy_text.split("\n"), 1) if '"regex"' in l][0]
+    with open(greedy, "w") as f:
+        f.write(greedy_text)
+    comma = os.path.join(tmp, "site", "comma.json")
+    with open(comma, "w") as f:
+        f.write('{\n  "id": "site/comma"\n  "signature": "x"\n}\n')
+    rc, out, err = run("rules", "validate", tmp)
+    lines = out.splitlines()
+    check("validate: a regex too large for regcomp() is refused before it runs",
+          rc == 1 and "%s:%d: regex too large: its repetitions expand it to about 1.34e+08 "
+          "elements (at most 10000)" % (greedy, greedy_line) in lines, out + err)
+    check("validate: a syntax error in jansson's words, at its line",
+          "%s:3: syntax error: '}' expected near '\"signature\"'" % comma in lines, out)
+    os.unlink(greedy)
+    os.unlink(comma)
+
     rc, out, err = run("explain", "firmware update finished", env_extra={"P2PGUARD_RULES": tmp})
     check("explain: P2PGUARD_RULES adds rules", rc == 0 and out.startswith("site/fabric-restart\n"),
           out + err)
