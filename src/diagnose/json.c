@@ -36,14 +36,17 @@ static int fail(struct p2pg_json_error *error, int line, const char *fmt, ...)
 	return -EINVAL;
 }
 
+static bool is_blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
 /* Where a value cannot start: blanks and punctuation other than the containers' openings. */
 static bool is_separator(char c)
 {
+	if (is_blank(c))
+		return true;
 	switch (c) {
-	case ' ':
-	case '\t':
-	case '\r':
-	case '\n':
 	case ',':
 	case ':':
 	case ']':
@@ -75,8 +78,7 @@ static int value_lines(const char *p, const char *end, int **ret, size_t *ret_n)
 				p += *p == '\\' ? 2 : 1;
 			while (*p != '"');
 			const char *next = p + 1;
-			while (next < end &&
-			       (*next == ' ' || *next == '\t' || *next == '\r' || *next == '\n'))
+			while (next < end && is_blank(*next))
 				next++;
 			if (next < end && *next == ':')
 				continue;
@@ -134,12 +136,13 @@ struct builder {
 	struct p2pg_json_error *error;
 };
 
-static int copy_value(struct builder *b, const json_t *in, int depth, struct p2pg_json **ret);
+static int copy_value(struct builder *b, json_t *in, int depth, struct p2pg_json **ret);
 
-static int copy_members(struct builder *b, const json_t *in, int depth, struct p2pg_json *v)
+static int copy_members(struct builder *b, json_t *in, int depth, struct p2pg_json *v)
 {
 	size_t count = json_is_object(in) ? json_object_size(in) : json_array_size(in);
-	v->items = calloc(count ? count : 1, sizeof(*v->items));
+	/* At least one slot: calloc(0) may answer NULL, which is not out of memory. */
+	v->items = calloc(count + 1, sizeof(*v->items));
 	if (!v->items)
 		return -ENOMEM;
 	if (json_is_array(in)) {
@@ -151,15 +154,13 @@ static int copy_members(struct builder *b, const json_t *in, int depth, struct p
 		}
 		return 0;
 	}
-	v->keys = calloc(count ? count : 1, sizeof(*v->keys));
+	v->keys = calloc(count + 1, sizeof(*v->keys));
 	if (!v->keys)
 		return -ENOMEM;
 	const char *key;
 	json_t *member;
-	json_object_foreach((json_t *)in, key, member)
+	json_object_foreach(in, key, member)
 	{
-		if (v->count == count)
-			break;
 		if (!(v->keys[v->count] = strdup(key)))
 			return -ENOMEM;
 		v->count++; /* the key is owned now, whatever happens to the value */
@@ -170,15 +171,16 @@ static int copy_members(struct builder *b, const json_t *in, int depth, struct p
 	return 0;
 }
 
-static int copy_value(struct builder *b, const json_t *in, int depth, struct p2pg_json **ret)
+static int copy_value(struct builder *b, json_t *in, int depth, struct p2pg_json **ret)
 {
 	/* More values than lines would mean the two passes disagree: say so rather than build a
 	 * tree with wrong lines. */
 	if (b->next == b->n_nodes)
 		return fail(b->error, b->n_nodes ? b->lines[b->n_nodes - 1] : 1,
 			    "the JSON reader lost count of the values here");
-	struct p2pg_json *v = &b->nodes[b->next++];
-	v->line = b->lines[v - b->nodes];
+	size_t k = b->next++;
+	struct p2pg_json *v = &b->nodes[k];
+	v->line = b->lines[k];
 	*ret = v;
 
 	switch (json_typeof(in)) {
