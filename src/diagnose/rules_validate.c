@@ -788,9 +788,8 @@ static bool parse_remedies(struct loader *ld, const struct p2pg_json *v, const c
 /*
  * glibc's regcomp() spells repetitions out (x{3} becomes xxx, x+ becomes xx*), copying what they
  * apply to, so stacked or nested repetitions grow its memory exponentially: "c" followed by 27
- * '+' asks for gigabytes, in the guard's process, at its first failure. REGEX_MAX_SIZE bounds the
- * estimate below, about 15 MB of regcomp()'s memory at worst; the largest built-in regex is far
- * below it.
+ * '+' asks for gigabytes, in the guard's process, at its first failure. The estimate below is
+ * held to REGEX_MAX_SIZE, fifty times the largest built-in regex's (204).
  */
 #define REGEX_MAX_SIZE 10000
 
@@ -828,10 +827,12 @@ static double interval_copies(const char **p)
 	unsigned long low = strtoul(q, &end, 10), high = low;
 	if (*end == ',') {
 		q = end + 1;
-		if (isdigit((unsigned char)*q))
+		if (isdigit((unsigned char)*q)) {
 			high = strtoul(q, &end, 10);
-		else
+		} else {
 			high = low + 1; /* x{n,} is n copies and a loop */
+			end = (char *)q;
+		}
 	}
 	if (*end != '}')
 		return 0;

@@ -145,44 +145,42 @@ static void test_valid(void)
 	p2pg_ruleset_free(rs);
 }
 
+static const char base_regex[] = "\"regex\": \"sample failure\"";
+
+/* fits loads; refused, the same with one copy more, is refused at 10001. */
+static void expect_size_limit(const char *fits, const char *refused)
+{
+	const char *texts[] = {with(base, base_regex, fits)};
+	p2pg_ruleset_free(load_ok(texts, 1));
+	expect_problem(
+	    with(base, base_regex, refused), 7,
+	    "regex too large: its repetitions expand it to about 1e+04 elements (at most "
+	    "10000)");
+}
+
 /* The regex's cost to glibc's regcomp() once repetitions are spelt out, counted exactly: at 10000
  * it loads, at 10001 it is refused. A stack of '+' doubles it each time: 27 of them would ask
  * regcomp() for gigabytes. */
 static void test_regex_size(void)
 {
-	static const char from[] = "\"regex\": \"sample failure\"";
 	char plus[64] = "\"regex\": \"sample failure c";
 	memset(plus + strlen(plus), '+', 27);
 	strcat(plus, "\"");
-	expect_problem(with(base, from, plus), 7,
+	expect_problem(with(base, base_regex, plus), 7,
 		       "regex too large: its repetitions expand it to about 1.34e+08 elements (at "
 		       "most 10000)");
 
 	/* 14 characters, a bracket expression (one atom, whatever it holds) repeated 9986 times. */
-	const char *fits = with(base, from, "\"regex\": \"sample failure[]x[:digit:]{}]{9986}\"");
-	const char *texts[] = {fits};
-	p2pg_ruleset_free(load_ok(texts, 1));
-	expect_problem(
-	    with(base, from, "\"regex\": \"sample failure[]x[:digit:]{}]{9987}\""), 7,
-	    "regex too large: its repetitions expand it to about 1e+04 elements (at most "
-	    "10000)");
+	expect_size_limit("\"regex\": \"sample failure[]x[:digit:]{}]{9986}\"",
+			  "\"regex\": \"sample failure[]x[:digit:]{}]{9987}\"");
 	/* Escaped parentheses are characters, a group's repetition copies the whole group, and
-	 * an alternative adds its size. */
-	texts[0] = with(base, from, "\"regex\": \"sample failure\\\\(x\\\\){9984}\"");
-	p2pg_ruleset_free(load_ok(texts, 1));
-	expect_problem(
-	    with(base, from, "\"regex\": \"sample failure\\\\(x\\\\){9985}\""), 7,
-	    "regex too large: its repetitions expand it to about 1e+04 elements (at most "
-	    "10000)");
-	texts[0] = with(base, from, "\"regex\": \"sample (failure|fault){832}\"");
-	p2pg_ruleset_free(load_ok(texts, 1));
-	expect_problem(
-	    with(base, from, "\"regex\": \"sample (failure|fault){833}\""), 7,
-	    "regex too large: its repetitions expand it to about 1e+04 elements (at most "
-	    "10000)");
-	/* x{n,} is n copies and a loop; x* and x? copy nothing. */
-	texts[0] = with(base, from, "\"regex\": \"sample failure x*y?z{9982,}\"");
-	p2pg_ruleset_free(load_ok(texts, 1));
+	 * an alternative adds its size; x{n,} is n copies and a loop, x* and x? copy nothing. */
+	expect_size_limit("\"regex\": \"sample failure\\\\(x\\\\){9984}\"",
+			  "\"regex\": \"sample failure\\\\(x\\\\){9985}\"");
+	expect_size_limit("\"regex\": \"sample (failure|fault){832}\"",
+			  "\"regex\": \"sample (failure|fault){833}\"");
+	expect_size_limit("\"regex\": \"sample failure x*y?z{9982,}\"",
+			  "\"regex\": \"sample failure x*y?z{9983,}\"");
 }
 
 /* Every message of rules/README.md, "Validator messages", in its order. */
