@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+/* The import of a spool's records, blobs and overflow aggregates into SQLite, one transaction a
+ * pass. */
 #include "store.h"
 
 #include <dirent.h>
@@ -18,123 +20,7 @@
 #include "cleanup.h"
 #include "notice.h"
 #include "spool.h"
-
-static bool has_column(sqlite3 *db, const char *table, const char *column)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	char sql[128];
-	snprintf(sql, sizeof(sql), "SELECT %s FROM %s LIMIT 0", column, table);
-	return sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK;
-}
-
-/* Columns added to the schema after a database may have been made: CREATE TABLE IF NOT EXISTS
- * leaves an existing table as it was. */
-static int add_missing_columns(sqlite3 *db, char **msg)
-{
-	static const struct {
-		const char *table, *column, *type;
-	} added[] = {
-	    {"crashes", "python_stack", "TEXT"},
-	    {"processes", "records_invalid", "INTEGER NOT NULL DEFAULT 0"},
-	};
-	for (size_t k = 0; k < sizeof(added) / sizeof(added[0]); k++) {
-		if (has_column(db, added[k].table, added[k].column))
-			continue;
-		char sql[160];
-		snprintf(sql, sizeof(sql), "ALTER TABLE %s ADD COLUMN %s %s", added[k].table,
-			 added[k].column, added[k].type);
-		int rc = sqlite3_exec(db, sql, NULL, NULL, msg);
-		/* Another process may have added it meanwhile. */
-		if (rc != SQLITE_OK && !has_column(db, added[k].table, added[k].column))
-			return rc;
-		if (rc != SQLITE_OK) {
-			sqlite3_free(*msg);
-			*msg = NULL;
-		}
-	}
-	return SQLITE_OK;
-}
-
-int p2pg_store_open(const char *path, sqlite3 **ret_db, char *err, size_t err_len)
-{
-	return p2pg_store_open_wait(path, ret_db, err, err_len, 10000);
-}
-
-int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t err_len, int busy_ms)
-{
-	/* A folder, a FIFO, a device: nothing a database can live in, said as such (SQLite's own
-	 * answer for a FIFO is "disk I/O error"), and never opened (a device's open can act). */
-	struct stat st;
-	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-		snprintf(err, err_len, "not a regular file");
-		return -EINVAL;
-	}
-	sqlite3 *db = NULL;
-	int rc = sqlite3_open_v2(
-	    path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
-	if (rc != SQLITE_OK) {
-		snprintf(err, err_len, "%s", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-		sqlite3_close(db);
-		return -EIO;
-	}
-	sqlite3_busy_timeout(db, busy_ms);
-	char *msg = NULL;
-	/* WAL lets ranks write while a user reads; NORMAL sync is durable against process death,
-	 * which is what the guard promises (the spool covers the rest). 16 KiB pages (for a new
-	 * database; an existing one keeps its own): the transfers table only ever grows at its end,
-	 * and fewer, larger pages cut the B-tree's per-page work in the drainer by 5-10%. */
-	rc = sqlite3_exec(db,
-			  "PRAGMA page_size=16384; PRAGMA journal_mode=WAL; PRAGMA "
-			  "synchronous=NORMAL; PRAGMA foreign_keys=OFF;",
-			  NULL, NULL, &msg);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(db, p2pg_schema_sql, NULL, NULL, &msg);
-	if (rc == SQLITE_OK)
-		rc = add_missing_columns(db, &msg);
-	if (rc != SQLITE_OK) {
-		snprintf(err, err_len, "%s", msg ? msg : sqlite3_errstr(rc));
-		sqlite3_free(msg);
-		sqlite3_close(db);
-		return rc == SQLITE_BUSY ? -EBUSY : -EIO;
-	}
-	*ret_db = db;
-	return 0;
-}
-
-/* ---- summary mode ---- */
-
-#define HIST_BUCKETS 40 /* host_ns in powers of two up to ~18 minutes */
-
-struct p2pg_summary_bucket {
-	uint16_t api;
-	int16_t src, dst;
-	uint8_t path;
-	uint8_t size_bucket;
-	bool loaded;
-	bool dirty;
-	uint64_t count, bytes, failures, host_ns_total;
-	uint64_t hist[HIST_BUCKETS];
-};
-
-static int log2_floor(uint64_t v)
-{
-	return v ? 63 - __builtin_clzll(v) : 0;
-}
-
-static const char *path_name(uint8_t path)
-{
-	switch (path) {
-	case P2PG_PATH_P2P:
-		return "p2p";
-	case P2PG_PATH_DRIVER:
-		return "driver";
-	case P2PG_PATH_STAGED:
-		return "staged";
-	case P2PG_PATH_CAPTURED:
-		return "captured";
-	}
-	return "unknown";
-}
+#include "store-private.h"
 
 void p2pg_importer_init(struct p2pg_importer *im, enum p2pg_record_mode record)
 {
@@ -150,140 +36,6 @@ void p2pg_importer_release(struct p2pg_importer *im)
 	free(im->buckets);
 	im->buckets = NULL;
 	im->nbuckets = 0;
-}
-
-static struct p2pg_summary_bucket *bucket_for(struct p2pg_importer *im, const struct p2pg_record *r)
-{
-	uint8_t sb = p2pg_size_bucket(r->bytes);
-	for (size_t k = 0; k < im->nbuckets; k++) {
-		struct p2pg_summary_bucket *b = &im->buckets[k];
-		if (b->api == r->api && b->src == r->src_device && b->dst == r->dst_device &&
-		    b->path == r->path && b->size_bucket == sb)
-			return b;
-	}
-	if ((im->nbuckets & (im->nbuckets + 1)) == 0 || im->nbuckets == 0) {
-		size_t cap = im->nbuckets ? (im->nbuckets + 1) * 2 : 16;
-		struct p2pg_summary_bucket *grown = realloc(im->buckets, cap * sizeof(*grown));
-		if (!grown)
-			return NULL;
-		im->buckets = grown;
-	}
-	struct p2pg_summary_bucket *b = &im->buckets[im->nbuckets++];
-	memset(b, 0, sizeof(*b));
-	b->api = r->api;
-	b->src = r->src_device;
-	b->dst = r->dst_device;
-	b->path = r->path;
-	b->size_bucket = sb;
-	return b;
-}
-
-/* The histogram bucket holding the median, or -1 with too few samples to judge. */
-static int median_bucket(const struct p2pg_summary_bucket *b)
-{
-	if (b->count < 16)
-		return -1;
-	uint64_t seen = 0;
-	for (int k = 0; k < HIST_BUCKETS; k++) {
-		seen += b->hist[k];
-		if (seen * 2 >= b->count)
-			return k;
-	}
-	return HIST_BUCKETS - 1;
-}
-
-/* Summary mode keeps a row for a transfer that failed or took at least 8x its bucket's median. */
-static bool summarise(struct p2pg_importer *im, const struct p2pg_record *r)
-{
-	struct p2pg_summary_bucket *b = bucket_for(im, r);
-	if (!b)
-		return false;
-	int hb = log2_floor(r->host_ns);
-	if (hb >= HIST_BUCKETS)
-		hb = HIST_BUCKETS - 1;
-	int median = median_bucket(b);
-	b->count++;
-	b->bytes += r->bytes;
-	b->host_ns_total += r->host_ns;
-	b->hist[hb]++;
-	b->dirty = true;
-	if (r->status != 0) {
-		b->failures++;
-		return false;
-	}
-	return !(median >= 0 && hb >= median + 3);
-}
-
-/* Parameters 1 to 6 of both summary statements: the bucket's key. */
-static void bind_bucket_key(sqlite3_stmt *st, int64_t process_id,
-			    const struct p2pg_summary_bucket *b)
-{
-	sqlite3_bind_int64(st, 1, process_id);
-	sqlite3_bind_text(st, 2, p2pg_api_name(b->api), -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 3, b->src);
-	sqlite3_bind_int(st, 4, b->dst);
-	sqlite3_bind_text(st, 5, path_name(b->path), -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 6, b->size_bucket);
-}
-
-static int flush_summary(sqlite3 *db, struct p2pg_importer *im)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *load = NULL, *save = NULL;
-	if (sqlite3_prepare_v2(
-		db,
-		"SELECT count, bytes, failures, host_ns_total, host_ns_hist FROM "
-		"transfer_summary WHERE process_id=?1 AND api=?2 AND src_device=?3 AND "
-		"dst_device=?4 AND path=?5 AND size_bucket=?6",
-		-1, &load, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(
-		db,
-		"INSERT OR REPLACE INTO transfer_summary (process_id, api, src_device, "
-		"dst_device, path, size_bucket, count, bytes, failures, host_ns_total, "
-		"host_ns_hist) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
-		-1, &save, NULL) != SQLITE_OK)
-		return -EIO;
-	for (size_t k = 0; k < im->nbuckets; k++) {
-		struct p2pg_summary_bucket *b = &im->buckets[k];
-		if (!b->dirty)
-			continue;
-		if (!b->loaded) {
-			/* Another import (an earlier run of recover) may have summarised part of
-			 * this process already: add to it. */
-			sqlite3_reset(load);
-			bind_bucket_key(load, im->process_id, b);
-			if (sqlite3_step(load) == SQLITE_ROW) {
-				b->count += (uint64_t)sqlite3_column_int64(load, 0);
-				b->bytes += (uint64_t)sqlite3_column_int64(load, 1);
-				b->failures += (uint64_t)sqlite3_column_int64(load, 2);
-				b->host_ns_total += (uint64_t)sqlite3_column_int64(load, 3);
-				const char *h = (const char *)sqlite3_column_text(load, 4);
-				for (int i = 0; h && *h && i < HIST_BUCKETS; i++) {
-					while (*h == '[' || *h == ',' || *h == ' ')
-						h++;
-					b->hist[i] += strtoull(h, (char **)&h, 10);
-				}
-			}
-			b->loaded = true;
-		}
-		char hist[HIST_BUCKETS * 21 + 4];
-		size_t pos = 0;
-		hist[pos++] = '[';
-		for (int i = 0; i < HIST_BUCKETS; i++)
-			pos += (size_t)snprintf(hist + pos, sizeof(hist) - pos, "%s%llu",
-						i ? "," : "", (unsigned long long)b->hist[i]);
-		snprintf(hist + pos, sizeof(hist) - pos, "]");
-		sqlite3_reset(save);
-		bind_bucket_key(save, im->process_id, b);
-		sqlite3_bind_int64(save, 7, (int64_t)b->count);
-		sqlite3_bind_int64(save, 8, (int64_t)b->bytes);
-		sqlite3_bind_int64(save, 9, (int64_t)b->failures);
-		sqlite3_bind_int64(save, 10, (int64_t)b->host_ns_total);
-		sqlite3_bind_text(save, 11, hist, -1, SQLITE_TRANSIENT);
-		if (sqlite3_step(save) != SQLITE_DONE)
-			return -EIO;
-		b->dirty = false;
-	}
-	return 0;
 }
 
 /* ---- import ---- */
@@ -525,7 +277,7 @@ static void bind_transfer(sqlite3_stmt *st, int base, int64_t process_id,
 	sqlite3_bind_int(st, base + 5, r->dst_device);
 	sqlite3_bind_int64(st, base + 6, (int64_t)r->bytes);
 	sqlite3_bind_int64(st, base + 7, (int64_t)r->stream);
-	sqlite3_bind_text(st, base + 8, path_name(r->path), -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, base + 8, p2pg_path_name(r->path), -1, SQLITE_STATIC);
 	sqlite3_bind_int(st, base + 9, r->status);
 	sqlite3_bind_int64(st, base + 10, (int64_t)r->started_ns);
 	sqlite3_bind_int64(st, base + 11, (int64_t)r->host_ns);
@@ -590,7 +342,7 @@ static int import_aggregates(struct statements *s, int64_t process_id,
 		sqlite3_bind_text(st, 4, p2pg_api_name(a->api), -1, SQLITE_STATIC);
 		sqlite3_bind_int(st, 5, a->src_device);
 		sqlite3_bind_int(st, 6, a->dst_device);
-		sqlite3_bind_text(st, 7, path_name(a->path), -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 7, p2pg_path_name(a->path), -1, SQLITE_STATIC);
 		sqlite3_bind_int(st, 8, a->status);
 		sqlite3_bind_int(st, 9, a->size_bucket);
 		sqlite3_bind_int64(st, 10, (int64_t)count);
@@ -624,7 +376,7 @@ static int insert_record(sqlite3 *db, struct statements *s, struct p2pg_importer
 {
 	sqlite3_stmt *st;
 	if (r->kind == P2PG_REC_TRANSFER) {
-		if (im->record == P2PG_RECORD_SUMMARY && summarise(im, r)) {
+		if (im->record == P2PG_RECORD_SUMMARY && p2pg_summary_note(im, r)) {
 			note_timed(im, 0, r);
 			return 0;
 		}
@@ -880,7 +632,7 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 			goto fail;
 	}
 
-	if (im->record == P2PG_RECORD_SUMMARY && (err = flush_summary(db, im)) < 0)
+	if (im->record == P2PG_RECORD_SUMMARY && (err = p2pg_summary_flush(db, im)) < 0)
 		goto fail;
 
 	if (dropped != im->dropped_reported || im->invalid != im->invalid_reported) {
@@ -1021,122 +773,4 @@ int p2pg_store_add_stall(sqlite3 *db, int64_t row, uint64_t now_ns, unsigned sta
 	if (sqlite3_step(st) != SQLITE_DONE)
 		return -EIO;
 	return sqlite3_changes(db) > 0 ? 1 : 0;
-}
-
-/* A file whose owner died before it wrote the header: all zero, no record in any ring. */
-static bool never_written(const struct p2pg_spool_layout *spool)
-{
-	static const char zero[sizeof(spool->header.magic)];
-	if (memcmp(spool->header.magic, zero, sizeof(zero)) != 0)
-		return false;
-	for (int k = 0; k < P2PG_SPOOL_THREADS; k++)
-		if (atomic_load_explicit(&((struct p2pg_spool_layout *)spool)->threads[k].head,
-					 memory_order_relaxed) != 0)
-			return false;
-	return true;
-}
-
-int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
-			   enum p2pg_record_mode record)
-{
-	/* Said once per process: the drainer looks again every second. */
-	static bool said_dir, said_file;
-	char why[256];
-	int dfd = p2pg_spool_dir_open(dir, false, why, sizeof(why));
-	if (dfd == -ENOENT)
-		return 0;
-	if (dfd < 0) {
-		if (!said_dir)
-			p2pg_notice("not importing the spools in %s: %s", dir, why);
-		said_dir = true;
-		return dfd == -EPERM || dfd == -ELOOP || dfd == -ENOTDIR ? 0 : dfd;
-	}
-	_cleanup_closedir_ DIR *d = fdopendir(dfd);
-	if (!d) {
-		int e = errno;
-		close(dfd);
-		return -e;
-	}
-	int imported = 0;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		size_t len = strlen(de->d_name), suffix = strlen(P2PG_SPOOL_SUFFIX);
-		if (len <= suffix || strcmp(de->d_name + len - suffix, P2PG_SPOOL_SUFFIX) != 0)
-			continue;
-		char path[PATH_MAX];
-		if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= (int)sizeof(path))
-			continue;
-		if (skip_path && strcmp(path, skip_path) == 0)
-			continue;
-		/* Never through a link, never blocking on a FIFO: only a regular file of ours. */
-		_cleanup_close_ int fd = openat(
-		    dirfd(d), de->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-		struct stat owner;
-		if (fd < 0 && errno != ELOOP)
-			continue;
-		if (fd < 0 || fstat(fd, &owner) < 0 || !S_ISREG(owner.st_mode) ||
-		    owner.st_uid != geteuid()) {
-			if (!said_file)
-				p2pg_notice("not importing %s: %s", path,
-					    fd < 0 ? "a symbolic link"
-					    : !S_ISREG(owner.st_mode)
-						? "not a regular file"
-						: "it belongs to another user");
-			said_file = true;
-			continue;
-		}
-		/* A living owner holds the lock; so does another recoverer working on this file. */
-		if (flock(fd, LOCK_EX | LOCK_NB) < 0)
-			continue;
-		/* Another layout under this name (a damaged or foreign file) is left alone. */
-		char magic[8];
-		if (pread(fd, magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) &&
-		    memcmp(magic, P2PG_SPOOL_MAGIC, 7) == 0 &&
-		    memcmp(magic, P2PG_SPOOL_MAGIC, sizeof(magic)) != 0)
-			continue;
-		struct stat stbuf;
-		if (fstat(fd, &stbuf) < 0 || (size_t)stbuf.st_size < P2PG_SPOOL_FILE_SIZE) {
-			/* The owner died before it sized the file: it holds no records. */
-			unlinkat(dirfd(d), de->d_name, 0);
-			continue;
-		}
-		struct p2pg_spool_layout *spool = p2pg_spool_map(fd);
-		if (spool == MAP_FAILED)
-			continue;
-		if (!p2pg_spool_header_valid(&spool->header) && !never_written(spool)) {
-			/* Its records cannot be told from garbage: kept aside for a person, never
-			 * imported, never tried again. */
-			munmap(spool, P2PG_SPOOL_FILE_SIZE);
-			char aside[PATH_MAX + 16];
-			snprintf(aside, sizeof(aside), "%s.damaged", path);
-			p2pg_notice(
-			    "%s has a damaged header; not imported, kept as %s", path,
-			    renameat(dirfd(d), de->d_name, dirfd(d), aside + strlen(dir) + 1) == 0
-				? aside
-				: path);
-			continue;
-		}
-		/* A dead process's rows are imported the way it recorded them, not the way the
-		 * recoverer does. */
-		uint32_t said = spool->header.record;
-		struct p2pg_importer im;
-		p2pg_importer_init(&im, said == P2PG_RECORD_SUMMARY + 1 ? P2PG_RECORD_SUMMARY
-					: said == P2PG_RECORD_ALL + 1	? P2PG_RECORD_ALL
-									: record);
-		int rc = 0; /* never initialised: nothing in it */
-		if (p2pg_spool_header_valid(&spool->header))
-			rc = p2pg_store_import(db, spool, &im, true);
-		if (rc >= 0 && im.invalid > 0)
-			p2pg_notice("%s: %llu damaged record%s skipped (counted in "
-				    "processes.records_invalid)",
-				    path, (unsigned long long)im.invalid,
-				    im.invalid == 1 ? "" : "s");
-		p2pg_importer_release(&im);
-		munmap(spool, P2PG_SPOOL_FILE_SIZE);
-		if (rc >= 0) {
-			unlinkat(dirfd(d), de->d_name, 0);
-			imported++;
-		}
-	}
-	return imported;
 }

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/* What the store's files share and nobody else needs. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "store.h"
+
+static inline const char *p2pg_path_name(uint8_t path)
+{
+	switch (path) {
+	case P2PG_PATH_P2P:
+		return "p2p";
+	case P2PG_PATH_DRIVER:
+		return "driver";
+	case P2PG_PATH_STAGED:
+		return "staged";
+	case P2PG_PATH_CAPTURED:
+		return "captured";
+	}
+	return "unknown";
+}
+
+/* Summary mode: counts r in its bucket. True when r is folded there and needs no row; a failure,
+ * or an outlier (at least 8x its bucket's median host time), keeps its row (false). */
+bool p2pg_summary_note(struct p2pg_importer *im, const struct p2pg_record *r);
+/* Writes the buckets changed since the last flush, inside the caller's transaction. 0 or -EIO. */
+int p2pg_summary_flush(sqlite3 *db, struct p2pg_importer *im);
