@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The knowledge base's insides, shared by its files: rules.c (the rule and the set), rules_load.c
- * (files and folders), rules_validate.c (JSON to a checked rule, and the examples) and
- * rules_match.c (matching a failure, explaining a pasted line). Not for use outside them.
+ * (files and folders), rules_validate.c with rules_factkeys.c, rules_regex.c and rules_examples.c
+ * (JSON to a checked rule, and the examples) and rules_match.c (matching a failure, explaining a
+ * pasted line). Not for use outside them.
  */
 #pragma once
 

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The validator's loader, shared by rules_validate.c (a rule's fields) and rules_examples.c (its
+ * examples): every problem is reported as "FILE:LINE: message" through the loader.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "json.h"
+#include "rules-private.h"
+
+struct loader {
+	const char *file;
+	p2pg_rules_report_fn report;
+	void *userdata;
+	int problems;
+	bool nomem;
+};
+
+void ld_problem(struct loader *ld, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* strdup and calloc that remember a failure, so one check at the end covers every copy. */
+char *ld_copy(struct loader *ld, const char *s);
+void *ld_alloc_array(struct loader *ld, size_t n, size_t size);
+/* "field "x" must be a string, not a number" */
+bool ld_expect_type(struct loader *ld, const struct p2pg_json *v, const char *path,
+		    enum p2pg_json_type type);
+bool ld_expect_strings(struct loader *ld, const struct p2pg_json *v, const char *path);
+/* A scalar JSON value as a fact value of the key's kind. */
+bool ld_parse_value(struct loader *ld, const struct fact_key *key, const struct p2pg_json *v,
+		    struct value *ret);
+/* A fact key a rule may name in its conditions or examples, or NULL (reported). */
+const struct fact_key *ld_parse_fact_key(struct loader *ld, const char *name, int line);
+
+/* The fact keys (rules_factkeys.c): the contract with the evidence gatherer. */
+const struct fact_key *rules_fact_key_lookup(const char *name);
+const char *rules_kind_name(enum kind kind);
+
+/*
+ * glibc's regcomp() spells repetitions out (x{3} becomes xxx, x+ becomes xx*), copying what they
+ * apply to, so stacked or nested repetitions grow its memory exponentially: "c" followed by 27
+ * '+' asks for gigabytes, in the guard's process, at its first failure. The estimate below is
+ * held to REGEX_MAX_SIZE, fifty times the largest built-in regex's (204).
+ */
+#define REGEX_MAX_SIZE 10000
+/* How many copies of its atoms an extended regex makes once repetitions are spelt out. */
+double rules_regex_size(const char *regex);
+
+/* The "examples" object: its matches and near misses, into r. */
+bool rules_parse_examples(struct loader *ld, const struct p2pg_json *v, struct p2pg_rule *r);
