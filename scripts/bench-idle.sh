@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# What the preload costs processes, bare vs LD_PRELOAD=libp2pguard.so, interleaved rounds
+# (tests/bench/bench_spawn.c): a process that never touches CUDA (/bin/true, `python3 -c pass`)
+# and a CUDA process's shortest life (tests/programs/cuda_start: cudaFree(0), exit).
+#   scripts/bench-idle.sh [BUILD_DIR]         here: the simulated CUDA for the CUDA row
+#   BUILD=.carry/build REAL_CUDA=1 bash scripts/bench-idle.sh   on the GPU machine: the real one
+# ROUNDS (default 7) and RUNS (processes a round, default 200; 20 for Python and CUDA) tune it.
+# Prints one markdown table: medians over the rounds of the mean time a process, and of the
+# per-round difference.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+build=${BUILD:-${1:-build}}
+lib=$PWD/$build/src/preload/libp2pguard.so
+spawn=$build/tests/bench/bench_spawn
+rounds=${ROUNDS:-7}
+runs=${RUNS:-200}
+[ -d .carry/lib ] && export LD_LIBRARY_PATH=$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+db_dir=$(mktemp -d /tmp/bench-idle.XXXXXX)
+trap 'rm -rf "$db_dir"' EXIT
+# Every guarded process writes its database here, not into the working directory.
+common=(--env "P2PGUARD_DB=$db_dir/idle.db" --env P2PGUARD_QUIET=1)
+python=${PYTHON:-python3}
+
+row() { "$spawn" "$@" | tail -1; }
+echo "| command | processes | bare us | guarded us | difference us (median of rounds) | difference % |"
+echo "|---|---|---|---|---|---|"
+row --rounds "$rounds" --runs "$runs" "${common[@]}" "$lib" -- /bin/true
+row --rounds "$rounds" --runs "$runs" "${common[@]}" "$lib" -- /bin/sh -c :
+row --rounds "$rounds" --runs "$(( runs / 10 ))" "${common[@]}" "$lib" -- "$python" -c pass
+if [ "${REAL_CUDA:-0}" = 1 ]; then
+	row --rounds "$rounds" --runs "$(( runs / 10 ))" "${common[@]}" "$lib" -- "$build/tests/programs/cuda_start"
+else
+	row --rounds "$rounds" --runs "$(( runs / 10 ))" "${common[@]}" \
+		--env "LD_LIBRARY_PATH=$PWD/$build/tests/simcuda" "$lib" -- "$build/tests/programs/cuda_start"
+fi
+echo "database rows written by the CUDA row's guarded processes: $(sqlite3 "$db_dir/idle.db" \
+	'SELECT count(*) FROM processes' 2>/dev/null || echo 0) processes"
