@@ -10,8 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-build=${BUILD:-${1:-build}}
-lib=$PWD/$build/src/preload/libp2pguard.so
+build=$(realpath "${BUILD:-${1:-build}}")
+lib=$build/src/preload/libp2pguard.so
 spawn=$build/tests/bench/bench_spawn
 rounds=${ROUNDS:-7}
 runs=${RUNS:-200}
@@ -32,7 +32,7 @@ if [ "${REAL_CUDA:-0}" = 1 ]; then
 	row --rounds "$rounds" --runs "$(( runs / 10 ))" "${common[@]}" "$lib" -- "$build/tests/programs/cuda_start"
 else
 	row --rounds "$rounds" --runs "$(( runs / 10 ))" "${common[@]}" \
-		--env "LD_LIBRARY_PATH=$PWD/$build/tests/simcuda" "$lib" -- "$build/tests/programs/cuda_start"
+		--env "LD_LIBRARY_PATH=$build/tests/simcuda" "$lib" -- "$build/tests/programs/cuda_start"
 fi
 echo "database rows written by the CUDA row's guarded processes: $(sqlite3 "$db_dir/idle.db" \
 	'SELECT count(*) FROM processes' 2>/dev/null || echo 0) processes"
