@@ -9,6 +9,8 @@
 #include <time.h>
 
 #include "pystack.h"
+#include "backtrace.h"
+#include "crash.h"
 #include "cupti_timing.h"
 #include "driver.h"
 #include "evidence.h"
@@ -16,14 +18,12 @@
 #include "notice.h"
 #include "probe.h"
 #include "recorder.h"
+#include "reentry.h"
 #include "settings.h"
 #include "staged.h"
 #include "timing.h"
 
-int p2pg_active;
-
-static bool early_done;
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static int active;		    /* the guard started: its state is set up and it records */
 static uint64_t realtime_offset_ns; /* CLOCK_REALTIME - CLOCK_MONOTONIC at start */
 
 /* What the guard knows of each ordered device pair (device -> peer). */
@@ -80,19 +80,6 @@ static uint64_t to_realtime(uint64_t mono)
 
 /* ---- initialisation ---- */
 
-void p2pg_init_early(void)
-{
-	if (early_done)
-		return;
-	early_done = true;
-	p2pg_settings_load();
-	const struct p2pg_settings *s = p2pg_settings_get();
-	/* Staged pairs must not be used by NCCL's own P2P transport either; NCCL reads this at its
-	 * initialisation, long after the constructor that calls us. */
-	if (s->enabled && s->mode == P2PG_MODE_STAGED)
-		setenv("NCCL_P2P_DISABLE", "1", 0);
-}
-
 static pthread_mutex_t driver_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool driver_initialised;
 static __thread bool starting_cupti; /* CUPTI's own start may call cuInit */
@@ -110,7 +97,6 @@ static void atfork_child(void)
 static void init(void)
 {
 	const struct p2pg_settings *settings = p2pg_settings_get();
-	p2pg_init_early();
 	if (!settings->enabled)
 		return;
 	struct timespec rt, mono;
@@ -133,7 +119,10 @@ static void init(void)
 	 * runtime whose own atexit teardown was registered later runs first; an event query racing
 	 * it fails with an error and nothing else.) */
 	atexit(p2pg_recorder_exit_begins);
-	__atomic_store_n(&p2pg_active, 1, __ATOMIC_RELEASE);
+	/* Fatal signals are watched in processes that use CUDA only: a shell or a compiler that
+	 * inherited the preload keeps its handlers to itself. */
+	p2pg_crash_install();
+	__atomic_store_n(&active, 1, __ATOMIC_RELEASE);
 }
 
 /*
@@ -142,7 +131,7 @@ static void init(void)
  * A second thread's first cuInit waits for the start, so that no copy is made before it; the
  * first cuInit decides for good, so CUPTI never starts once contexts may exist.
  */
-void p2pg_driver_initialising(void)
+void p2pg_guard_driver_initialising(void)
 {
 	const struct p2pg_settings *settings = p2pg_settings_get();
 	if (__atomic_load_n(&driver_initialised, __ATOMIC_ACQUIRE) || starting_cupti)
@@ -150,7 +139,7 @@ void p2pg_driver_initialising(void)
 	pthread_mutex_lock(&driver_init_lock);
 	if (!driver_initialised && settings->enabled &&
 	    settings->gpu_timing == P2PG_GPU_TIMING_CUPTI &&
-	    __atomic_load_n(&p2pg_active, __ATOMIC_ACQUIRE)) {
+	    __atomic_load_n(&active, __ATOMIC_ACQUIRE)) {
 		starting_cupti = true;
 		char why[256];
 		if (!p2pg_cupti_start(why, sizeof(why)) && !settings->quiet)
@@ -164,7 +153,7 @@ void p2pg_driver_initialising(void)
 	/* Every guarded CUDA process is seen, peer calls or not: its processes row and crash rows
 	 * come from its spool, made here rather than at its first record. A process that never
 	 * initialises CUDA (a shell, a tool) makes nothing. */
-	if (first && settings->enabled && __atomic_load_n(&p2pg_active, __ATOMIC_ACQUIRE)) {
+	if (first && settings->enabled && __atomic_load_n(&active, __ATOMIC_ACQUIRE)) {
 		/* An interpreter embedded after the guard loaded is there by now: its traceback
 		 * writer is looked up for the crash handler. */
 		p2pg_python_stack_prepare();
@@ -172,10 +161,20 @@ void p2pg_driver_initialising(void)
 	}
 }
 
-bool p2pg_init_slow(void)
+bool p2pg_guard_start(const struct p2pg_guard_start *start)
 {
-	pthread_once(&init_once, init);
-	return __atomic_load_n(&p2pg_active, __ATOMIC_ACQUIRE);
+	static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+	static bool started;
+	pthread_mutex_lock(&start_lock);
+	if (!started) {
+		started = true;
+		p2pg_settings_use(start->settings);
+		p2pg_reentry_set_marker(start->mark_own_thread);
+		p2pg_backtrace_entry_module(start->entry_points);
+		init();
+	}
+	pthread_mutex_unlock(&start_lock);
+	return __atomic_load_n(&active, __ATOMIC_ACQUIRE);
 }
 
 /* ---- devices of pointers and contexts ---- */
@@ -672,6 +671,6 @@ int p2pg_peer_end(struct p2pg_peer *p, int status)
 
 void p2pg_guard_shutdown(void)
 {
-	if (__atomic_load_n(&p2pg_active, __ATOMIC_ACQUIRE))
+	if (__atomic_load_n(&active, __ATOMIC_ACQUIRE))
 		p2pg_recorder_shutdown();
 }

@@ -15,42 +15,34 @@
 
 #include "api.h"
 #include "clock.h"
-#include "reentry.h"
-
-/* ---- the prologue every entry point runs ---- */
-
-struct p2pg_scope {
-	int saved_errno;
-};
-
-extern int p2pg_active; /* 0 before init and when the guard is disabled */
-
-bool p2pg_init_slow(void);
-/* The program is initialising the driver (cuInit), which has not happened yet on this path: the
- * moment to start CUPTI (see cupti_timing.h). After p2pg_enter, whatever it returned. */
-void p2pg_driver_initialising(void);
 
 /*
- * Returns true when the call is the guard's to handle. False means: go straight through — a call
- * made from inside the guard (or from SQLite, libunwind, NVML while the guard works), or a guard
- * that is disabled. errno is kept for the caller either way.
+ * The core is built twice: into the CLI and the tests, linked as usual, and into
+ * libp2pguard-core.so, which the preload loads at the first CUDA entry (preload/core_link.c).
+ * There it exports the functions marked P2PG_CORE_API and nothing else.
  */
-static inline bool p2pg_enter(struct p2pg_scope *scope)
-{
-	scope->saved_errno = errno;
-	if (p2pg_depth++ > 0)
-		return false;
-	if (__builtin_expect(!__atomic_load_n(&p2pg_active, __ATOMIC_ACQUIRE), 0) &&
-	    !p2pg_init_slow())
-		return false;
-	return true;
-}
+#define P2PG_CORE_API __attribute__((visibility("default")))
 
-static inline void p2pg_leave(struct p2pg_scope *scope)
-{
-	p2pg_depth--;
-	errno = scope->saved_errno;
-}
+struct p2pg_settings;
+
+/* What the entry points hand the core when they start it. */
+struct p2pg_guard_start {
+	const struct p2pg_settings *settings; /* read from the environment at load; copied */
+	void (*mark_own_thread)(void); /* the calling thread's CUDA calls are the guard's own */
+	const void *entry_points;      /* an address in their module: its frames leave backtraces */
+};
+
+/*
+ * Starts the guard, once (later calls return the first one's answer). Returns true when the guard
+ * is active; false when it is disabled or the driver cannot be found (said on stderr): every call
+ * then passes through.
+ */
+P2PG_CORE_API bool p2pg_guard_start(const struct p2pg_guard_start *start);
+/* The program is initialising the driver (cuInit), which has not happened yet on this path: the
+ * moment to start CUPTI (see cupti_timing.h). */
+P2PG_CORE_API void p2pg_guard_driver_initialising(void);
+/* At the preload's unloading: the bounded final flush. */
+P2PG_CORE_API void p2pg_guard_shutdown(void);
 
 /* ---- copies ---- */
 
@@ -80,18 +72,19 @@ struct p2pg_copy {
 };
 
 /* Classifies and decides. */
-enum p2pg_route p2pg_copy_begin(struct p2pg_copy *c);
+P2PG_CORE_API enum p2pg_route p2pg_copy_begin(struct p2pg_copy *c);
 /* Runs the staged engine; returns a driver status. */
-int p2pg_copy_staged(struct p2pg_copy *c);
+P2PG_CORE_API int p2pg_copy_staged(struct p2pg_copy *c);
 /* p2pg_copy_staged's answer when the engine cannot start: make the real call instead. */
 #define P2PG_STAGED_UNAVAILABLE (-1)
 /* Called right after the real call or after p2pg_copy_staged: records. Returns status unchanged. */
-int p2pg_copy_end(struct p2pg_copy *c, int status);
+P2PG_CORE_API int p2pg_copy_end(struct p2pg_copy *c, int status);
 
 /* Records one crossing element of a batch copy (no policy: batches always go through the driver).
  */
-void p2pg_copy_note_batch_element(unsigned api, CUdeviceptr dst, CUdeviceptr src, size_t bytes,
-				  CUstream stream, int status, uint64_t t0, uint64_t host_ns);
+P2PG_CORE_API void p2pg_copy_note_batch_element(unsigned api, CUdeviceptr dst, CUdeviceptr src,
+						size_t bytes, CUstream stream, int status,
+						uint64_t t0, uint64_t host_ns);
 
 /* ---- peer access calls ---- */
 
@@ -124,15 +117,10 @@ struct p2pg_peer {
 	uint8_t action;
 };
 
-enum p2pg_peer_route p2pg_peer_begin(struct p2pg_peer *p);
-int p2pg_peer_end(struct p2pg_peer *p, int status);
+P2PG_CORE_API enum p2pg_peer_route p2pg_peer_begin(struct p2pg_peer *p);
+P2PG_CORE_API int p2pg_peer_end(struct p2pg_peer *p, int status);
 
 /* The device a context belongs to, or -1. Restores the current context. */
-int p2pg_context_device(CUcontext ctx);
+P2PG_CORE_API int p2pg_context_device(CUcontext ctx);
 /* The device of the current context, or -1. */
-int p2pg_current_device(void);
-
-/* From the preload constructor: settings (no CUDA call). The rest initialises on the first call. */
-void p2pg_init_early(void);
-/* From the preload destructor: the bounded final flush. */
-void p2pg_guard_shutdown(void);
+P2PG_CORE_API int p2pg_current_device(void);

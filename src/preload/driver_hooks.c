@@ -40,7 +40,7 @@ P2PG_EXPORT CUresult CUDAAPI cuInit(unsigned int Flags)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	struct p2pg_scope scope;
 	p2pg_enter(&scope); /* the guard's own initialisation, if this is its first call */
-	p2pg_driver_initialising();
+	p2pg_core_driver_initialising();
 	return P2PG_PASS_THROUGH(scope, real(Flags));
 }
 

@@ -10,6 +10,55 @@
 #include "guard.h"
 #include "resolve.h"
 
+/* ---- the prologue every entry point runs ---- */
+
+/*
+ * The re-entrancy depth: above 0, a CUDA call on this thread is the guard's own (or SQLite's,
+ * libunwind's, NVML's while the guard works) and goes straight through. initial-exec: the preload
+ * is loaded at start, never dlopen'ed, and must not need dynamic TLS.
+ */
+extern __thread int p2pg_depth __attribute__((tls_model("initial-exec")));
+/* 1 once the core is loaded and started; 0 before, and for good when it could not start (a
+ * missing library, no driver, P2PGUARD_DISABLE=1). */
+extern int p2pg_active;
+
+struct p2pg_scope {
+	int saved_errno;
+};
+
+/* Loads and starts the core at the first CUDA entry (core_link.c). Returns p2pg_active. */
+bool p2pg_init_slow(void);
+
+/*
+ * Returns true when the call is the guard's to handle. False means: go straight through — a call
+ * made from inside the guard (or from SQLite, libunwind, NVML while the guard works), or a guard
+ * that is disabled or could not start. errno is kept for the caller either way.
+ */
+static inline bool p2pg_enter(struct p2pg_scope *scope)
+{
+	scope->saved_errno = errno;
+	if (p2pg_depth++ > 0)
+		return false;
+	if (__builtin_expect(!__atomic_load_n(&p2pg_active, __ATOMIC_ACQUIRE), 0) &&
+	    !p2pg_init_slow())
+		return false;
+	return true;
+}
+
+static inline void p2pg_leave(struct p2pg_scope *scope)
+{
+	p2pg_depth--;
+	errno = scope->saved_errno;
+}
+
+/* From the constructor: the settings, read once, and what must be in the environment before the
+ * program's libraries read it (staged mode's NCCL_P2P_DISABLE=1). No CUDA call, nothing loaded. */
+void p2pg_init_early(void);
+/* The program is initialising the driver: tells the core, if it started. */
+void p2pg_core_driver_initialising(void);
+/* From the destructor: the core's bounded final flush, if it started. */
+void p2pg_core_shutdown(void);
+
 #define P2PG_EXPORT __attribute__((visibility("default")))
 
 /* Calls the real function with errno as the caller left it, and keeps what the call left. */

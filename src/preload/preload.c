@@ -1,23 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The constructor and destructor of libp2pguard.so. No CUDA call happens in either: settings and
- * signal handlers at load, the bounded final flush at exit.
+ * The constructor and destructor of libp2pguard.so. Every process that inherits LD_PRELOAD runs
+ * them, CUDA or not, so they do next to nothing: glibc's dlsym for the exported stub, and the
+ * settings (environment variables only). The core, its libraries, the fatal-signal handlers, the
+ * spool and the drainer come at the first CUDA entry (core_link.c). No CUDA call happens in
+ * either; at exit, the core's bounded final flush where it started.
  */
-#include "crash.h"
-#include "guard.h"
+#include "entry.h"
 #include "resolve.h"
-#include "settings.h"
 
 __attribute__((constructor)) static void p2pguard_load(void)
 {
 	p2pg_dlsym_prepare();
 	p2pg_init_early();
-	const struct p2pg_settings *s = p2pg_settings_get();
-	if (s->enabled)
-		p2pg_crash_install();
 }
 
 __attribute__((destructor)) static void p2pguard_unload(void)
 {
-	p2pg_guard_shutdown();
+	p2pg_core_shutdown();
 }

@@ -532,7 +532,7 @@ static void *drainer_main(void *arg)
 {
 	/* Whatever the drainer calls (SQLite, the driver for event queries) must never be taken for
 	 * the program's own calls. */
-	p2pg_depth = 1;
+	p2pg_reentry_mark_own_thread();
 	struct p2pg_spool_layout *spool = atomic_load(&rec.spool);
 	sqlite3 *db = NULL;
 	char err[256];

@@ -28,15 +28,19 @@
 /* ------------------------------------------------------------------------------------------- */
 /* The module the capture code lives in                                                        */
 
-/* Address range of every PT_LOAD segment of the module holding this file's code: libp2pguard.so
- * when preloaded, the executable when the core is linked statically into the CLI or a test. */
-static uintptr_t own_lo, own_hi;
+/* Address range of every PT_LOAD segment of the module holding this file's code:
+ * libp2pguard-core.so under the preload, the executable when the core is linked statically into
+ * the CLI or a test. And the entry points' module (libp2pguard.so), once said. */
+static uintptr_t own_lo, own_hi, entry_lo, entry_hi;
 static bool own_is_main;
 static pthread_once_t own_once = PTHREAD_ONCE_INIT;
 
 struct own_search {
 	uintptr_t addr;
 	int index;
+	/* the module found */
+	uintptr_t lo, hi;
+	bool is_main;
 };
 
 static int own_module_cb(struct dl_phdr_info *info, size_t size, void *data)
@@ -60,17 +64,30 @@ static int own_module_cb(struct dl_phdr_info *info, size_t size, void *data)
 	}
 	if (!contains)
 		return 0;
-	own_lo = lo;
-	own_hi = hi;
+	search->lo = lo;
+	search->hi = hi;
 	/* dl_iterate_phdr reports the executable first. */
-	own_is_main = index == 0;
+	search->is_main = index == 0;
 	return 1;
 }
 
 static void own_module_init(void)
 {
 	struct own_search search = {.addr = (uintptr_t)&own_module_init, .index = 0};
-	dl_iterate_phdr(own_module_cb, &search);
+	if (dl_iterate_phdr(own_module_cb, &search)) {
+		own_lo = search.lo;
+		own_hi = search.hi;
+		own_is_main = search.is_main;
+	}
+}
+
+void p2pg_backtrace_entry_module(const void *addr)
+{
+	struct own_search search = {.addr = (uintptr_t)addr, .index = 0};
+	if (addr && dl_iterate_phdr(own_module_cb, &search) && !search.is_main) {
+		entry_lo = search.lo;
+		entry_hi = search.hi;
+	}
 }
 
 /* Computed at load time so that a capture from a signal handler finds it ready (pthread_once and
@@ -89,7 +106,7 @@ __attribute__((constructor)) static void own_module_ctor(void)
 
 static bool in_own_module(uintptr_t ip)
 {
-	return ip >= own_lo && ip < own_hi;
+	return (ip >= own_lo && ip < own_hi) || (ip >= entry_lo && ip < entry_hi);
 }
 
 /*

@@ -9,6 +9,11 @@
 
 #define P2PG_BACKTRACE_MAX 48
 
+/* The module of the entry points, when they live apart from this code (the preload over
+ * libp2pguard-core.so): its frames lead every capture and are left out like the guard's own.
+ * addr: any address in it. Before the first capture; not async-signal-safe. */
+void p2pg_backtrace_entry_module(const void *addr);
+
 /*
  * Captures the calling thread's return addresses with libunwind, leaving out the frames that belong
  * to libp2pguard.so itself. Returns the number of frames stored (0 when unwinding fails).

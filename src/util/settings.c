@@ -108,10 +108,10 @@ static bool parse_pairs(const char *value, unsigned char pairs[P2PG_MAX_DEVICES]
 	return true;
 }
 
-void p2pg_settings_parse(struct p2pg_settings *s, char *(*get)(const char *name),
+/* p2pg_settings_parse on a zero-filled s. */
+static void parse_zeroed(struct p2pg_settings *s, char *(*get)(const char *name),
 			 void (*warn)(const char *line))
 {
-	memset(s, 0, sizeof(*s));
 	s->enabled = true;
 	s->mode = P2PG_MODE_OBSERVE;
 	snprintf(s->db_path, sizeof(s->db_path), "p2pguard.db");
@@ -277,7 +277,21 @@ static char *env_get(const char *name)
 	return getenv(name);
 }
 
+void p2pg_settings_parse(struct p2pg_settings *s, char *(*get)(const char *name),
+			 void (*warn)(const char *line))
+{
+	memset(s, 0, sizeof(*s));
+	parse_zeroed(s, get, warn);
+}
+
 void p2pg_settings_load(void)
 {
-	p2pg_settings_parse(&p2pg_process_settings, env_get, settings_warn);
+	/* The process's settings are a static, zero until this one read at load: no memset of its
+	 * 9 KB, whose pages every process that inherits the preload would otherwise pay for. */
+	parse_zeroed(&p2pg_process_settings, env_get, settings_warn);
+}
+
+void p2pg_settings_use(const struct p2pg_settings *s)
+{
+	p2pg_process_settings = *s;
 }

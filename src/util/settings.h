@@ -29,25 +29,27 @@ enum p2pg_gpu_timing {
 
 #define P2PG_MAX_DEVICES 64
 
+/* The scalars first and the large arrays last: the preload reads the settings in every process
+ * that inherits it, and writing them then touches one page, not three. */
 struct p2pg_settings {
 	bool enabled; /* P2PGUARD_DISABLE=1 turns the guard into pure pass-through */
 	enum p2pg_mode mode;
-	char db_path[4096];
 	enum p2pg_record_mode record;
 	enum p2pg_gpu_timing gpu_timing;
 	unsigned gpu_timing_interval_us; /* P2PGUARD_GPU_TIMING_INTERVAL_US */
 	size_t gpu_timing_min_bytes; /* copies at least this large are always timed when sampling */
 	size_t staging_bytes;	     /* P2PGUARD_STAGING_MB */
 	bool pairs_all;		     /* P2PGUARD_PAIRS=all */
-	/* P2PGUARD_PAIRS as a symmetric matrix; only read when !pairs_all */
-	unsigned char pairs[P2PG_MAX_DEVICES][P2PG_MAX_DEVICES];
-	bool backtraces; /* P2PGUARD_BACKTRACE */
-	bool probe;	 /* P2PGUARD_PROBE: health probe at first enable in fallback */
+	bool backtraces;	     /* P2PGUARD_BACKTRACE */
+	bool probe;		     /* P2PGUARD_PROBE: health probe at first enable in fallback */
 	unsigned
 	    probe_timeout_ms; /* P2PGUARD_PROBE_TIMEOUT_MS: a probe copy unfinished by then hangs */
 	unsigned stall_s;     /* P2PGUARD_STALL_S: a timed peer copy unfinished this long stalls */
-	char rules_dir[4096]; /* P2PGUARD_RULES, "" when unset */
 	bool quiet;	      /* P2PGUARD_QUIET: no startup banner or summary lines */
+	char db_path[4096];
+	/* P2PGUARD_PAIRS as a symmetric matrix; only read when !pairs_all */
+	unsigned char pairs[P2PG_MAX_DEVICES][P2PG_MAX_DEVICES];
+	char rules_dir[4096]; /* P2PGUARD_RULES, "" when unset */
 };
 
 /*
@@ -65,8 +67,11 @@ const char *p2pg_mode_name(enum p2pg_mode mode);
 /* Parses the process's environment into its settings, each problem one p2pguard: line. Once,
  * from the preload constructor (the guard's early start). */
 void p2pg_settings_load(void);
+/* The process's settings as another reading left them (the core: the preload's, from load). */
+void p2pg_settings_use(const struct p2pg_settings *s);
 /* The process's settings (all defaults before p2pg_settings_load). Inline, because every
- * intercepted copy asks for them; written only by p2pg_settings_load. */
+ * intercepted copy asks for them; written only by p2pg_settings_load or p2pg_settings_use, before
+ * the guard starts. */
 extern struct p2pg_settings p2pg_process_settings;
 static inline const struct p2pg_settings *p2pg_settings_get(void)
 {

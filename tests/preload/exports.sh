@@ -1,5 +1,6 @@
 #!/bin/sh
-# libp2pguard.so exports exactly the interposed symbols: CUDA entry points and dlsym.
+# A library exports exactly the expected set: libp2pguard.so the interposed symbols (CUDA entry
+# points and dlsym), libp2pguard-core.so what the preload calls (src/preload/core.map).
 set -eu
 lib=$1
 expected=$2
