@@ -69,7 +69,8 @@
 	  (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t bytes,       \
 	   CUstream s))                                                                          \
 	X(cuMemsetD8, 3020, (CUdeviceptr dst, unsigned char value, size_t count))                \
-	X(cuMemsetD8Async, 3020, (CUdeviceptr dst, unsigned char value, size_t count, CUstream s))
+	X(cuMemsetD8Async, 3020, (CUdeviceptr dst, unsigned char value, size_t count, CUstream s)) \
+	X(cuDeviceGetUuid, 11040, (CUuuid * uuid, CUdevice dev))
 
 struct p2pg_driver {
 #define P2PG_DRIVER_MEMBER(name, version, params) CUresult(CUDAAPI *name) params;

@@ -48,6 +48,7 @@ struct p2pg_settings {
 	unsigned stall_s;     /* P2PGUARD_STALL_S: a timed peer copy unfinished this long stalls */
 	char rules_dir[4096]; /* P2PGUARD_RULES, "" when unset */
 	bool quiet;	      /* P2PGUARD_QUIET: no startup banner or summary lines */
+	bool nccl;	      /* P2PGUARD_NCCL: be NCCL's profiler plugin (src/nccl/) */
 };
 
 /*
