@@ -284,7 +284,7 @@ static void complete(struct p2pg_nccl_op *op, int status)
 	uint64_t end = p2pg_realtime_ns();
 	uint32_t flags = (uint32_t)w[3];
 	unsigned channels = (unsigned)(w[4] >> 32) & 0xff;
-	flags |= (uint32_t)__builtin_popcountll(done) << 8;
+	flags |= P2PG_NCCL_F_MAKE(channels, __builtin_popcountll(done), 0);
 	if (channels == 0)
 		flags |= P2PG_NCCL_F_NO_CHANNELS;
 	struct p2pg_record r = {
@@ -445,7 +445,8 @@ static size_t scan(struct p2pg_nccl_inflight *out, size_t max, uint64_t started_
 		    .running_ns = running,
 		    .seq = w[1],
 		    .bytes = w[2],
-		    .flags = (uint32_t)w[3] | (uint32_t)__builtin_popcountll(done) << 8,
+		    .flags = (uint32_t)w[3] |
+			     P2PG_NCCL_F_MAKE((w[4] >> 32) & 0xff, __builtin_popcountll(done), 0),
 		    .value = (int32_t)(w[3] >> 32),
 		    .tid = (uint32_t)(w[4] >> 40),
 		    .comm_serial = (uint16_t)w[4],

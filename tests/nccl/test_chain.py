@@ -1,0 +1,2 @@
+from ncclsim import *
+done()
