@@ -437,3 +437,17 @@ void p2pg_nccl_import_free(struct p2pg_importer *im)
 	free(im->nccl);
 	im->nccl = NULL;
 }
+
+void p2pg_nccl_process_ended(sqlite3 *db, int64_t process_id)
+{
+	sqlite3_stmt *st = NULL;
+	if (process_id == 0 ||
+	    sqlite3_prepare_v2(db,
+			       "UPDATE nccl_ops SET state = 'unreported' WHERE process_id = ?1 AND "
+			       "state = 'running'",
+			       -1, &st, NULL) != SQLITE_OK)
+		return;
+	sqlite3_bind_int64(st, 1, process_id);
+	sqlite3_step(st);
+	sqlite3_finalize(st);
+}

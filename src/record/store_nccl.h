@@ -34,3 +34,7 @@ int p2pg_nccl_import_agg(sqlite3 *db, int64_t process_id, const struct p2pg_spoo
  * pass's statements are finalized. */
 int p2pg_nccl_import_end(sqlite3 *db, struct p2pg_importer *im, bool ok);
 void p2pg_nccl_import_free(struct p2pg_importer *im);
+
+/* A process is gone and its spool imported: what its drainer wrote as still running never ended
+ * that it could see ('unreported'). */
+void p2pg_nccl_process_ended(sqlite3 *db, int64_t process_id);
