@@ -105,8 +105,12 @@ static ncclResult_t stop(void *handle)
 	}
 	if (c)
 		atomic_fetch_add(&c->stopped[type_index(e->type)], 1);
-	e->magic = 0;
-	free(e);
+	/* A collective or point-to-point event stays a parent after its stop (its kernel channels
+	 * come later, from the proxy thread): kept, as a real plugin counts references. */
+	if (e->type != ncclProfileColl && e->type != ncclProfileP2p) {
+		e->magic = 0;
+		free(e);
+	}
 	return ncclSuccess;
 }
 

@@ -298,12 +298,21 @@ static void *proxy_main(void *arg)
 		pthread_mutex_unlock(&work_lock);
 
 		ncclProfilerEventDescr_v6_t d;
+		if (emitted(ncclProfileProxyCtrl)) {
+			/* ncclProxyProgress appending the work: a control event of the proxy's */
+			memset(&d, 0, sizeof(d));
+			d.type = ncclProfileProxyCtrl;
+			void *ctrl = start_event(w->ctx, &d);
+			record_state(ctrl, ncclProfilerProxyCtrlAppend, 0);
+			record_state(ctrl, ncclProfilerProxyCtrlAppendEnd, 0);
+			stop_event(ctrl);
+		}
 		memset(&d, 0, sizeof(d));
 		d.type = ncclProfileKernelCh;
 		d.parentObj = w->task;
 		d.kernelCh.channelId = (uint8_t)w->channel;
 		d.kernelCh.pTimer = now_ns();
-		void *h = emitted(ncclProfileKernelCh) ? start_event(w->ctx, &d) : NULL;
+		void *h = start_event(w->ctx, &d);
 		if (w->ns == 0) {
 			printf("ready\n");
 			fflush(stdout);
@@ -447,8 +456,10 @@ static void group(struct comm *c, struct op *ops, int n)
 			d.coll.parentGroup = grp;
 		}
 		o->task = start_event(c->ctx, &d);
-		/* uploadProxyOps: the proxy thread may start the channels before the stop below */
-		for (unsigned ch = 0; ch < channels; ch++)
+		/* uploadProxyOps: NCCL adds a proxy operation per channel for the plugin's kernel
+		 * events only when it asked for them; the proxy thread may start the channels
+		 * before the stop below */
+		for (unsigned ch = 0; emitted(ncclProfileKernelCh) && ch < channels; ch++)
 			kernel(c->ctx, o->task, ch, o->kernel_ns);
 	}
 	for (int k = 0; k < n; k++)
@@ -464,12 +475,12 @@ static uint64_t kernel_ns_for(size_t bytes)
 
 static struct op coll(const char *func, size_t bytes, int root)
 {
-	return (struct op){false, func, bytes / 4, root, kernel_ns_for(bytes / channels), NULL, NULL};
+	return (struct op){false, func, bytes / 4, root, kernel_ns_for(channels ? bytes / channels : bytes), NULL, NULL};
 }
 
 static struct op p2p(const char *func, size_t bytes, int peer)
 {
-	return (struct op){true, func, bytes / 4, peer, kernel_ns_for(bytes / channels), NULL, NULL};
+	return (struct op){true, func, bytes / 4, peer, kernel_ns_for(channels ? bytes / channels : bytes), NULL, NULL};
 }
 
 /* ---- the device the rank uses, as NCCL's caller makes it current ---- */

@@ -26,7 +26,8 @@ comms = query(db, "SELECT comm_hash, rank, device, uuid FROM nccl_comms WHERE co
 equal([(c[1], c[2]) for c in comms], [(0, 0), (1, 1), (2, 2), (3, 3)],
       "four ranks of one communicator, each on its device")
 equal(len({c[3] for c in comms}), 4, "four GPUs by UUID")
-equal(scalar(db, "SELECT count(DISTINCT process_id) FROM nccl_comms"), 4, "from four processes")
+equal(scalar(db, "SELECT count(DISTINCT process_id) FROM nccl_comms WHERE comm_hash = ?", HASH), 4,
+      "from four processes")
 seqs = query(db, "SELECT o.seq, count(DISTINCT c.rank) FROM nccl_ops o JOIN nccl_comms c USING "
                  "(process_id, comm_serial) WHERE c.comm_hash = ? GROUP BY o.seq", HASH)
 equal(seqs, [(k, 4) for k in range(10)], "each all-reduce's sequence number on all four ranks")
