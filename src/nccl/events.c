@@ -81,7 +81,9 @@ static void publish_comm(const struct p2pg_nccl_comm *c, int version, const char
 	b->device = device;
 	b->peer_device = nnodes;
 	b->api = (uint32_t)version;
-	p2pg_spool_blob_add(b, name ? name : "");
+	char comm_name[128];
+	p2pg_nccl_copy_string(name, comm_name, sizeof(comm_name));
+	p2pg_spool_blob_add(b, comm_name);
 	p2pg_spool_blob_add(b, host);
 	p2pg_spool_blob_add(b, uuid);
 	p2pg_spool_blob_add(b, pci);

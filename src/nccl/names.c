@@ -17,17 +17,17 @@
 static _Atomic uint64_t cache[CACHE];
 static atomic_bool no_readv; /* the kernel refuses process_vm_readv (a seccomp filter) */
 
-/* Reads up to LONGEST bytes at s without touching them here: the kernel returns an error for a
- * bad address. Returns the bytes read, 0 for none. */
-static size_t read_checked(const char *s, char *buf)
+/* Reads up to len bytes at s without touching them here: the kernel returns an error for a bad
+ * address. Returns the bytes read, 0 for none. */
+static size_t read_checked(const char *s, char *buf, size_t len)
 {
-	struct iovec local = {buf, LONGEST};
-	struct iovec remote = {(void *)s, LONGEST};
+	struct iovec local = {buf, len};
+	struct iovec remote = {(void *)s, len};
 	ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
 	if (n < 0 && (errno == EFAULT || errno == ENOMEM || errno == ESRCH)) {
 		/* The string may end a page before an unmapped one: read up to the page end. */
 		size_t to_page = 4096 - ((uintptr_t)s & 4095);
-		if (to_page < LONGEST) {
+		if (to_page < len) {
 			local.iov_len = remote.iov_len = to_page;
 			n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
 		}
@@ -65,7 +65,9 @@ unsigned p2pg_nccl_name_code(enum p2pg_nccl_name kind, const char *s)
 	if ((e & ~0xffull) == key)
 		return (unsigned)(e & 0xff);
 	char buf[LONGEST + 1];
-	size_t n = atomic_load_explicit(&no_readv, memory_order_relaxed) ? 0 : read_checked(s, buf);
+	size_t n = atomic_load_explicit(&no_readv, memory_order_relaxed)
+		       ? 0
+		       : read_checked(s, buf, LONGEST);
 	unsigned code = 0;
 	if (n > 0) {
 		buf[n] = '\0';
@@ -77,4 +79,20 @@ unsigned p2pg_nccl_name_code(enum p2pg_nccl_name kind, const char *s)
 	}
 	atomic_store_explicit(&cache[h], key | code, memory_order_relaxed);
 	return code;
+}
+
+void p2pg_nccl_copy_string(const char *s, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	uintptr_t p = (uintptr_t)s;
+	if (len < 2 || p < 4096 || p >> 48)
+		return;
+	size_t n = atomic_load_explicit(&no_readv, memory_order_relaxed)
+		       ? 0
+		       : read_checked(s, buf, len - 1);
+	if (n == 0 && atomic_load_explicit(&no_readv, memory_order_relaxed)) {
+		n = strnlen(s, len - 1); /* no way to check: read as NCCL wrote it */
+		memcpy(buf, s, n);
+	}
+	buf[n] = '\0';
 }

@@ -33,6 +33,9 @@ enum p2pg_nccl_name { P2PG_NAME_FUNC, P2PG_NAME_ALGO, P2PG_NAME_PROTO, P2PG_NAME
  * fault here); later sights hit a lock-free cache (NCCL's names are static strings).
  */
 unsigned p2pg_nccl_name_code(enum p2pg_nccl_name kind, const char *s);
+/* Copies a string NCCL handed over (a communicator's name) the same checked way, truncated to
+ * len - 1 bytes; "" for a bad pointer. */
+void p2pg_nccl_copy_string(const char *s, char *buf, size_t len);
 
 /* ---- ops.c: communicators and operations in fixed slots ---- */
 
