@@ -438,6 +438,19 @@ void *p2pg_nccl_chain_start(void *chain_ctx, struct nccl_v6_descr *e)
 	return handle;
 }
 
+void *p2pg_nccl_chain_start_raw(void *chain_ctx, void *descr)
+{
+	void *handle = NULL;
+	if (chain.version >= 1 && chain.version <= 3)
+		((const struct nccl_v1_plugin *)chain.plugin)->startEvent(chain_ctx, &handle, descr);
+	return handle;
+}
+
+int p2pg_nccl_chain_version(void)
+{
+	return chain.version;
+}
+
 void p2pg_nccl_chain_stop(void *handle)
 {
 	if (chain.version)
@@ -495,6 +508,13 @@ void p2pg_nccl_chain_record(void *handle, int state, const union nccl_v4_state_a
 		break;
 	}
 	}
+}
+
+void p2pg_nccl_chain_record_old(void *handle, int state, union nccl_v1_state_args *args)
+{
+	/* NCCL 2.23 to 2.26 handed the guard no handle of its own: each is the user's plugin's. */
+	if (chain.version >= 1 && chain.version <= 3 && handle && !p2pg_nccl_in_pool(handle))
+		((const struct nccl_v1_plugin *)chain.plugin)->recordEventState(handle, state, args);
 }
 
 void p2pg_nccl_chain_finalize(void *chain_ctx)

@@ -103,7 +103,9 @@ nccl_result p2pg_nccl_init(int version, void **context, uint64_t comm_hash, int 
 	pthread_mutex_lock(&init_lock);
 	p2pg_nccl_ops_init();
 	p2pg_nccl_chain_load(version);
-	bool recording = p2pg_nccl_guard_up && p2pg_nccl_guard_up();
+	/* Before v4 NCCL names no communicator to a plugin's init: nothing the guard could key its
+	 * rows by. It only feeds the user's plugin then. */
+	bool recording = version >= 4 && p2pg_nccl_guard_up && p2pg_nccl_guard_up();
 	struct p2pg_nccl_comm *c = p2pg_nccl_comm_new();
 	if (c) {
 		c->hash = comm_hash;

@@ -117,8 +117,14 @@ int p2pg_nccl_chain_mask(void);
 bool p2pg_nccl_chain_wants(uint64_t type);
 /* d's parents already translated to its handles. Returns its handle (NULL: none). */
 void *p2pg_nccl_chain_start(void *chain_ctx, struct nccl_v6_descr *d);
+/* NCCL 2.23 to 2.26's descriptor as it came, for a plugin of the same version (v1 to v3). */
+void *p2pg_nccl_chain_start_raw(void *chain_ctx, void *descr);
+/* The version it speaks; 0: none loaded. */
+int p2pg_nccl_chain_version(void);
 void p2pg_nccl_chain_stop(void *chain_handle);
 void p2pg_nccl_chain_record(void *chain_handle, int state, const union nccl_v4_state_args *args);
+/* NCCL 2.23 to 2.26's state arguments (v1 to v3 share them), as they came. */
+void p2pg_nccl_chain_record_old(void *handle, int state, union nccl_v1_state_args *args);
 void p2pg_nccl_chain_finalize(void *chain_ctx);
 
 /* ---- activate.c ---- */

@@ -3,7 +3,8 @@
  * A user's own NCCL profiler plugin, for the chaining tests: it counts what it is given and checks
  * that every handle it is handed back, and every parent, is one of its own. Built as
  * libnccl-profiler-count.so (ncclProfiler_v5) and, with -DCOUNT_V4, libnccl-profiler-countv4.so
- * (ncclProfiler_v4 only, so the guard must map NCCL's events down to it).
+ * (ncclProfiler_v4 only, so the guard must map NCCL's events down to it), and with -DCOUNT_V3
+ * libnccl-profiler-countv3.so (ncclProfiler_v3, NCCL 2.26's, with init's no communicator).
  *
  * COUNT_MASK (decimal) is the activation mask it asks for (default: collectives, point-to-point,
  * kernel channels, groups and the proxy thread's control events). At each communicator's finalize
@@ -141,7 +142,9 @@ static ncclResult_t finalize(void *context)
 			"{\"version\": %d, \"comm\": \"%016" PRIx64 "\", \"rank\": %d, \"nranks\": %d, "
 			"\"name\": \"%s\", \"bad_parent\": %ld, \"foreign\": %ld, "
 			"\"kernel_timestamps\": %ld, \"float_bytes\": %ld, \"started\": {",
-#ifdef COUNT_V4
+#if defined(COUNT_V3)
+			3,
+#elif defined(COUNT_V4)
 			4,
 #else
 			5,
@@ -165,7 +168,39 @@ static ncclResult_t finalize(void *context)
 	return ncclSuccess;
 }
 
-#ifdef COUNT_V4
+#if defined(COUNT_V3)
+
+static ncclResult_t init_v3(void **context, int *mask)
+{
+	*context = last_context = new_context(0, "", 0, -1, mask);
+	return *context ? ncclSuccess : ncclInternalError;
+}
+
+static ncclResult_t start_v3(void *context, void **handle, ncclProfilerEventDescr_v3_t *d)
+{
+	size_t count = d->type == ncclProfileColl ? d->coll.count
+		       : d->type == ncclProfileP2p ? d->p2p.count
+						   : 0;
+	const char *dt = d->type == ncclProfileColl ? d->coll.datatype
+			 : d->type == ncclProfileP2p ? d->p2p.datatype
+						     : NULL;
+	/* NCCL 2.26 names the communicator in each collective: counted, to see it arrives */
+	if (d->type == ncclProfileColl && d->coll.commHash == 0x5eed && context)
+		((struct context *)context)->comm = d->coll.commHash;
+	start(context, handle, d->type, d->parentObj, count, dt);
+	return ncclSuccess;
+}
+
+static ncclResult_t record_v3(void *handle, ncclProfilerEventState_v3_t state,
+			      ncclProfilerEventStateArgs_v3_t *args)
+{
+	return record(handle, state, 0);
+}
+
+__attribute__((visibility("default"))) ncclProfiler_v3_t ncclProfiler_v3 = {
+    "CountV3", init_v3, start_v3, stop, record_v3, finalize};
+
+#elif defined(COUNT_V4)
 
 static ncclResult_t init_v4(void **context, int *mask, const char *name, uint64_t comm,
 			    int nnodes, int nranks, int rank, ncclDebugLogger_t log)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A simulated NCCL, as far as its profiler plugin sees it (NVIDIA/nccl src/plugin/profiler.cc and
- * plugin_open.cc, 2.27 to 2.30): it finds the plugin as NCCL does (NCCL_PROFILER_PLUGIN as a
+ * plugin_open.cc, 2.26 to 2.30): it finds the plugin as NCCL does (NCCL_PROFILER_PLUGIN as a
  * library name or path, then libnccl-profiler-NAME.so; without it libnccl-profiler.so; "none":
  * no plugin), takes the newest ncclProfiler_vN its version knows, calls init per communicator,
  * and replays an application's operations with NCCL's event order and parents: the API events on
@@ -9,7 +9,7 @@
  * proxy thread, with globaltimer-like timestamps. The plugin's activation mask decides which
  * events exist, as in NCCL.
  *
- *   simnccl [--nccl 2.27|2.28|2.30] [--rank R] [--nranks N] [--comm HEX] [--device D]
+ *   simnccl [--nccl 2.26|2.27|2.28|2.30] [--rank R] [--nranks N] [--comm HEX] [--device D]
  *           [--channels C] SCENARIO ARGS...
  *
  *   allreduce ITERS BYTES        ring all-reduces of BYTES (float32)
@@ -40,6 +40,7 @@
 #include "ref/ref.h"
 
 static int version;   /* the plugin version loaded */
+static int newest;    /* the newest version this NCCL knows */
 static void *plugin;  /* ncclProfiler_vN */
 static int event_mask; /* the union of what init answered */
 static unsigned channels = 2;
@@ -91,7 +92,7 @@ static void *open_plugin(const char *name, char *used, size_t len)
 	return lib;
 }
 
-static bool load_plugin(int newest)
+static bool load_plugin(void)
 {
 	const char *name = getenv("NCCL_PROFILER_PLUGIN");
 	if (name && strcasecmp(name, "none") == 0)
@@ -106,7 +107,7 @@ static bool load_plugin(int newest)
 		void *p = dlsym(lib, sym);
 		if (!p)
 			continue;
-		if (v < 4) {
+		if (v < 3) {
 			fprintf(stderr, "simnccl: %s has only %s, which this simulation does not "
 					"speak\n",
 				used, sym);
@@ -132,6 +133,56 @@ static void *start_event(void *ctx, ncclProfilerEventDescr_v6_t *d)
 						     ->startEvent(ctx, &handle,
 								  (ncclProfilerEventDescr_v5_t *)d);
 		checked(rc, "startEvent");
+		return handle;
+	}
+	if (version == 3) {
+		/* NCCL 2.26 names the communicator in each collective; a later NCCL's adapter for a
+		 * v3 plugin leaves both empty (src/plugin/profiler/profiler_v3.cc). No kernel
+		 * timestamps either way. */
+		bool native = newest == 3;
+		ncclProfilerEventDescr_v3_t e3;
+		memset(&e3, 0, sizeof(e3));
+		e3.type = (uint8_t)d->type;
+		e3.parentObj = d->parentObj;
+		e3.rank = d->rank;
+		switch (d->type) {
+		case ncclProfileColl:
+			e3.parentObj = d->coll.parentGroup;
+			e3.coll.name = native ? "sim" : NULL;
+			e3.coll.commHash = native ? 0x5eed : 0;
+			e3.coll.seqNumber = d->coll.seqNumber;
+			e3.coll.func = d->coll.func;
+			e3.coll.sendBuff = d->coll.sendBuff;
+			e3.coll.recvBuff = d->coll.recvBuff;
+			e3.coll.count = d->coll.count;
+			e3.coll.root = d->coll.root;
+			e3.coll.datatype = d->coll.datatype;
+			e3.coll.nMaxChannels = d->coll.nChannels;
+			e3.coll.nWarps = d->coll.nWarps;
+			e3.coll.algo = d->coll.algo;
+			e3.coll.proto = d->coll.proto;
+			break;
+		case ncclProfileP2p:
+			e3.parentObj = d->p2p.parentGroup;
+			e3.p2p.name = native ? "sim" : NULL;
+			e3.p2p.commHash = native ? 0x5eed : 0;
+			e3.p2p.func = d->p2p.func;
+			e3.p2p.buff = d->p2p.buff;
+			e3.p2p.datatype = d->p2p.datatype;
+			e3.p2p.count = d->p2p.count;
+			e3.p2p.peer = d->p2p.peer;
+			break;
+		case ncclProfileKernelCh:
+			e3.kernelCh.channelId = d->kernelCh.channelId;
+			break;
+		case ncclProfileGroup:
+		case ncclProfileProxyCtrl:
+			break;
+		default:
+			return NULL;
+		}
+		checked(((ncclProfiler_v3_t *)plugin)->startEvent(ctx, &handle, &e3),
+			"startEvent");
 		return handle;
 	}
 	ncclProfilerEventDescr_v4_t e;
@@ -187,6 +238,18 @@ static void record_state(void *handle, ncclProfilerEventState_t state, uint64_t 
 {
 	if (!handle)
 		return;
+	if (version == 3) {
+		/* v3 has no kernel timestamps and no group API states */
+		if (state == ncclProfilerKernelChStop || state == ncclProfilerGroupStartApiStop ||
+		    state == ncclProfilerGroupEndApiStart)
+			return;
+		ncclProfilerEventStateArgs_v3_t a3;
+		memset(&a3, 0, sizeof(a3));
+		a3.proxyCtrl.appendedProxyOps = 1;
+		checked(((ncclProfiler_v3_t *)plugin)->recordEventState(handle, state, &a3),
+			"recordEventState");
+		return;
+	}
 	ncclProfilerEventStateArgs_v5_t args;
 	memset(&args, 0, sizeof(args));
 	args.kernelCh.pTimer = ptimer;
@@ -248,7 +311,9 @@ static void comm_init(struct comm *c, uint64_t hash, int rank, int nranks)
 	char name[32];
 	snprintf(name, sizeof(name), "sim-%016" PRIx64, hash);
 	ncclResult_t rc;
-	if (version >= 5)
+	if (version == 3)
+		rc = ((ncclProfiler_v3_t *)plugin)->init(&c->ctx, &mask);
+	else if (version >= 5)
 		rc = ((ncclProfiler_v5_t *)plugin)
 			 ->init(&c->ctx, hash, &mask, name, 1, nranks, rank, logger);
 	else
@@ -503,12 +568,14 @@ static void use_device(int device)
 
 int main(int argc, char **argv)
 {
-	int newest = 5, rank = 0, nranks = 1, device = 0;
+	int rank = 0, nranks = 1, device = 0;
+	newest = 5;
 	uint64_t hash = 0x5eedc0ffee000001ull;
 	int k = 1;
 	for (; k + 1 < argc && argv[k][0] == '-'; k += 2) {
 		if (strcmp(argv[k], "--nccl") == 0)
-			newest = strcmp(argv[k + 1], "2.27") == 0   ? 4
+			newest = strcmp(argv[k + 1], "2.26") == 0   ? 3
+				 : strcmp(argv[k + 1], "2.27") == 0 ? 4
 				 : strcmp(argv[k + 1], "2.30") == 0 ? 6
 								    : 5;
 		else if (strcmp(argv[k], "--rank") == 0)
@@ -528,7 +595,7 @@ int main(int argc, char **argv)
 	}
 	const char *scenario = argv[k++];
 	use_device(device);
-	if (!load_plugin(newest)) {
+	if (!load_plugin()) {
 		fprintf(stderr, "simnccl: no profiler plugin\n");
 		/* NCCL runs on without one */
 	}

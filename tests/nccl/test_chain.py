@@ -34,6 +34,8 @@ cases = [
     ("countv4", "2.28", ALL, "a v4-only plugin asking for everything"),
     ("countv4", "2.27", None, "NCCL 2.27: v4 on both sides"),
     (COUNT, "2.28", None, "the plugin by its path"),
+    ("countv3", "2.26", None, "NCCL 2.26 (v3): the guard only forwards, as NCCL gave it"),
+    ("countv3", "2.28", None, "a v3-only plugin under NCCL 2.28: mapped down to v3"),
 ]
 for plugin, nccl, mask, what in cases:
     _, bare, _ = view(plugin, nccl, mask, guarded=False)
@@ -44,9 +46,15 @@ for plugin, nccl, mask, what in cases:
           "%s: it sees under the guard exactly what it sees alone" % what)
     check(all(c["bad_parent"] == 0 and c["foreign"] == 0 for c in guarded),
           "%s: every parent and handle it got back is its own" % what)
+    if nccl == "2.26":
+        # v3 names no communicator at init: the guard records nothing, it only feeds the plugin
+        check(not os.path.exists(db) or scalar(db, "SELECT count(*) FROM sqlite_master WHERE "
+                                                   "name = 'nccl_ops'") == 0
+              or scalar(db, "SELECT count(*) FROM nccl_ops") == 0, "%s: nothing recorded" % what)
+        continue
     equal(scalar(db, "SELECT count(*) FROM nccl_ops WHERE state = 'done'"), 18,
           "%s: and the guard recorded the 18 operations" % what)
-    name = "CountV4 (v4)" if plugin == "countv4" else "Count (v5)"
+    name = {"countv4": "CountV4 (v4)", "countv3": "CountV3 (v3)"}.get(plugin, "Count (v5)")
     chained = scalar(db, "SELECT chained FROM nccl_comms") or ""
     check(chained.startswith(name), "%s: the communicator's row names it (%s)" % (what, chained))
 

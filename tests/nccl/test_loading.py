@@ -21,6 +21,15 @@ for nccl, version in (("2.27", 4), ("2.28", 5), ("2.30", 6)):
     equal(proc.stdout + proc.stderr.replace(line, "").strip(), "",
           "NCCL %s: nothing else printed (the guard is quiet)" % nccl)
 
+# NCCL 2.26 knows v1 to v3 only, whose init names no communicator: it loads the guard as v3, the
+# guard records nothing (and would feed a plugin of the user's, tests/nccl/test_chain.py).
+db = tempdb()
+proc = sim(["--nccl", "2.26", "sendrecv", 3, 4096, 0], db=db)
+check("loaded p2pguard as v3" in (loaded_line(proc.stderr) or ""),
+      "NCCL 2.26 loads the guard as ncclProfiler_v3")
+check(not os.path.exists(db) or scalar(db, "SELECT count(*) FROM sqlite_master WHERE name = 'nccl_ops'") == 0
+      or scalar(db, "SELECT count(*) FROM nccl_ops") == 0, "NCCL 2.26: nothing recorded")
+
 db = tempdb()
 proc = sim(["sendrecv", 2, 4096, 0], db=db, P2PGUARD_NCCL="0")
 check(loaded_line(proc.stderr) is None and "no profiler plugin" in proc.stderr,

@@ -46,10 +46,12 @@ typedef enum {
 	ncclProfilerGroupEndApiStart = 24,
 } ncclProfilerEventState_t;
 
+typedef ncclProfilerEventState_t ncclProfilerEventState_v3_t;
 typedef ncclProfilerEventState_t ncclProfilerEventState_v4_t;
 typedef ncclProfilerEventState_t ncclProfilerEventState_v5_t;
 typedef ncclProfilerEventState_t ncclProfilerEventState_v6_t;
 
+#include "profiler_v3.h"
 #include "profiler_v4.h"
 #include "profiler_v5.h"
 #include "profiler_v6.h"
