@@ -9,36 +9,36 @@
 #include "cleanup.h"
 #include "dbread.h"
 
-#define STALLS_SQL                                                                               \
+#define STALLS_SQL                                                                                 \
 	"SELECT p.pid, p.hostname, s.rank, s.nranks, s.comm_hash, s.kind, s.func, s.seq, s.peer, " \
 	"s.bytes, s.waited_ns, s.peer_state, s.rule_id, s.diagnosis, s.advice, s.evidence, "       \
 	"s.started_ns FROM nccl_stalls s JOIN processes p ON p.id = s.process_id ORDER BY "        \
 	"s.started_ns, s.id"
 
-#define COMMS_SQL                                                                               \
-	"SELECT c.comm_hash, c.comm_name, c.nranks, count(*) AS ranks_recorded, count(DISTINCT " \
+#define COMMS_SQL                                                                                  \
+	"SELECT c.comm_hash, c.comm_name, c.nranks, count(*) AS ranks_recorded, count(DISTINCT "   \
 	"c.process_id) AS processes, group_concat(c.rank || ':' || coalesce(c.device, '?'), ' ') " \
-	"AS rank_devices, max(c.profiler_version) AS profiler_version, max(c.chained) AS "        \
-	"chained, sum(c.events_untracked) AS events_untracked FROM nccl_comms c GROUP BY "        \
+	"AS rank_devices, max(c.profiler_version) AS profiler_version, max(c.chained) AS "         \
+	"chained, sum(c.events_untracked) AS events_untracked FROM nccl_comms c GROUP BY "         \
 	"c.comm_hash ORDER BY min(c.started_ns)"
 
 /* Every finished operation once (nccl_totals), per communicator and function; GPU GB/s over the
  * GPU-timed rows. */
-#define OPS_SQL                                                                                 \
-	"WITH rates AS (SELECT c.comm_hash, o.func, sum(o.bytes) * 1.0 / sum(o.gpu_ns) AS gbps " \
+#define OPS_SQL                                                                                   \
+	"WITH rates AS (SELECT c.comm_hash, o.func, sum(o.bytes) * 1.0 / sum(o.gpu_ns) AS gbps "  \
 	"FROM nccl_ops o JOIN nccl_comms c USING (process_id, comm_serial) WHERE o.state = "      \
-	"'done' AND o.gpu_ns > 0 GROUP BY 1, 2), states AS (SELECT c.comm_hash, o.func, "        \
-	"sum(o.state = 'running') AS running, sum(o.state = 'unreported') AS unreported FROM "   \
-	"nccl_ops o JOIN nccl_comms c USING (process_id, comm_serial) GROUP BY 1, 2) "           \
-	"SELECT t.comm_hash, t.kind, t.func, sum(t.ops) AS ops, sum(t.bytes) AS bytes, "         \
-	"sum(t.gpu_timed) AS gpu_timed, round(r.gbps, 3) AS gpu_gbps, sum(t.folded) AS folded, " \
-	"coalesce(s.running, 0) AS running, coalesce(s.unreported, 0) AS unreported FROM "       \
+	"'done' AND o.gpu_ns > 0 GROUP BY 1, 2), states AS (SELECT c.comm_hash, o.func, "         \
+	"sum(o.state = 'running') AS running, sum(o.state = 'unreported') AS unreported FROM "    \
+	"nccl_ops o JOIN nccl_comms c USING (process_id, comm_serial) GROUP BY 1, 2) "            \
+	"SELECT t.comm_hash, t.kind, t.func, sum(t.ops) AS ops, sum(t.bytes) AS bytes, "          \
+	"sum(t.gpu_timed) AS gpu_timed, round(r.gbps, 3) AS gpu_gbps, sum(t.folded) AS folded, "  \
+	"coalesce(s.running, 0) AS running, coalesce(s.unreported, 0) AS unreported FROM "        \
 	"nccl_totals t LEFT JOIN rates r ON r.comm_hash IS t.comm_hash AND r.func = t.func LEFT " \
-	"JOIN states s ON s.comm_hash IS t.comm_hash AND s.func = t.func GROUP BY t.comm_hash, " \
+	"JOIN states s ON s.comm_hash IS t.comm_hash AND s.func = t.func GROUP BY t.comm_hash, "  \
 	"t.kind, t.func ORDER BY t.comm_hash, t.func"
 
-#define PAIRS_SQL                                                                       \
-	"SELECT comm_hash, kind, src_rank, src_host, src_device, dst_rank, dst_host, "   \
+#define PAIRS_SQL                                                                      \
+	"SELECT comm_hash, kind, src_rank, src_host, src_device, dst_rank, dst_host, " \
 	"dst_device, sends, recvs, bytes, gpu_gbps FROM nccl_pair_traffic ORDER BY 1, 2, 3, 6"
 
 static const char *text_or(sqlite3_stmt *st, int col, const char *fallback)
@@ -141,8 +141,8 @@ void p2pg_report_nccl(sqlite3 *db)
 		char bytes[32];
 		human_bytes(sqlite3_column_int64(ops, 4), bytes, sizeof(bytes));
 		printf("  %-16s %-14s %-4s %8lld %12s %9lld %9s", text_or(ops, 0, "?"),
-		       text_or(ops, 2, "?"), text_or(ops, 1, "?"), sqlite3_column_int64(ops, 3), bytes,
-		       sqlite3_column_int64(ops, 5), text_or(ops, 6, "-"));
+		       text_or(ops, 2, "?"), text_or(ops, 1, "?"), sqlite3_column_int64(ops, 3),
+		       bytes, sqlite3_column_int64(ops, 5), text_or(ops, 6, "-"));
 		if (sqlite3_column_int64(ops, 8) > 0)
 			printf("  %lld still running", sqlite3_column_int64(ops, 8));
 		if (sqlite3_column_int64(ops, 9) > 0)

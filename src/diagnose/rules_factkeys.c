@@ -20,8 +20,8 @@ static const char *const virtualization_values[] = {"none",	 "passthrough", "vgp
 						    "host_vsga", "unknown",	NULL};
 static const char *const mode_values[] = {"observe", "fallback", "staged", NULL};
 static const char *const probe_values[] = {"ok", "wrong_data", "slow", "hang", NULL};
-static const char *const nccl_peer_values[] = {"waiting", "ahead", "unknown", "elsewhere", "gone",
-					       NULL};
+static const char *const nccl_peer_values[] = {"waiting",   "ahead", "unknown",
+					       "elsewhere", "gone",  NULL};
 
 static const struct fact_key fact_keys[] = {
     {"api", KIND_STR, NULL},

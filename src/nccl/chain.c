@@ -85,7 +85,8 @@ void p2pg_nccl_chain_load(int nccl_version)
 		if (!plugin)
 			continue;
 		if (is_ours(plugin))
-			break; /* the guard itself (STATIC_PLUGIN, or its own path): nothing to feed */
+			break; /* the guard itself (STATIC_PLUGIN, or its own path): nothing to feed
+				*/
 		chain.lib = lib;
 		chain.plugin = plugin;
 		chain.version = v;
@@ -442,7 +443,8 @@ void *p2pg_nccl_chain_start_raw(void *chain_ctx, void *descr)
 {
 	void *handle = NULL;
 	if (chain.version >= 1 && chain.version <= 3)
-		((const struct nccl_v1_plugin *)chain.plugin)->startEvent(chain_ctx, &handle, descr);
+		((const struct nccl_v1_plugin *)chain.plugin)
+		    ->startEvent(chain_ctx, &handle, descr);
 	return handle;
 }
 
@@ -514,7 +516,8 @@ void p2pg_nccl_chain_record_old(void *handle, int state, union nccl_v1_state_arg
 {
 	/* NCCL 2.23 to 2.26 handed the guard no handle of its own: each is the user's plugin's. */
 	if (chain.version >= 1 && chain.version <= 3 && handle && !p2pg_nccl_in_pool(handle))
-		((const struct nccl_v1_plugin *)chain.plugin)->recordEventState(handle, state, args);
+		((const struct nccl_v1_plugin *)chain.plugin)
+		    ->recordEventState(handle, state, args);
 }
 
 void p2pg_nccl_chain_finalize(void *chain_ctx)

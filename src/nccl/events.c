@@ -33,8 +33,7 @@ bool (*p2pg_nccl_guard_up)(void);
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The rank's device, as the thread that makes the communicator has it current. */
-static void device_identity(int *ret_device, char *uuid, size_t uuid_len, char *pci,
-			    size_t pci_len)
+static void device_identity(int *ret_device, char *uuid, size_t uuid_len, char *pci, size_t pci_len)
 {
 	*ret_device = -1;
 	uuid[0] = pci[0] = '\0';
@@ -59,8 +58,7 @@ static void device_identity(int *ret_device, char *uuid, size_t uuid_len, char *
 		snprintf(pci, pci_len, "%08X:%02X:%02X.%X", domain, busno, device, function);
 }
 
-static void publish_comm(const struct p2pg_nccl_comm *c, int version, const char *name,
-			 int nnodes)
+static void publish_comm(const struct p2pg_nccl_comm *c, int version, const char *name, int nnodes)
 {
 	struct p2pg_spool_blob *b = p2pg_nccl_sink.blob();
 	if (!b)
@@ -113,8 +111,8 @@ nccl_result p2pg_nccl_init(int version, void **context, uint64_t comm_hash, int 
 		c->nranks = nranks;
 		c->recording = recording;
 		if (p2pg_nccl_chained())
-			c->chain_ctx = p2pg_nccl_chain_init(comm_hash, comm_name, nnodes, nranks,
-							    rank, log);
+			c->chain_ctx =
+			    p2pg_nccl_chain_init(comm_hash, comm_name, nnodes, nranks, rank, log);
 	} else {
 		static bool said;
 		if (!said) {
@@ -187,9 +185,8 @@ static bool describe(struct p2pg_nccl_comm *c, const struct nccl_v6_descr *e,
 	switch (e->type) {
 	case NCCL_EV_COLL:
 		d->func = (uint8_t)p2pg_nccl_name_code(P2PG_NAME_FUNC, e->coll.func);
-		d->algo_proto =
-		    (uint8_t)(p2pg_nccl_name_code(P2PG_NAME_ALGO, e->coll.algo) |
-			      p2pg_nccl_name_code(P2PG_NAME_PROTO, e->coll.proto) << 4);
+		d->algo_proto = (uint8_t)(p2pg_nccl_name_code(P2PG_NAME_ALGO, e->coll.algo) |
+					  p2pg_nccl_name_code(P2PG_NAME_PROTO, e->coll.proto) << 4);
 		d->seq = e->coll.seqNumber;
 		d->value = e->coll.root;
 		d->channels = e->coll.nChannels;

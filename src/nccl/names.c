@@ -9,7 +9,7 @@
 #include "nccl_codes.h"
 #include "nccl_plugin.h"
 
-#define CACHE 256 /* a power of two; NCCL has about 40 names */
+#define CACHE	256 /* a power of two; NCCL has about 40 names */
 #define LONGEST 32
 
 /* Each entry: the pointer << 16 | kind << 8 | code, one word so a reader sees all or nothing.

@@ -37,7 +37,7 @@
 #include <sys/types.h>
 
 typedef int nccl_result; /* ncclResult_t: 0 success, 3 internal error */
-#define NCCL_OK		   0
+#define NCCL_OK		    0
 #define NCCL_INTERNAL_ERROR 3
 
 typedef void (*nccl_logger)(int level, unsigned long flags, const char *file, int line,
@@ -202,7 +202,8 @@ union nccl_v4_state_args {
 struct nccl_v6_plugin {
 	const char *name;
 	nccl_result (*init)(void **context, uint64_t commId, int *eActivationMask,
-			    const char *commName, int nNodes, int nranks, int rank, nccl_logger logfn);
+			    const char *commName, int nNodes, int nranks, int rank,
+			    nccl_logger logfn);
 	nccl_result (*startEvent)(void *context, void **eHandle, struct nccl_v6_descr *eDescr);
 	nccl_result (*stopEvent)(void *eHandle);
 	nccl_result (*recordEventState)(void *eHandle, int eState,
@@ -280,7 +281,8 @@ struct nccl_v5_descr {
 struct nccl_v5_plugin {
 	const char *name;
 	nccl_result (*init)(void **context, uint64_t commId, int *eActivationMask,
-			    const char *commName, int nNodes, int nranks, int rank, nccl_logger logfn);
+			    const char *commName, int nNodes, int nranks, int rank,
+			    nccl_logger logfn);
 	nccl_result (*startEvent)(void *context, void **eHandle, struct nccl_v5_descr *eDescr);
 	nccl_result (*stopEvent)(void *eHandle);
 	nccl_result (*recordEventState)(void *eHandle, int eState,

@@ -16,7 +16,8 @@
 /* ---- events.c: one implementation behind every exported version ---- */
 
 nccl_result p2pg_nccl_init(int version, void **context, uint64_t comm_hash, int *mask,
-			   const char *comm_name, int nnodes, int nranks, int rank, nccl_logger log);
+			   const char *comm_name, int nnodes, int nranks, int rank,
+			   nccl_logger log);
 /* d: NCCL's descriptor decoded into v6's layout (versions.c) */
 nccl_result p2pg_nccl_start(void *context, void **handle, struct nccl_v6_descr *d);
 nccl_result p2pg_nccl_stop(void *handle);
@@ -45,7 +46,7 @@ struct p2pg_nccl_comm {
 	bool recording; /* the guard is up: this communicator's operations are recorded */
 	uint64_t hash;
 	int rank, nranks;
-	void *chain_ctx;      /* the user's plugin's context; NULL: not forwarded */
+	void *chain_ctx;	  /* the user's plugin's context; NULL: not forwarded */
 	_Atomic uint64_t p2p_seq; /* the count that numbers its point-to-point operations */
 	_Atomic uint64_t recorded, unreported, untracked;
 };

@@ -39,14 +39,15 @@ struct p2pg_nccl_op {
 	_Atomic(struct p2pg_nccl_comm *) comm;
 	_Atomic(void *) chain;
 	/* the description: started_ns, seq, bytes, flags | value << 32,
-	 * serial | func << 16 | algo_proto << 24 | channels << 32 | tid << 40 (tid: 24 bits kept) */
+	 * serial | func << 16 | algo_proto << 24 | channels << 32 | tid << 40 (tid: 24 bits kept)
+	 */
 	_Atomic uint64_t w[5];
 	uint8_t tags[CHANNELS]; /* a kernel channel's handle is the address of its tag */
 };
 
 static struct p2pg_nccl_op ops[OPS];
 static _Atomic(void *) channel_chain[OPS][CHANNELS]; /* the user's plugin's channel handles */
-static _Atomic uint64_t free_head; /* tag << 32 | index + 1 */
+static _Atomic uint64_t free_head;		     /* tag << 32 | index + 1 */
 
 static struct p2pg_nccl_comm comms[COMMS];
 static pthread_mutex_t comms_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -71,9 +72,8 @@ static void push_free(uint32_t index)
 		atomic_store_explicit(&ops[index].next_free, head & 0xffffffffu,
 				      memory_order_relaxed);
 		next = ((head >> 32) + 1) << 32 | (index + 1);
-	} while (!atomic_compare_exchange_weak_explicit(&free_head, &head, next,
-							memory_order_release,
-							memory_order_relaxed));
+	} while (!atomic_compare_exchange_weak_explicit(
+	    &free_head, &head, next, memory_order_release, memory_order_relaxed));
 }
 
 static struct p2pg_nccl_op *pop_free(void)
@@ -87,9 +87,8 @@ static struct p2pg_nccl_op *pop_free(void)
 		uint64_t after =
 		    atomic_load_explicit(&ops[index - 1].next_free, memory_order_relaxed);
 		next = ((head >> 32) + 1) << 32 | after;
-	} while (!atomic_compare_exchange_weak_explicit(&free_head, &head, next,
-							memory_order_acquire,
-							memory_order_acquire));
+	} while (!atomic_compare_exchange_weak_explicit(
+	    &free_head, &head, next, memory_order_acquire, memory_order_acquire));
 	return &ops[(head & 0xffffffffu) - 1];
 }
 
@@ -222,8 +221,7 @@ static uint32_t tid_now(void)
 	return p2pg_tid();
 }
 
-struct p2pg_nccl_op *p2pg_nccl_op_start(struct p2pg_nccl_comm *c,
-					const struct p2pg_nccl_op_desc *d)
+struct p2pg_nccl_op *p2pg_nccl_op_start(struct p2pg_nccl_comm *c, const struct p2pg_nccl_op_desc *d)
 {
 	struct p2pg_nccl_op *op = pop_free();
 	if (!op) {
@@ -301,11 +299,10 @@ static void complete(struct p2pg_nccl_op *op, int status)
 	    .value = (int32_t)(w[3] >> 32),
 	};
 	int32_t value = r.value;
-	r.dst_device = (flags & P2PG_NCCL_F_P2P)
-			   ? (int16_t)(value > INT16_MAX ? INT16_MAX
-				       : value < INT16_MIN ? INT16_MIN
-							   : value)
-			   : -1;
+	r.dst_device = (flags & P2PG_NCCL_F_P2P) ? (int16_t)(value > INT16_MAX	 ? INT16_MAX
+							     : value < INT16_MIN ? INT16_MIN
+										 : value)
+						 : -1;
 	/* The GPU's own clock: the last channel's end after the first one's start, and sane. */
 	if (first && last > first && last - first < 3600ull * 1000000000ull) {
 		r.gpu_ns = last - first;
@@ -336,7 +333,8 @@ void *p2pg_nccl_channel_start(struct p2pg_nccl_op *op, unsigned channel, uint64_
 	uint64_t bit = 1ull << channel;
 	if (atomic_fetch_or_explicit(&op->started_mask, bit, memory_order_relaxed) & bit)
 		return NULL; /* the same channel again */
-	unsigned announced = (unsigned)(atomic_load_explicit(&op->w[4], memory_order_relaxed) >> 32) & 0xff;
+	unsigned announced =
+	    (unsigned)(atomic_load_explicit(&op->w[4], memory_order_relaxed) >> 32) & 0xff;
 	if (atomic_fetch_add_explicit(&op->accepted_count, 1, memory_order_relaxed) >= announced)
 		return NULL; /* more channels than NCCL announced: not counted */
 	atomic_fetch_or_explicit(&op->accepted_mask, bit, memory_order_release);
@@ -379,9 +377,9 @@ void p2pg_nccl_channel_gpu_end(void *channel_handle, uint64_t gpu_ns)
 	    !(atomic_load_explicit(&op->accepted_mask, memory_order_acquire) & (1ull << ch)))
 		return;
 	uint64_t last = atomic_load_explicit(&op->gpu_last, memory_order_relaxed);
-	while (gpu_ns > last && !atomic_compare_exchange_weak_explicit(&op->gpu_last, &last, gpu_ns,
-								       memory_order_relaxed,
-								       memory_order_relaxed))
+	while (gpu_ns > last &&
+	       !atomic_compare_exchange_weak_explicit(&op->gpu_last, &last, gpu_ns,
+						      memory_order_relaxed, memory_order_relaxed))
 		;
 }
 
@@ -409,9 +407,8 @@ void p2pg_nccl_ops_end_comm(struct p2pg_nccl_comm *c)
 		 * it below one and does nothing. */
 		int32_t pending = atomic_load_explicit(&op->pending, memory_order_acquire);
 		while (pending > 0 &&
-		       !atomic_compare_exchange_weak_explicit(&op->pending, &pending, 0,
-							      memory_order_acq_rel,
-							      memory_order_acquire))
+		       !atomic_compare_exchange_weak_explicit(
+			   &op->pending, &pending, 0, memory_order_acq_rel, memory_order_acquire))
 			;
 		if (pending > 0)
 			complete(op, P2PG_NCCL_UNREPORTED);

@@ -226,15 +226,15 @@ static const char *v1_name(const char *const *names, unsigned count, uint8_t cod
 	return code < count ? names[code] : "Unknown";
 }
 
-static const char *const v1_funcs[] = {"Broadcast",	"Reduce",   "AllGather", "ReduceScatter",
-				       "AllReduce",	"SendRecv", "Send",	 "Recv",
-				       "AlltoAll",	"Scatter",  "Gather"};
-static const char *const v1_dtypes[] = {"ncclInt8",    "ncclUint8",	 "ncclInt32",
-					"ncclUint32",  "ncclInt64",	 "ncclUint64",
-					"ncclFloat16", "ncclFloat32",	 "ncclFloat64",
+static const char *const v1_funcs[] = {"Broadcast", "Reduce",	"AllGather", "ReduceScatter",
+				       "AllReduce", "SendRecv", "Send",	     "Recv",
+				       "AlltoAll",  "Scatter",	"Gather"};
+static const char *const v1_dtypes[] = {"ncclInt8",	"ncclUint8",	  "ncclInt32",
+					"ncclUint32",	"ncclInt64",	  "ncclUint64",
+					"ncclFloat16",	"ncclFloat32",	  "ncclFloat64",
 					"ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
-static const char *const v1_algos[] = {"TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN",
-				       "NVLS", "NVLS_TREE", "PAT"};
+static const char *const v1_algos[] = {
+    "TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"};
 static const char *const v1_protos[] = {"LL", "LL128", "SIMPLE"};
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -6,20 +6,20 @@
 #include <string.h>
 
 static const char *const funcs[P2PG_NCCL_FUNC_COUNT] = {
-    "unknown", "AllGather",	"AllReduce", "AlltoAll", "Broadcast", "Gather",
-    "Recv",    "Reduce",	"ReduceScatter", "Scatter",  "SendRecv",  "Send",
+    "unknown", "AllGather", "AllReduce",     "AlltoAll", "Broadcast", "Gather",
+    "Recv",    "Reduce",    "ReduceScatter", "Scatter",	 "SendRecv",  "Send",
 };
 static const char *const algos[P2PG_NCCL_ALGO_COUNT] = {
     "unknown", "TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT",
 };
 static const char *const protos[P2PG_NCCL_PROTO_COUNT] = {"unknown", "LL", "LL128", "SIMPLE"};
 static const char *const dtypes[P2PG_NCCL_DTYPE_COUNT] = {
-    "unknown",	   "ncclInt8",	  "ncclUint8",	 "ncclInt32",	   "ncclUint32",
-    "ncclInt64",   "ncclUint64",  "ncclFloat16", "ncclFloat32",    "ncclFloat64",
+    "unknown",	    "ncclInt8",	      "ncclUint8",	"ncclInt32",   "ncclUint32",
+    "ncclInt64",    "ncclUint64",     "ncclFloat16",	"ncclFloat32", "ncclFloat64",
     "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2",
 };
 static const unsigned char dtype_sizes[P2PG_NCCL_DTYPE_COUNT] = {0, 1, 1, 4, 4, 8, 8,
-								  2, 4, 8, 2, 1, 1};
+								 2, 4, 8, 2, 1, 1};
 
 static const char *name_of(const char *const *names, unsigned count, unsigned code)
 {

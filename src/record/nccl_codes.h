@@ -94,17 +94,17 @@ enum p2pg_nccl_dtype {
 #define P2PG_NCCL_UNREPORTED 1 /* status: still running when its communicator was freed */
 
 /* flags */
-#define P2PG_NCCL_F_CHANNELS(f)	     ((f) & 0xffu)	   /* channels NCCL gave it */
-#define P2PG_NCCL_F_CHANNELS_DONE(f) (((f) >> 8) & 0xffu)  /* kernel channels seen finished */
-#define P2PG_NCCL_F_DTYPE(f)	     (((f) >> 16) & 0xfu)  /* enum p2pg_nccl_dtype */
-#define P2PG_NCCL_F_P2P		     (1u << 20)		   /* point-to-point */
-#define P2PG_NCCL_F_CE		     (1u << 21)		   /* copy-engine collective (v6) */
-#define P2PG_NCCL_F_GPU_TIMED	     (1u << 22)		   /* gpu_ns is the kernel's */
-#define P2PG_NCCL_F_SIZE_UNKNOWN     (1u << 24)		   /* bytes holds the element count */
-#define P2PG_NCCL_F_NO_CHANNELS	     (1u << 25)		   /* NCCL reported no kernel channel */
-#define P2PG_NCCL_F_MAKE(channels, done, dtype)                                \
-	((uint32_t)((channels) & 0xffu) | (uint32_t)((done) & 0xffu) << 8 | \
-	 (uint32_t)((dtype) & 0xfu) << 16)
+#define P2PG_NCCL_F_CHANNELS(f)	     ((f)&0xffu)	  /* channels NCCL gave it */
+#define P2PG_NCCL_F_CHANNELS_DONE(f) (((f) >> 8) & 0xffu) /* kernel channels seen finished */
+#define P2PG_NCCL_F_DTYPE(f)	     (((f) >> 16) & 0xfu) /* enum p2pg_nccl_dtype */
+#define P2PG_NCCL_F_P2P		     (1u << 20)		  /* point-to-point */
+#define P2PG_NCCL_F_CE		     (1u << 21)		  /* copy-engine collective (v6) */
+#define P2PG_NCCL_F_GPU_TIMED	     (1u << 22)		  /* gpu_ns is the kernel's */
+#define P2PG_NCCL_F_SIZE_UNKNOWN     (1u << 24)		  /* bytes holds the element count */
+#define P2PG_NCCL_F_NO_CHANNELS	     (1u << 25)		  /* NCCL reported no kernel channel */
+#define P2PG_NCCL_F_MAKE(channels, done, dtype)                         \
+	((uint32_t)((channels)&0xffu) | (uint32_t)((done)&0xffu) << 8 | \
+	 (uint32_t)((dtype)&0xfu) << 16)
 
 /* The blob's text fields. */
 enum p2pg_nccl_comm_field {

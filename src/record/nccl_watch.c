@@ -46,11 +46,12 @@ static int write_row(sqlite3 *db, int64_t process_id, const struct p2pg_nccl_inf
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
 	if (final) {
 		/* A row the drainer wrote earlier ends as unreported; else a new one. */
-		if (sqlite3_prepare_v2(db,
-				       "UPDATE nccl_ops SET state = 'unreported' WHERE process_id = "
-				       "?1 AND comm_serial = ?2 AND kind = ?3 AND func = ?4 AND seq "
-				       "= ?5 AND state = 'running'",
-				       -1, &st, NULL) != SQLITE_OK)
+		if (sqlite3_prepare_v2(
+			db,
+			"UPDATE nccl_ops SET state = 'unreported' WHERE process_id = "
+			"?1 AND comm_serial = ?2 AND kind = ?3 AND func = ?4 AND seq "
+			"= ?5 AND state = 'running'",
+			-1, &st, NULL) != SQLITE_OK)
 			return -EIO;
 		bind_key(st, 1, process_id, e);
 		if (sqlite3_step(st) != SQLITE_DONE)
@@ -63,12 +64,13 @@ static int write_row(sqlite3 *db, int64_t process_id, const struct p2pg_nccl_inf
 	unsigned dtype = P2PG_NCCL_F_DTYPE(e->flags);
 	size_t size = p2pg_nccl_dtype_size(dtype);
 	bool p2p = e->flags & P2PG_NCCL_F_P2P;
-	if (sqlite3_prepare_v2(db,
-			       "INSERT OR IGNORE INTO nccl_ops (process_id, comm_serial, kind, func, "
-			       "seq, thread_id, peer, root, count, datatype, bytes, channels, "
-			       "channels_done, algorithm, protocol, state, started_ns) VALUES "
-			       "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)",
-			       -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(
+		db,
+		"INSERT OR IGNORE INTO nccl_ops (process_id, comm_serial, kind, func, "
+		"seq, thread_id, peer, root, count, datatype, bytes, channels, "
+		"channels_done, algorithm, protocol, state, started_ns) VALUES "
+		"(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)",
+		-1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	bind_key(st, 1, process_id, e);
 	sqlite3_bind_int64(st, 6, e->tid);
@@ -165,13 +167,14 @@ static enum peer_state peer_state(sqlite3 *db, const struct comm_info *c, int pe
 	bool p2p = e->flags & P2PG_NCCL_F_P2P;
 	if (p2p) {
 		/* Its counterpart: a receive from this rank for a send, a send for a receive. */
-		unsigned other = e->func == P2PG_NCCL_FUNC_SEND ? P2PG_NCCL_FUNC_RECV
-								: P2PG_NCCL_FUNC_SEND;
-		if (sqlite3_prepare_v2(db,
-				       "SELECT state FROM nccl_ops WHERE process_id = ?1 AND "
-				       "comm_serial = ?2 AND kind = 'p2p' AND func = ?3 AND peer = ?4 "
-				       "AND state = 'running' LIMIT 1",
-				       -1, &op, NULL) != SQLITE_OK)
+		unsigned other =
+		    e->func == P2PG_NCCL_FUNC_SEND ? P2PG_NCCL_FUNC_RECV : P2PG_NCCL_FUNC_SEND;
+		if (sqlite3_prepare_v2(
+			db,
+			"SELECT state FROM nccl_ops WHERE process_id = ?1 AND "
+			"comm_serial = ?2 AND kind = 'p2p' AND func = ?3 AND peer = ?4 "
+			"AND state = 'running' LIMIT 1",
+			-1, &op, NULL) != SQLITE_OK)
 			return PEER_UNKNOWN;
 		sqlite3_bind_text(op, 3, p2pg_nccl_func_name(other), -1, SQLITE_STATIC);
 		sqlite3_bind_int(op, 4, rank);
@@ -252,7 +255,7 @@ static int write_stall(sqlite3 *db, const struct p2pg_nccl_watch_pass *pass,
 		append(evidence, sizeof(evidence), &pos, "}");
 		/* The peers' worst tells: one gone or elsewhere explains the hang; all waiting in
 		 * the same operation points at the path between them. */
-		worst = counts[PEER_GONE]	? PEER_GONE
+		worst = counts[PEER_GONE]	 ? PEER_GONE
 			: counts[PEER_ELSEWHERE] ? PEER_ELSEWHERE
 			: counts[PEER_UNKNOWN]	 ? PEER_UNKNOWN
 			: counts[PEER_AHEAD]	 ? PEER_AHEAD
@@ -263,9 +266,8 @@ static int write_stall(sqlite3 *db, const struct p2pg_nccl_watch_pass *pass,
 	append(evidence, sizeof(evidence), &pos, ", \"peer_state\": \"%s\"}", state);
 
 	const char *rule_id = NULL, *root_cause = NULL, *advice = NULL;
-	if (!pass->diagnosis ||
-	    !pass->diagnosis(pass->rules_dir, p2pg_nccl_func_name(e->func), state, &rule_id,
-			     &root_cause, &advice)) {
+	if (!pass->diagnosis || !pass->diagnosis(pass->rules_dir, p2pg_nccl_func_name(e->func),
+						 state, &rule_id, &root_cause, &advice)) {
 		rule_id = NULL;
 		root_cause = "An NCCL operation's kernel has run this long without finishing: it "
 			     "waits for data from its peers that does not arrive.";
@@ -274,10 +276,12 @@ static int write_stall(sqlite3 *db, const struct p2pg_nccl_watch_pass *pass,
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(
 		db,
-		"INSERT OR IGNORE INTO nccl_stalls (process_id, comm_serial, kind, func, seq, op_id, "
+		"INSERT OR IGNORE INTO nccl_stalls (process_id, comm_serial, kind, func, seq, "
+		"op_id, "
 		"comm_hash, rank, nranks, peer, bytes, started_ns, running_ns, waited_ns, "
 		"peer_state, evidence, rule_id, diagnosis, advice) VALUES (?1,?2,?3,?4,?5,(SELECT "
-		"id FROM nccl_ops WHERE process_id = ?1 AND comm_serial = ?2 AND kind = ?3 AND func "
+		"id FROM nccl_ops WHERE process_id = ?1 AND comm_serial = ?2 AND kind = ?3 AND "
+		"func "
 		"= ?4 AND seq = ?5 AND state = 'running'),?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,"
 		"?17,?18)",
 		-1, &st, NULL) != SQLITE_OK)
@@ -315,7 +319,10 @@ int p2pg_nccl_watch_run(sqlite3 *db, const struct p2pg_nccl_watch *w,
 	uint64_t now = p2pg_realtime_ns();
 	uint64_t stall_ns = (uint64_t)pass->stall_s * 1000000000ull;
 	uint64_t early = stall_ns / 4 > 250000000ull ? stall_ns / 4 : 250000000ull;
-	size_t n = w->scan(ops, WATCH_MAX, pass->final ? UINT64_MAX : now > early ? now - early : 0);
+	size_t n = w->scan(ops, WATCH_MAX,
+			   pass->final	 ? UINT64_MAX
+			   : now > early ? now - early
+					 : 0);
 	uint32_t marks[WATCH_MAX];
 	bool any = false;
 	for (size_t k = 0; k < n; k++) {

@@ -41,7 +41,8 @@ struct p2pg_nccl_watch {
 /* What a watch pass needs from the recorder. */
 struct p2pg_nccl_watch_pass {
 	int64_t process_id;
-	const char *boot_id; /* this machine's: a peer process on it can be asked whether it lives */
+	const char
+	    *boot_id; /* this machine's: a peer process on it can be asked whether it lives */
 	unsigned stall_s;
 	const char *rules_dir;
 	/* the knowledge base's diagnosis (struct p2pg_recorder_hooks), or NULL */

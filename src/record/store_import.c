@@ -463,8 +463,8 @@ enum failure_field {
 	FF_COUNT
 };
 
-static int insert_blob(sqlite3 *db, sqlite3_stmt *failure, sqlite3_stmt *crash,
-		       int64_t process_id, const struct p2pg_spool_blob *b)
+static int insert_blob(sqlite3 *db, sqlite3_stmt *failure, sqlite3_stmt *crash, int64_t process_id,
+		       const struct p2pg_spool_blob *b)
 {
 	if (b->kind == P2PG_BLOB_NCCL_COMM)
 		return p2pg_nccl_import_comm(db, process_id, b);

@@ -140,11 +140,12 @@ static int complete_running(sqlite3 *db, struct p2pg_nccl_import *n, int64_t pro
 			    uint32_t serial, uint64_t seq, const struct p2pg_record *r,
 			    const struct op_fields *f)
 {
-	if (prepare(db, &n->complete,
-		    "UPDATE nccl_ops SET state = ?1, thread_id = ?2, ended_ns = ?3, host_ns = ?4, "
-		    "gpu_ns = ?5, channels_done = ?6, thread_serial = ?7, spool_seq = ?8, count = "
-		    "?9, bytes = ?10 WHERE process_id = ?11 AND comm_serial = ?12 AND kind = ?13 AND "
-		    "func = ?14 AND seq = ?15 AND state = 'running'") < 0)
+	if (prepare(
+		db, &n->complete,
+		"UPDATE nccl_ops SET state = ?1, thread_id = ?2, ended_ns = ?3, host_ns = ?4, "
+		"gpu_ns = ?5, channels_done = ?6, thread_serial = ?7, spool_seq = ?8, count = "
+		"?9, bytes = ?10 WHERE process_id = ?11 AND comm_serial = ?12 AND kind = ?13 AND "
+		"func = ?14 AND seq = ?15 AND state = 'running'") < 0)
 		return -EIO;
 	sqlite3_stmt *st = n->complete;
 	sqlite3_bind_text(st, 1, f->state, -1, SQLITE_STATIC);
@@ -208,8 +209,7 @@ static int insert_op(sqlite3 *db, struct p2pg_nccl_import *n, int64_t process_id
 }
 
 /* Summary mode: the operation joins its bucket; false when no memory is left (it keeps a row). */
-static bool fold(struct p2pg_nccl_import *n, const struct p2pg_record *r,
-		 const struct op_fields *f)
+static bool fold(struct p2pg_nccl_import *n, const struct p2pg_record *r, const struct op_fields *f)
 {
 	uint32_t kind = r->flags & (P2PG_NCCL_F_P2P | P2PG_NCCL_F_CE);
 	int32_t peer = (r->flags & P2PG_NCCL_F_P2P) ? r->value : -1;
@@ -317,9 +317,11 @@ int p2pg_nccl_import_comm(sqlite3 *db, int64_t process_id, const struct p2pg_spo
 		db,
 		"INSERT INTO nccl_comms (process_id, comm_serial, comm_hash, comm_name, rank, "
 		"nranks, nnodes, device, uuid, pci_bus_id, hostname, profiler_version, chained, "
-		"thread_id, started_ns) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15) "
+		"thread_id, started_ns) VALUES "
+		"(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15) "
 		"ON CONFLICT (process_id, comm_serial) DO UPDATE SET comm_hash = "
-		"excluded.comm_hash, comm_name = excluded.comm_name, rank = excluded.rank, nranks = "
+		"excluded.comm_hash, comm_name = excluded.comm_name, rank = excluded.rank, nranks "
+		"= "
 		"excluded.nranks, nnodes = excluded.nnodes, device = excluded.device, uuid = "
 		"excluded.uuid, pci_bus_id = excluded.pci_bus_id, hostname = excluded.hostname, "
 		"profiler_version = excluded.profiler_version, chained = excluded.chained, "
@@ -375,8 +377,9 @@ int p2pg_nccl_import_agg(sqlite3 *db, int64_t process_id, const struct p2pg_spoo
 	sqlite3_bind_text(st, 7, p2pg_nccl_proto_name(a->path >> 4), -1, SQLITE_STATIC);
 	sqlite3_bind_int(st, 8, a->size_bucket);
 	sqlite3_bind_int64(st, 9, (int64_t)count);
-	sqlite3_bind_int64(st, 10, (int64_t)atomic_load_explicit(
-				       &((struct p2pg_spool_agg *)a)->bytes, memory_order_relaxed));
+	sqlite3_bind_int64(st, 10,
+			   (int64_t)atomic_load_explicit(&((struct p2pg_spool_agg *)a)->bytes,
+							 memory_order_relaxed));
 	sqlite3_bind_int64(st, 11,
 			   (int64_t)atomic_load_explicit(&((struct p2pg_spool_agg *)a)->host_ns,
 							 memory_order_relaxed));
@@ -389,14 +392,15 @@ static int flush_summary(sqlite3 *db, struct p2pg_importer *im, struct p2pg_nccl
 {
 	for (size_t k = 0; k < n->nbuckets; k++) {
 		const struct nccl_bucket *b = &n->buckets[k];
-		if (prepare(db, &n->summary,
-			    "INSERT INTO nccl_op_summary (process_id, comm_serial, kind, func, peer, "
-			    "size_bucket, count, bytes, host_ns_total, gpu_ns_total, gpu_timed) "
-			    "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11) ON CONFLICT (process_id, "
-			    "comm_serial, kind, func, peer, size_bucket) DO UPDATE SET count = count "
-			    "+ excluded.count, bytes = bytes + excluded.bytes, host_ns_total = "
-			    "host_ns_total + excluded.host_ns_total, gpu_ns_total = gpu_ns_total + "
-			    "excluded.gpu_ns_total, gpu_timed = gpu_timed + excluded.gpu_timed") < 0)
+		if (prepare(
+			db, &n->summary,
+			"INSERT INTO nccl_op_summary (process_id, comm_serial, kind, func, peer, "
+			"size_bucket, count, bytes, host_ns_total, gpu_ns_total, gpu_timed) "
+			"VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11) ON CONFLICT (process_id, "
+			"comm_serial, kind, func, peer, size_bucket) DO UPDATE SET count = count "
+			"+ excluded.count, bytes = bytes + excluded.bytes, host_ns_total = "
+			"host_ns_total + excluded.host_ns_total, gpu_ns_total = gpu_ns_total + "
+			"excluded.gpu_ns_total, gpu_timed = gpu_timed + excluded.gpu_timed") < 0)
 			return -EIO;
 		sqlite3_stmt *st = n->summary;
 		sqlite3_bind_int64(st, 1, im->process_id);

@@ -24,6 +24,7 @@
 	X(cuDeviceGet, 2000, (CUdevice * device, int ordinal))                                   \
 	X(cuDeviceGetName, 2000, (char *name, int len, CUdevice dev))                            \
 	X(cuDeviceGetPCIBusId, 4010, (char *busid, int len, CUdevice dev))                       \
+	X(cuDeviceGetUuid, 11040, (CUuuid * uuid, CUdevice dev))                                 \
 	X(cuDeviceGetAttribute, 2000, (int *value, CUdevice_attribute attrib, CUdevice dev))     \
 	X(cuDeviceCanAccessPeer, 4000, (int *can, CUdevice dev, CUdevice peer))                  \
 	X(cuDeviceGetP2PAttribute, 8000,                                                         \
@@ -69,8 +70,7 @@
 	  (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t bytes,       \
 	   CUstream s))                                                                          \
 	X(cuMemsetD8, 3020, (CUdeviceptr dst, unsigned char value, size_t count))                \
-	X(cuMemsetD8Async, 3020, (CUdeviceptr dst, unsigned char value, size_t count, CUstream s)) \
-	X(cuDeviceGetUuid, 11040, (CUuuid * uuid, CUdevice dev))
+	X(cuMemsetD8Async, 3020, (CUdeviceptr dst, unsigned char value, size_t count, CUstream s))
 
 struct p2pg_driver {
 #define P2PG_DRIVER_MEMBER(name, version, params) CUresult(CUDAAPI *name) params;

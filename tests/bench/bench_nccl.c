@@ -80,11 +80,11 @@ struct worker {
 	int thread;
 };
 
-#define TIME(row, k, call)                                                    \
-	do {                                                                  \
-		uint64_t _t0 = __rdtsc();                                     \
-		call;                                                         \
-		w->ticks[row][k] = (uint32_t)(__rdtsc() - _t0);               \
+#define TIME(row, k, call)                                      \
+	do {                                                    \
+		uint64_t _t0 = __rdtsc();                       \
+		call;                                           \
+		w->ticks[row][k] = (uint32_t)(__rdtsc() - _t0); \
 	} while (0)
 
 static void *run(void *arg)
@@ -137,14 +137,17 @@ static void *run(void *arg)
 		for (int c = 0; c < 2; c++) {
 			union nccl_v4_state_args a = {.kernelCh.pTimer = (uint64_t)k * 1000 + 500};
 			op0 = __rdtsc();
-			TIME(RECORD_CH, k, ncclProfiler_v5.recordEventState(ch[c], NCCL_STATE_KERNEL_CH_STOP, &a));
+			TIME(
+			    RECORD_CH, k,
+			    ncclProfiler_v5.recordEventState(ch[c], NCCL_STATE_KERNEL_CH_STOP, &a));
 			TIME(STOP_CH, k, ncclProfiler_v5.stopEvent(ch[c]));
 			op_ticks += __rdtsc() - op0;
 		}
 		w->ticks[OP][k] = (uint32_t)op_ticks;
 		TIME(NOOP, k, baseline(coll));
 		if (k % 1024 == 1023)
-			usleep(5000); /* NCCL's own work between operations: about 200,000 a second */
+			usleep(
+			    5000); /* NCCL's own work between operations: about 200,000 a second */
 	}
 	ncclProfiler_v5.finalize(ctx);
 	return NULL;

@@ -101,9 +101,9 @@ static uint64_t number(struct input *in)
 
 static const char *string(struct input *in)
 {
-	static const char *const names[] = {"AllReduce", "Send", "Recv",   "ncclFloat32",
-					    "ncclInt8",	 "RING", "SIMPLE", "LL128",
-					    "Broadcast", "Unknown", "", "ncclBfloat16"};
+	static const char *const names[] = {"AllReduce", "Send",    "Recv",   "ncclFloat32",
+					    "ncclInt8",	 "RING",    "SIMPLE", "LL128",
+					    "Broadcast", "Unknown", "",	      "ncclBfloat16"};
 	uint8_t b = byte(in);
 	switch (b % 6) {
 	case 0:
@@ -199,11 +199,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			uint64_t hash = number(&in);
 			int nranks = (int)number(&in), rank = (int)number(&in);
 			if (version == 4)
-				ok(ncclProfiler_v4.init(&c, &mask, name, hash, 1, nranks, rank, NULL));
+				ok(ncclProfiler_v4.init(&c, &mask, name, hash, 1, nranks, rank,
+							NULL));
 			else if (version == 5)
-				ok(ncclProfiler_v5.init(&c, hash, &mask, name, 1, nranks, rank, NULL));
+				ok(ncclProfiler_v5.init(&c, hash, &mask, name, 1, nranks, rank,
+							NULL));
 			else
-				ok(ncclProfiler_v6.init(&c, hash, &mask, name, 1, nranks, rank, NULL));
+				ok(ncclProfiler_v6.init(&c, hash, &mask, name, 1, nranks, rank,
+							NULL));
 			if (c && ncontexts < 64)
 				contexts[ncontexts++] = c;
 			else if (c)
@@ -243,7 +246,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			union nccl_v4_state_args args = {.kernelCh.pTimer = number(&in)};
 			void *h = pointer(&in, handles, nhandles < HANDLES ? nhandles : HANDLES);
 			int state = (int)(byte(&in) % 32);
-			ok(ncclProfiler_v5.recordEventState(h, state, byte(&in) & 1 ? &args : NULL));
+			ok(ncclProfiler_v5.recordEventState(h, state,
+							    byte(&in) & 1 ? &args : NULL));
 		} else {
 			ok(ncclProfiler_v5.finalize(ctx));
 		}

@@ -19,11 +19,12 @@
 
 #include "ref/ref.h"
 
-#define MAGIC	0x636f756e74ull /* "count" */
-#define TYPES	16
-#define STATES	32
-#define DEFAULT (ncclProfileColl | ncclProfileP2p | ncclProfileKernelCh | ncclProfileGroup | \
-		 ncclProfileProxyCtrl)
+#define MAGIC  0x636f756e74ull /* "count" */
+#define TYPES  16
+#define STATES 32
+#define DEFAULT                                                                      \
+	(ncclProfileColl | ncclProfileP2p | ncclProfileKernelCh | ncclProfileGroup | \
+	 ncclProfileProxyCtrl)
 
 struct event {
 	uint64_t magic;
@@ -53,8 +54,7 @@ static bool ours(const void *p, uint64_t type)
 	return e && e->magic == MAGIC && (type == 0 || e->type == type);
 }
 
-static struct context *new_context(uint64_t comm, const char *name, int nranks, int rank,
-				   int *mask)
+static struct context *new_context(uint64_t comm, const char *name, int nranks, int rank, int *mask)
 {
 	struct context *c = calloc(1, sizeof(*c));
 	if (!c)
@@ -139,7 +139,8 @@ static ncclResult_t finalize(void *context)
 	FILE *f = out ? fopen(out, "a") : NULL;
 	if (f) {
 		fprintf(f,
-			"{\"version\": %d, \"comm\": \"%016" PRIx64 "\", \"rank\": %d, \"nranks\": %d, "
+			"{\"version\": %d, \"comm\": \"%016" PRIx64
+			"\", \"rank\": %d, \"nranks\": %d, "
 			"\"name\": \"%s\", \"bad_parent\": %ld, \"foreign\": %ld, "
 			"\"kernel_timestamps\": %ld, \"float_bytes\": %ld, \"started\": {",
 #if defined(COUNT_V3)
@@ -178,10 +179,10 @@ static ncclResult_t init_v3(void **context, int *mask)
 
 static ncclResult_t start_v3(void *context, void **handle, ncclProfilerEventDescr_v3_t *d)
 {
-	size_t count = d->type == ncclProfileColl ? d->coll.count
+	size_t count = d->type == ncclProfileColl  ? d->coll.count
 		       : d->type == ncclProfileP2p ? d->p2p.count
 						   : 0;
-	const char *dt = d->type == ncclProfileColl ? d->coll.datatype
+	const char *dt = d->type == ncclProfileColl  ? d->coll.datatype
 			 : d->type == ncclProfileP2p ? d->p2p.datatype
 						     : NULL;
 	/* NCCL 2.26 names the communicator in each collective: counted, to see it arrives */
@@ -197,13 +198,13 @@ static ncclResult_t record_v3(void *handle, ncclProfilerEventState_v3_t state,
 	return record(handle, state, 0);
 }
 
-__attribute__((visibility("default"))) ncclProfiler_v3_t ncclProfiler_v3 = {
-    "CountV3", init_v3, start_v3, stop, record_v3, finalize};
+__attribute__((visibility("default")))
+ncclProfiler_v3_t ncclProfiler_v3 = {"CountV3", init_v3, start_v3, stop, record_v3, finalize};
 
 #elif defined(COUNT_V4)
 
-static ncclResult_t init_v4(void **context, int *mask, const char *name, uint64_t comm,
-			    int nnodes, int nranks, int rank, ncclDebugLogger_t log)
+static ncclResult_t init_v4(void **context, int *mask, const char *name, uint64_t comm, int nnodes,
+			    int nranks, int rank, ncclDebugLogger_t log)
 {
 	*context = last_context = new_context(comm, name, nranks, rank, mask);
 	return *context ? ncclSuccess : ncclInternalError;
@@ -228,12 +229,13 @@ static ncclResult_t record_v4(void *handle, ncclProfilerEventState_v4_t state,
 		      state == ncclProfilerKernelChStop && args ? args->kernelCh.pTimer : 0);
 }
 
-__attribute__((visibility("default"))) ncclProfiler_v4_t ncclProfiler_v4 = {"CountV4", init_v4, start_v4, stop, record_v4, finalize};
+__attribute__((visibility("default")))
+ncclProfiler_v4_t ncclProfiler_v4 = {"CountV4", init_v4, start_v4, stop, record_v4, finalize};
 
 #else
 
-static ncclResult_t init_v5(void **context, uint64_t comm, int *mask, const char *name,
-			    int nnodes, int nranks, int rank, ncclDebugLogger_t log)
+static ncclResult_t init_v5(void **context, uint64_t comm, int *mask, const char *name, int nnodes,
+			    int nranks, int rank, ncclDebugLogger_t log)
 {
 	*context = last_context = new_context(comm, name, nranks, rank, mask);
 	return *context ? ncclSuccess : ncclInternalError;
@@ -258,6 +260,7 @@ static ncclResult_t record_v5(void *handle, ncclProfilerEventState_v5_t state,
 		      state == ncclProfilerKernelChStop && args ? args->kernelCh.pTimer : 0);
 }
 
-__attribute__((visibility("default"))) ncclProfiler_v5_t ncclProfiler_v5 = {"Count", init_v5, start_v5, stop, record_v5, finalize};
+__attribute__((visibility("default")))
+ncclProfiler_v5_t ncclProfiler_v5 = {"Count", init_v5, start_v5, stop, record_v5, finalize};
 
 #endif

@@ -39,9 +39,9 @@
 
 #include "ref/ref.h"
 
-static int version;   /* the plugin version loaded */
-static int newest;    /* the newest version this NCCL knows */
-static void *plugin;  /* ncclProfiler_vN */
+static int version;    /* the plugin version loaded */
+static int newest;     /* the newest version this NCCL knows */
+static void *plugin;   /* ncclProfiler_vN */
 static int event_mask; /* the union of what init answered */
 static unsigned channels = 2;
 
@@ -108,8 +108,9 @@ static bool load_plugin(void)
 		if (!p)
 			continue;
 		if (v < 3) {
-			fprintf(stderr, "simnccl: %s has only %s, which this simulation does not "
-					"speak\n",
+			fprintf(stderr,
+				"simnccl: %s has only %s, which this simulation does not "
+				"speak\n",
 				used, sym);
 			exit(2);
 		}
@@ -128,10 +129,10 @@ static void *start_event(void *ctx, ncclProfilerEventDescr_v6_t *d)
 {
 	void *handle = (void *)0x1; /* NCCL does not clear it: the plugin must */
 	if (version >= 5) {
-		ncclResult_t rc = version == 6 ? ((ncclProfiler_v6_t *)plugin)->startEvent(ctx, &handle, d)
-					       : ((ncclProfiler_v5_t *)plugin)
-						     ->startEvent(ctx, &handle,
-								  (ncclProfilerEventDescr_v5_t *)d);
+		ncclResult_t rc =
+		    version == 6 ? ((ncclProfiler_v6_t *)plugin)->startEvent(ctx, &handle, d)
+				 : ((ncclProfiler_v5_t *)plugin)
+				       ->startEvent(ctx, &handle, (ncclProfilerEventDescr_v5_t *)d);
 		checked(rc, "startEvent");
 		return handle;
 	}
@@ -181,8 +182,7 @@ static void *start_event(void *ctx, ncclProfilerEventDescr_v6_t *d)
 		default:
 			return NULL;
 		}
-		checked(((ncclProfiler_v3_t *)plugin)->startEvent(ctx, &handle, &e3),
-			"startEvent");
+		checked(((ncclProfiler_v3_t *)plugin)->startEvent(ctx, &handle, &e3), "startEvent");
 		return handle;
 	}
 	ncclProfilerEventDescr_v4_t e;
@@ -266,14 +266,14 @@ static void record_state(void *handle, ncclProfilerEventState_t state, uint64_t 
 static bool emitted(uint64_t type)
 {
 	int m = event_mask;
-	int net = ncclProfileProxyOp | ncclProfileProxyStep | ncclProfileKernelCh |
-		  ncclProfileNetPlugin;
+	int net =
+	    ncclProfileProxyOp | ncclProfileProxyStep | ncclProfileKernelCh | ncclProfileNetPlugin;
 	switch (type) {
 	case ncclProfileGroupApi:
-		return version >= 5 && (m & (ncclProfileGroupApi | ncclProfileCollApi |
-					     ncclProfileP2pApi | ncclProfileKernelLaunch |
-					     ncclProfileGroup | ncclProfileColl | ncclProfileP2p |
-					     net));
+		return version >= 5 &&
+		       (m & (ncclProfileGroupApi | ncclProfileCollApi | ncclProfileP2pApi |
+			     ncclProfileKernelLaunch | ncclProfileGroup | ncclProfileColl |
+			     ncclProfileP2p | net));
 	case ncclProfileCollApi:
 		return version >= 5 && (m & (ncclProfileCollApi | ncclProfileColl | net));
 	case ncclProfileP2pApi:
@@ -382,7 +382,8 @@ static void *proxy_main(void *arg)
 			printf("ready\n");
 			fflush(stdout);
 			for (;;)
-				pause(); /* a kernel that never ends: NCCL's proxy never sees it stop */
+				pause(); /* a kernel that never ends: NCCL's proxy never sees it
+					    stop */
 		}
 		struct timespec nap = {0, (long)w->ns};
 		nanosleep(&nap, NULL);
@@ -435,7 +436,7 @@ static float buffer[1]; /* the "device" buffers: only their addresses are handed
 /* NCCL numbers each function's collectives on its own. */
 static int func_index(const char *func)
 {
-	static const char *const names[] = {"AllGather", "AllReduce", "AlltoAll", "Broadcast",
+	static const char *const names[] = {"AllGather", "AllReduce", "AlltoAll",      "Broadcast",
 					    "Gather",	 "Reduce",    "ReduceScatter", "Scatter"};
 	for (int k = 0; k < 8; k++)
 		if (strcmp(func, names[k]) == 0)
@@ -540,12 +541,16 @@ static uint64_t kernel_ns_for(size_t bytes)
 
 static struct op coll(const char *func, size_t bytes, int root)
 {
-	return (struct op){false, func, bytes / 4, root, kernel_ns_for(channels ? bytes / channels : bytes), NULL, NULL};
+	return (struct op){
+	    false, func, bytes / 4, root, kernel_ns_for(channels ? bytes / channels : bytes),
+	    NULL,  NULL};
 }
 
 static struct op p2p(const char *func, size_t bytes, int peer)
 {
-	return (struct op){true, func, bytes / 4, peer, kernel_ns_for(channels ? bytes / channels : bytes), NULL, NULL};
+	return (struct op){
+	    true, func, bytes / 4, peer, kernel_ns_for(channels ? bytes / channels : bytes),
+	    NULL, NULL};
 }
 
 /* ---- the device the rank uses, as NCCL's caller makes it current ---- */
@@ -557,7 +562,8 @@ static void use_device(int device)
 		return;
 	int (*init)(unsigned) = (int (*)(unsigned))dlsym(cuda, "cuInit");
 	int (*get)(int *, int) = (int (*)(int *, int))dlsym(cuda, "cuDeviceGet");
-	int (*retain)(void **, int) = (int (*)(void **, int))dlsym(cuda, "cuDevicePrimaryCtxRetain");
+	int (*retain)(void **, int) =
+	    (int (*)(void **, int))dlsym(cuda, "cuDevicePrimaryCtxRetain");
 	int (*set)(void *) = (int (*)(void *))dlsym(cuda, "cuCtxSetCurrent");
 	int dev;
 	void *ctx;
@@ -633,8 +639,8 @@ int main(int argc, char **argv)
 		int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
 		for (int i = 0; i < iters; i++) {
 			struct op outer[] = {coll("AllReduce", 1 << 20, 0),
-					     coll("Broadcast", 4096, 0),
-					     p2p("Send", 65536, next), p2p("Recv", 65536, prev)};
+					     coll("Broadcast", 4096, 0), p2p("Send", 65536, next),
+					     p2p("Recv", 65536, prev)};
 			group(&c, outer, 4);
 			struct op inner[] = {coll("ReduceScatter", 1 << 16, 0),
 					     coll("AllGather", 1 << 16, 0)};
@@ -655,8 +661,8 @@ int main(int argc, char **argv)
 		const char *func = argv[k];
 		uint64_t seq = strtoull(argv[k + 1], NULL, 10);
 		bool is_p2p = strcmp(func, "Send") == 0 || strcmp(func, "Recv") == 0;
-		struct op o = is_p2p ? p2p(func, 1 << 20, (rank + 1) % nranks)
-				     : coll(func, 1 << 20, 0);
+		struct op o =
+		    is_p2p ? p2p(func, 1 << 20, (rank + 1) % nranks) : coll(func, 1 << 20, 0);
 		o.kernel_ns = 0;
 		if (!is_p2p)
 			c.seq[func_index(func)] = seq;
