@@ -49,7 +49,7 @@ static int write_row(sqlite3 *db, int64_t process_id, const struct p2pg_nccl_inf
 		if (sqlite3_prepare_v2(
 			db,
 			"UPDATE nccl_ops SET state = 'unreported' WHERE process_id = "
-			"?1 AND comm_serial = ?2 AND kind = ?3 AND func = ?4 AND seq "
+			"?1 AND comm_serial = ?2 AND kind = ?3 AND func = ?4 AND op_seq "
 			"= ?5 AND state = 'running'",
 			-1, &st, NULL) != SQLITE_OK)
 			return -EIO;
@@ -67,7 +67,7 @@ static int write_row(sqlite3 *db, int64_t process_id, const struct p2pg_nccl_inf
 	if (sqlite3_prepare_v2(
 		db,
 		"INSERT OR IGNORE INTO nccl_ops (process_id, comm_serial, kind, func, "
-		"seq, thread_id, peer, root, count, datatype, bytes, channels, "
+		"op_seq, thread_id, peer, root, count, datatype, bytes, channels, "
 		"channels_done, algorithm, protocol, state, started_ns) VALUES "
 		"(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)",
 		-1, &st, NULL) != SQLITE_OK)
@@ -181,7 +181,7 @@ static enum peer_state peer_state(sqlite3 *db, const struct comm_info *c, int pe
 	} else {
 		if (sqlite3_prepare_v2(db,
 				       "SELECT state FROM nccl_ops WHERE process_id = ?1 AND "
-				       "comm_serial = ?2 AND kind = ?3 AND func = ?4 AND seq = ?5 "
+				       "comm_serial = ?2 AND kind = ?3 AND func = ?4 AND op_seq = ?5 "
 				       "ORDER BY state = 'running' DESC LIMIT 1",
 				       -1, &op, NULL) != SQLITE_OK)
 			return PEER_UNKNOWN;
@@ -276,13 +276,13 @@ static int write_stall(sqlite3 *db, const struct p2pg_nccl_watch_pass *pass,
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(
 		db,
-		"INSERT OR IGNORE INTO nccl_stalls (process_id, comm_serial, kind, func, seq, "
+		"INSERT OR IGNORE INTO nccl_stalls (process_id, comm_serial, kind, func, op_seq, "
 		"op_id, "
 		"comm_hash, rank, nranks, peer, bytes, started_ns, running_ns, waited_ns, "
 		"peer_state, evidence, rule_id, diagnosis, advice) VALUES (?1,?2,?3,?4,?5,(SELECT "
 		"id FROM nccl_ops WHERE process_id = ?1 AND comm_serial = ?2 AND kind = ?3 AND "
 		"func "
-		"= ?4 AND seq = ?5 AND state = 'running'),?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,"
+		"= ?4 AND op_seq = ?5 AND state = 'running'),?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,"
 		"?17,?18)",
 		-1, &st, NULL) != SQLITE_OK)
 		return -EIO;

@@ -257,7 +257,7 @@ CREATE TABLE IF NOT EXISTS nccl_ops (
   thread_id INTEGER,
   kind TEXT NOT NULL,
   func TEXT NOT NULL,               -- AllReduce, Send, Recv, ... as NCCL names it
-  seq INTEGER,                      -- NCCL's sequence number of a collective (the same on every
+  op_seq INTEGER,                   -- NCCL's sequence number of a collective (the same on every
                                     -- rank); the guard's count for p2p and ce
   peer INTEGER,                     -- p2p: the other rank
   root INTEGER,                     -- collectives: the root rank NCCL gave
@@ -273,11 +273,11 @@ CREATE TABLE IF NOT EXISTS nccl_ops (
   ended_ns INTEGER,                 -- NCCL saw its last kernel channel finish
   host_ns INTEGER,
   gpu_ns INTEGER,                   -- first channel's start to last channel's end, GPU clock
-  thread_serial INTEGER,
-  spool_seq INTEGER
+  thread_serial INTEGER,            -- the record's ring and place in it, as in transfers
+  seq INTEGER
 );
-CREATE INDEX IF NOT EXISTS nccl_ops_by_comm ON nccl_ops (process_id, comm_serial, seq);
-CREATE UNIQUE INDEX IF NOT EXISTS nccl_ops_running ON nccl_ops (process_id, comm_serial, kind, func, seq)
+CREATE INDEX IF NOT EXISTS nccl_ops_by_comm ON nccl_ops (process_id, comm_serial, op_seq);
+CREATE UNIQUE INDEX IF NOT EXISTS nccl_ops_running ON nccl_ops (process_id, comm_serial, kind, func, op_seq)
   WHERE state = 'running';
 
 -- An NCCL operation whose kernel ran P2PGUARD_STALL_S without finishing, once per operation,
@@ -293,7 +293,7 @@ CREATE TABLE IF NOT EXISTS nccl_stalls (
   nranks INTEGER,
   kind TEXT,
   func TEXT,
-  seq INTEGER,
+  op_seq INTEGER,
   peer INTEGER,
   bytes INTEGER,
   started_ns INTEGER,
@@ -304,7 +304,7 @@ CREATE TABLE IF NOT EXISTS nccl_stalls (
   rule_id TEXT,
   diagnosis TEXT,
   advice TEXT,
-  UNIQUE (process_id, comm_serial, kind, func, seq)
+  UNIQUE (process_id, comm_serial, kind, func, op_seq)
 );
 
 -- P2PGUARD_RECORD=summary: finished NCCL operations per communicator, function, peer and size.

@@ -143,9 +143,9 @@ static int complete_running(sqlite3 *db, struct p2pg_nccl_import *n, int64_t pro
 	if (prepare(
 		db, &n->complete,
 		"UPDATE nccl_ops SET state = ?1, thread_id = ?2, ended_ns = ?3, host_ns = ?4, "
-		"gpu_ns = ?5, channels_done = ?6, thread_serial = ?7, spool_seq = ?8, count = "
+		"gpu_ns = ?5, channels_done = ?6, thread_serial = ?7, seq = ?8, count = "
 		"?9, bytes = ?10 WHERE process_id = ?11 AND comm_serial = ?12 AND kind = ?13 AND "
-		"func = ?14 AND seq = ?15 AND state = 'running'") < 0)
+		"func = ?14 AND op_seq = ?15 AND state = 'running'") < 0)
 		return -EIO;
 	sqlite3_stmt *st = n->complete;
 	sqlite3_bind_text(st, 1, f->state, -1, SQLITE_STATIC);
@@ -174,10 +174,10 @@ static int insert_op(sqlite3 *db, struct p2pg_nccl_import *n, int64_t process_id
 		     uint64_t seq, const struct p2pg_record *r, const struct op_fields *f)
 {
 	if (prepare(db, &n->insert,
-		    "INSERT INTO nccl_ops (process_id, comm_serial, thread_id, kind, func, seq, "
+		    "INSERT INTO nccl_ops (process_id, comm_serial, thread_id, kind, func, op_seq, "
 		    "peer, root, count, datatype, bytes, channels, channels_done, algorithm, "
 		    "protocol, state, started_ns, ended_ns, host_ns, gpu_ns, thread_serial, "
-		    "spool_seq) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,"
+		    "seq) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,"
 		    "?18,?19,?20,?21,?22)") < 0)
 		return -EIO;
 	sqlite3_stmt *st = n->insert;

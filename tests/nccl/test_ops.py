@@ -6,8 +6,8 @@ from ncclsim import *
 
 db = tempdb()
 sim(["--device", 1, "allreduce", 20, 1 << 20], db=db, SIMCUDA_DEVICES=2)
-rows = query(db, "SELECT kind, func, seq, count, datatype, bytes, channels, channels_done, "
-                 "algorithm, protocol, state, root FROM nccl_ops ORDER BY seq")
+rows = query(db, "SELECT kind, func, op_seq, count, datatype, bytes, channels, channels_done, "
+                 "algorithm, protocol, state, root FROM nccl_ops ORDER BY op_seq")
 equal(len(rows), 20, "20 all-reduces, 20 rows")
 equal(rows[0], ("coll", "AllReduce", 0, 262144, "ncclFloat32", 1 << 20, 2, 2, "RING", "SIMPLE",
                 "done", 0), "a row says what NCCL said of the collective")
@@ -34,7 +34,7 @@ db = tempdb()
 sim(["sendrecv", 5, 8192, 0], db=db)
 rows = query(db, "SELECT func, peer, bytes, count(*) FROM nccl_ops GROUP BY func ORDER BY func")
 equal(rows, [("Recv", 0, 8192, 5), ("Send", 0, 8192, 5)], "sends and receives with peer and bytes")
-equal(scalar(db, "SELECT count(DISTINCT seq) FROM nccl_ops"), 10,
+equal(scalar(db, "SELECT count(DISTINCT op_seq) FROM nccl_ops"), 10,
       "the guard numbers a communicator's point-to-point operations")
 pair = query(db, "SELECT kind, src_rank, dst_rank, src_device, dst_device, sends, recvs, bytes, "
                  "gpu_gbps > 0 FROM nccl_pair_traffic")

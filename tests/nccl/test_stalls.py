@@ -38,7 +38,7 @@ def kill(procs):
         p.communicate(timeout=30)
 
 
-STALLS = ("SELECT s.rank, s.func, s.seq, s.peer_state, s.rule_id, s.waited_ns, s.evidence, "
+STALLS = ("SELECT s.rank, s.func, s.op_seq, s.peer_state, s.rule_id, s.waited_ns, s.evidence, "
           "s.diagnosis, s.advice, o.state FROM nccl_stalls s LEFT JOIN nccl_ops o ON o.id = s.op_id "
           "ORDER BY s.rank")
 
