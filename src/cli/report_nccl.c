@@ -9,10 +9,11 @@
 #include "cleanup.h"
 #include "dbread.h"
 
-#define STALLS_SQL                                                                                 \
-	"SELECT p.pid, p.hostname, s.rank, s.nranks, s.comm_hash, s.kind, s.func, s.op_seq, s.peer, " \
-	"s.bytes, s.waited_ns, s.peer_state, s.rule_id, s.diagnosis, s.advice, s.evidence, "       \
-	"s.started_ns FROM nccl_stalls s JOIN processes p ON p.id = s.process_id ORDER BY "        \
+#define STALLS_SQL                                                                            \
+	"SELECT p.pid, p.hostname, s.rank, s.nranks, s.comm_hash, s.kind, s.func, s.op_seq, " \
+	"s.peer, "                                                                            \
+	"s.bytes, s.waited_ns, s.peer_state, s.rule_id, s.diagnosis, s.advice, s.evidence, "  \
+	"s.started_ns FROM nccl_stalls s JOIN processes p ON p.id = s.process_id ORDER BY "   \
 	"s.started_ns, s.id"
 
 #define COMMS_SQL                                                                                  \

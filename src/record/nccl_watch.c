@@ -179,11 +179,12 @@ static enum peer_state peer_state(sqlite3 *db, const struct comm_info *c, int pe
 		sqlite3_bind_text(op, 3, p2pg_nccl_func_name(other), -1, SQLITE_STATIC);
 		sqlite3_bind_int(op, 4, rank);
 	} else {
-		if (sqlite3_prepare_v2(db,
-				       "SELECT state FROM nccl_ops WHERE process_id = ?1 AND "
-				       "comm_serial = ?2 AND kind = ?3 AND func = ?4 AND op_seq = ?5 "
-				       "ORDER BY state = 'running' DESC LIMIT 1",
-				       -1, &op, NULL) != SQLITE_OK)
+		if (sqlite3_prepare_v2(
+			db,
+			"SELECT state FROM nccl_ops WHERE process_id = ?1 AND "
+			"comm_serial = ?2 AND kind = ?3 AND func = ?4 AND op_seq = ?5 "
+			"ORDER BY state = 'running' DESC LIMIT 1",
+			-1, &op, NULL) != SQLITE_OK)
 			return PEER_UNKNOWN;
 		sqlite3_bind_text(op, 3, kind_name(e->flags), -1, SQLITE_STATIC);
 		sqlite3_bind_text(op, 4, p2pg_nccl_func_name(e->func), -1, SQLITE_STATIC);
@@ -282,7 +283,8 @@ static int write_stall(sqlite3 *db, const struct p2pg_nccl_watch_pass *pass,
 		"peer_state, evidence, rule_id, diagnosis, advice) VALUES (?1,?2,?3,?4,?5,(SELECT "
 		"id FROM nccl_ops WHERE process_id = ?1 AND comm_serial = ?2 AND kind = ?3 AND "
 		"func "
-		"= ?4 AND op_seq = ?5 AND state = 'running'),?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,"
+		"= ?4 AND op_seq = ?5 AND state = "
+		"'running'),?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,"
 		"?17,?18)",
 		-1, &st, NULL) != SQLITE_OK)
 		return -EIO;
