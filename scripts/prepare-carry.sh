@@ -9,7 +9,7 @@ rm -rf .carry
 mkdir -p .carry/lib .carry/build
 cp -L /usr/lib/x86_64-linux-gnu/libunwind.so.8 /usr/lib/x86_64-linux-gnu/libjansson.so.4 .carry/lib/
 cd "$build"
-find src/preload/libp2pguard.so src/preload/libp2pguard-core.so src/cli/p2pguard tests/programs tests/conformance tests/bench \
+find src/preload/libp2pguard.so src/preload/libp2pguard-core.so src/cli/p2pguard tests/programs tests/conformance tests/bench tests/nccl \
 	-maxdepth 1 -type f -perm -u+x ! -name '*.p' -print0 | xargs -0 cp --parents -t ../.carry/build
 cd ..
 du -sh .carry

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ThreadSanitizer pass over the recorder (rings, overflow aggregates), the drainer (import,
-# recovery, fork) and the staged engine: builds BUILD_DIR (default build-tsan) with
+# recovery, fork), NCCL's profiler plugin and the staged engine: builds BUILD_DIR (default build-tsan) with
 # -Db_sanitize=thread and runs their tests against the simulated CUDA (itself instrumented).
 # Every report of every process, killed ones included, goes to a log file; the pass fails on any
 # report or any failed test. The last line is "tsan: N tests passed, N failed, N reports".
@@ -37,7 +37,8 @@ tests=(store settings gpu_match
 	staged-budget-1m staged-budget-48k staged-budget-4k
 	runtime driver errors threads fork multiprocess cli dlsym user_rules timing
 	conformance summary topo exports
-	sigkill overload crashsoak)
+	sigkill overload crashsoak
+	nccl-loading nccl-ops nccl-multirank nccl-chain nccl-summary nccl-stalls)
 status=0
 meson test -C "$build" --print-errorlogs --num-processes 2 --timeout-multiplier 4 "${tests[@]}" || status=$?
 

@@ -40,6 +40,10 @@
 enum p2pg_record_kind {
 	P2PG_REC_TRANSFER = 1,
 	P2PG_REC_PEER = 2,
+	/* NCCL's operations and communicators, as its profiler plugin hands them over; the fields'
+	 * meaning is src/record/nccl_codes.h's. */
+	P2PG_REC_NCCL_OP = 4,
+	P2PG_REC_NCCL_COMM_END = 5,
 };
 
 enum p2pg_path {
@@ -123,6 +127,7 @@ enum p2pg_slot_state {
 enum p2pg_blob_kind {
 	P2PG_BLOB_FAILURE = 1,
 	P2PG_BLOB_CRASH = 2,
+	P2PG_BLOB_NCCL_COMM = 4, /* an NCCL communicator (src/record/nccl_codes.h) */
 };
 
 enum p2pg_blob_state {

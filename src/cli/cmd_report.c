@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "dbread.h"
 #include "report.h"
+#include "report_nccl.h"
 
 int p2pg_cli_report(const char *db_path, bool brief);
 
@@ -249,12 +250,14 @@ int p2pg_cli_report(const char *db_path, bool brief)
 	if (p2pg_cli_open_read(db_path, &db) < 0 || p2pg_report_prepare(db) < 0)
 		return 2;
 	printf("p2pguard report: %s\n", db_path);
+	p2pg_report_nccl_stalls(db, brief);
 	report_processes(db);
 	report_transfers(db);
 	report_peer_access(db);
 	report_failures(db, brief);
 	report_crashes(db);
 	report_stalls(db);
+	p2pg_report_nccl(db);
 	return 0;
 }
 
@@ -306,6 +309,7 @@ static int report_json(const char *db_path)
 	fputs("{\n  \"database\": ", out);
 	p2pg_cli_json_string(out, db_path);
 	fputs(",\n", out);
+	p2pg_report_nccl_json(db, out);
 	json_rows(
 	    db, out, "summary",
 	    "WITH p AS (" REPORT_PROCESSES_SQL

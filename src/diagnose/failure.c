@@ -11,6 +11,7 @@
 #include "pystack.h"
 #include "driver.h"
 #include "evidence.h"
+#include "nccl_stall.h"
 #include "notice.h"
 #include "p2pguard/rules.h"
 #include "recorder.h"
@@ -160,4 +161,5 @@ static bool stall_diagnosis(const char *rules_dir, const char **rule_id, const c
 const struct p2pg_recorder_hooks p2pg_knowledge_hooks = {
     .database_opened = write_rules,
     .stall_diagnosis = stall_diagnosis,
+    .nccl_stall_diagnosis = p2pg_nccl_stall_diagnosis,
 };

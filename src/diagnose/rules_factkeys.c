@@ -20,6 +20,8 @@ static const char *const virtualization_values[] = {"none",	 "passthrough", "vgp
 						    "host_vsga", "unknown",	NULL};
 static const char *const mode_values[] = {"observe", "fallback", "staged", NULL};
 static const char *const probe_values[] = {"ok", "wrong_data", "slow", "hang", NULL};
+static const char *const nccl_peer_values[] = {"waiting",   "ahead", "unknown",
+					       "elsewhere", "gone",  NULL};
 
 static const struct fact_key fact_keys[] = {
     {"api", KIND_STR, NULL},
@@ -59,6 +61,9 @@ static const struct fact_key fact_keys[] = {
     {"runtime_version", KIND_INT, NULL},
     {"mode", KIND_STR, mode_values},
     {"p2p_probe", KIND_STR, probe_values},
+    /* NCCL: an operation whose kernel never finishes (the drainer's watch, record/nccl_watch.c) */
+    {"nccl_op", KIND_STR, NULL},
+    {"nccl_peer_state", KIND_STR, nccl_peer_values},
 };
 
 #define N_FACT_KEYS (sizeof(fact_keys) / sizeof(fact_keys[0]))

@@ -169,7 +169,7 @@ bool p2pg_guard_start(const struct p2pg_guard_start *start)
 	if (!started) {
 		started = true;
 		p2pg_settings_use(start->settings);
-		p2pg_reentry_set_marker(start->mark_own_thread);
+		p2pg_reentry_set_depth(start->reentry_depth);
 		p2pg_backtrace_entry_module(start->entry_points);
 		init();
 	}

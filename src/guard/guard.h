@@ -28,8 +28,8 @@ struct p2pg_settings;
 /* What the entry points hand the core when they start it. */
 struct p2pg_guard_start {
 	const struct p2pg_settings *settings; /* read from the environment at load; copied */
-	void (*mark_own_thread)(void); /* the calling thread's CUDA calls are the guard's own */
-	const void *entry_points;      /* an address in their module: its frames leave backtraces */
+	int *(*reentry_depth)(void);	      /* the calling thread's re-entrancy depth */
+	const void *entry_points; /* an address in their module: its frames leave backtraces */
 };
 
 /*

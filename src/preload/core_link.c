@@ -85,17 +85,16 @@ void p2pg_init_early(void)
 		setenv("NCCL_P2P_DISABLE", "1", 0);
 }
 
-/* The drainer's mark: every CUDA call of its thread is the guard's own. */
-static void mark_own_thread(void)
+/* The core's way to the calling thread's depth (util/reentry.h). */
+static int *reentry_depth(void)
 {
-	p2pg_depth = 1;
+	return &p2pg_depth;
 }
 
-/* libp2pguard-core.so in the preload's own folder, whatever LD_PRELOAD called the preload. */
-static int core_path(char *buf, size_t len)
+int p2pg_core_path(char *buf, size_t len)
 {
 	Dl_info info;
-	if (!dladdr((void *)core_path, &info) || !info.dli_fname)
+	if (!dladdr((void *)p2pg_core_path, &info) || !info.dli_fname)
 		return -1;
 	const char *slash = strrchr(info.dli_fname, '/');
 	int dir = slash ? (int)(slash - info.dli_fname) : 1;
@@ -109,7 +108,7 @@ static void load_core(void)
 	if (!s->enabled)
 		return;
 	char path[PATH_MAX];
-	if (core_path(path, sizeof(path)) < 0) {
+	if (p2pg_core_path(path, sizeof(path)) < 0) {
 		p2pg_notice("cannot find where " CORE_LIBRARY " is; the guard passes every call "
 			    "through unrecorded");
 		return;
@@ -146,7 +145,7 @@ static void load_core(void)
 	/* The slots are written above, before this release store: an entry point that sees
 	 * p2pg_active set (acquire) sees them filled. */
 	struct p2pg_guard_start start = {
-	    .settings = s, .mark_own_thread = mark_own_thread, .entry_points = (void *)load_core};
+	    .settings = s, .reentry_depth = reentry_depth, .entry_points = (void *)load_core};
 	if (core_start(&start))
 		__atomic_store_n(&p2pg_active, 1, __ATOMIC_RELEASE);
 }

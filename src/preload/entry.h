@@ -54,6 +54,13 @@ static inline void p2pg_leave(struct p2pg_scope *scope)
 /* From the constructor: the settings, read once, and what must be in the environment before the
  * program's libraries read it (staged mode's NCCL_P2P_DISABLE=1). No CUDA call, nothing loaded. */
 void p2pg_init_early(void);
+/* libp2pguard-core.so in the preload's own folder, named as LD_PRELOAD named the preload (as a
+ * rule absolute). Returns 0, or -1 when it cannot be told. */
+int p2pg_core_path(char *buf, size_t len);
+/* From the constructor, after the settings: unless P2PGUARD_NCCL=0 (or the guard is off, or the
+ * user set NCCL_PROFILER_PLUGIN=none), NCCL will load the core as its profiler plugin; the user's
+ * own plugin, if set, is kept to be fed (nccl_offer.c). No CUDA call, nothing loaded. */
+void p2pg_nccl_offer(void);
 /* The program is initialising the driver: tells the core, if it started. */
 void p2pg_core_driver_initialising(void);
 /* From the destructor: the core's bounded final flush, if it started. */

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The constructor and destructor of libp2pguard.so. Every process that inherits LD_PRELOAD runs
- * them, CUDA or not, so they do next to nothing: glibc's dlsym for the exported stub, and the
- * settings (environment variables only). The core, its libraries, the fatal-signal handlers, the
- * spool and the drainer come at the first CUDA entry (core_link.c). No CUDA call happens in
- * either; at exit, the core's bounded final flush where it started.
+ * them, CUDA or not, so they do next to nothing: glibc's dlsym for the exported stub, the
+ * settings (environment variables only) and the offer to be NCCL's profiler plugin. The core, its
+ * libraries, the fatal-signal handlers, the spool and the drainer come at the first CUDA entry
+ * (core_link.c). No CUDA call happens in either; at exit, the core's bounded final flush where it
+ * started.
  */
 #include "entry.h"
 #include "resolve.h"
@@ -13,6 +14,7 @@ __attribute__((constructor)) static void p2pguard_load(void)
 {
 	p2pg_dlsym_prepare();
 	p2pg_init_early();
+	p2pg_nccl_offer();
 }
 
 __attribute__((destructor)) static void p2pguard_unload(void)

@@ -20,6 +20,7 @@
 #include "clock.h"
 #include "cupti_timing.h"
 #include "driver.h"
+#include "nccl_watch.h"
 #include "notice.h"
 #include "reentry.h"
 #include "spool.h"
@@ -66,6 +67,8 @@ static struct {
 	size_t npending, cap_pending;
 	struct p2pg_gpu_match *match; /* CUPTI timing: rows and records waiting for each other */
 	uint64_t cupti_heard_ns;      /* monotonic: CUPTI last delivered, or no row waited */
+	_Atomic(const struct p2pg_nccl_watch *) nccl;
+	uint64_t nccl_watched_ns; /* monotonic: the last look at NCCL's operations */
 } rec = {
     .start_lock = PTHREAD_MUTEX_INITIALIZER,
     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -103,6 +106,13 @@ static void make_ring_key(void)
 	pthread_key_create(&ring_key, ring_retire);
 }
 
+static _Atomic bool configured;
+
+bool p2pg_recorder_configured(void)
+{
+	return atomic_load(&configured);
+}
+
 void p2pg_recorder_configure(const struct p2pg_settings *s, const char *mode_name,
 			     const struct p2pg_recorder_hooks *hooks)
 {
@@ -117,6 +127,7 @@ void p2pg_recorder_configure(const struct p2pg_settings *s, const char *mode_nam
 	p2pg_timing_configure(s->gpu_timing == P2PG_GPU_TIMING_CUPTI ? P2PG_GPU_TIMING_SAMPLED
 								     : s->gpu_timing,
 			      (uint64_t)s->gpu_timing_interval_us * 1000, s->gpu_timing_min_bytes);
+	atomic_store(&configured, true);
 }
 
 static void process_info(struct p2pg_process_info *info)
@@ -277,6 +288,31 @@ uint64_t p2pg_record(struct p2pg_record *r, uint32_t *ret_serial)
 	if (ret_serial)
 		*ret_serial = t->serial;
 	return p2pg_spool_put(t, r);
+}
+
+void p2pg_recorder_watch_nccl(const struct p2pg_nccl_watch *w)
+{
+	atomic_store(&rec.nccl, w);
+}
+
+/* NCCL's operations in flight, about every 100 ms, and once more at the end. */
+static void watch_nccl(sqlite3 *db, int64_t process_id, bool final)
+{
+	const struct p2pg_nccl_watch *w = atomic_load(&rec.nccl);
+	uint64_t mono = p2pg_now_ns();
+	if (!w || process_id == 0 || (!final && mono - rec.nccl_watched_ns < 100000000ull))
+		return;
+	rec.nccl_watched_ns = mono;
+	struct p2pg_spool_layout *spool = atomic_load(&rec.spool);
+	struct p2pg_nccl_watch_pass pass = {
+	    .process_id = process_id,
+	    .boot_id = spool ? spool->header.boot_id : NULL,
+	    .stall_s = rec.settings.stall_s,
+	    .rules_dir = rec.settings.rules_dir,
+	    .diagnosis = rec.hooks.nccl_stall_diagnosis,
+	    .final = final,
+	};
+	p2pg_nccl_watch_run(db, w, &pass);
 }
 
 struct p2pg_spool_blob *p2pg_recorder_blob(void)
@@ -599,6 +635,8 @@ static void *drainer_main(void *arg)
 			poll_timings(db);
 		if (rec.match)
 			collect_cupti(db, stopping || no_cuda);
+		if (rc >= 0)
+			watch_nccl(db, im.process_id, stopping);
 		/* Children that left with _exit, ranks that were killed: their spools are imported
 		 * by whoever is still alive, about once a second and once more at exit. */
 		if (passes++ == 0) {
@@ -723,6 +761,8 @@ void p2pg_recorder_atfork_child(void)
 	rec.pending = NULL; /* the parent's list; the child starts its own */
 	rec.npending = rec.cap_pending = 0;
 	rec.match = NULL; /* the child has no CUPTI timing */
+	/* The parent's NCCL operations are not the child's: its plugin registers again. */
+	atomic_store(&rec.nccl, NULL);
 	pthread_mutex_init(&rec.lock, NULL);
 	pthread_mutex_init(&rec.start_lock, NULL);
 	pthread_cond_init(&rec.wake, NULL);

@@ -13,6 +13,7 @@
 #include "settings.h"
 
 struct sqlite3;
+struct p2pg_nccl_watch;
 
 /*
  * What the recorder needs from the knowledge base above it, handed down by whoever configures it
@@ -25,12 +26,19 @@ struct p2pg_recorder_hooks {
 	 * The strings live as long as the process. */
 	bool (*stall_diagnosis)(const char *rules_dir, const char **rule_id,
 				const char **root_cause, const char **advice);
+	/* The diagnosis of an NCCL operation whose kernel never finishes, from where its peers
+	 * were (peer_state: waiting, ahead, unknown, elsewhere, gone); false: none. */
+	bool (*nccl_stall_diagnosis)(const char *rules_dir, const char *func,
+				     const char *peer_state, const char **rule_id,
+				     const char **root_cause, const char **advice);
 };
 
 /* Prepares the recorder; the spool and the drainer start with the first record. Never fails.
  * hooks may be NULL (no rules table, plain stall texts). */
 void p2pg_recorder_configure(const struct p2pg_settings *s, const char *mode_name,
 			     const struct p2pg_recorder_hooks *hooks);
+/* Whether the guard configured the recorder: it started, and records. */
+bool p2pg_recorder_configured(void);
 
 /*
  * Publishes r (tid filled in here). Returns its sequence number in the thread's ring and stores the
@@ -39,6 +47,12 @@ void p2pg_recorder_configure(const struct p2pg_settings *s, const char *mode_nam
  * (counted as dropped, or no spool could be made — reported once on stderr).
  */
 uint64_t p2pg_record(struct p2pg_record *r, uint32_t *ret_serial);
+
+/*
+ * NCCL's profiler plugin hands over its operations in flight: from now on the drainer watches them
+ * (nccl_watch.h) about ten times a second, and writes what still runs when the process ends.
+ */
+void p2pg_recorder_watch_nccl(const struct p2pg_nccl_watch *w);
 
 /* A blob slot for a failure or a crash, or NULL (spool unavailable, or every slot waits). */
 struct p2pg_spool_blob *p2pg_recorder_blob(void);

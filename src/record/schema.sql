@@ -219,3 +219,178 @@ SELECT process_id, src_device, dst_device, api, path,
        SUM(failures) AS failures, SUM(folded) AS folded
 FROM parts
 GROUP BY process_id, src_device, dst_device, api, path;
+
+-- NCCL's communicators and operations, as NCCL's profiler plugin hands them to the guard (src/nccl/).
+-- A communicator: one row per rank that a guarded process's NCCL initialised.
+CREATE TABLE IF NOT EXISTS nccl_comms (
+  process_id INTEGER NOT NULL REFERENCES processes(id),
+  comm_serial INTEGER NOT NULL,     -- its number in the process (nccl_ops refer to it)
+  comm_hash TEXT NOT NULL,          -- NCCL's commHash as 16 hex digits: the same on every rank
+  comm_name TEXT,
+  rank INTEGER,
+  nranks INTEGER,
+  nnodes INTEGER,
+  device INTEGER,                   -- the rank's CUDA ordinal in its process
+  uuid TEXT,                        -- GPU-xxxxxxxx-..., as nvidia-smi prints it
+  pci_bus_id TEXT,
+  hostname TEXT,
+  profiler_version INTEGER,         -- the ncclProfiler_vN NCCL chose
+  chained TEXT,                     -- the user's own profiler plugin, which the guard fed
+  thread_id INTEGER,
+  started_ns INTEGER,
+  finalized_ns INTEGER,
+  ops_recorded INTEGER,
+  ops_unreported INTEGER,           -- still running when the communicator ended
+  events_untracked INTEGER,         -- events that found the guard's slots full (not recorded)
+  PRIMARY KEY (process_id, comm_serial)
+);
+CREATE INDEX IF NOT EXISTS nccl_comms_by_hash ON nccl_comms (comm_hash, rank);
+
+-- An operation: a collective (kind coll, or ce for a copy-engine one) or a send or receive (p2p).
+-- state: done; running (still unfinished when the drainer looked: its row is written early, so that
+-- every rank's stall diagnosis sees where the others are, and completed when it ends); unreported
+-- (NCCL never reported its end: its communicator was freed, or its process ended, first).
+CREATE TABLE IF NOT EXISTS nccl_ops (
+  id INTEGER PRIMARY KEY,
+  process_id INTEGER NOT NULL REFERENCES processes(id),
+  comm_serial INTEGER NOT NULL,
+  thread_id INTEGER,
+  kind TEXT NOT NULL,
+  func TEXT NOT NULL,               -- AllReduce, Send, Recv, ... as NCCL names it
+  op_seq INTEGER,                   -- NCCL's sequence number of a collective (the same on every
+                                    -- rank); the guard's count for p2p and ce
+  peer INTEGER,                     -- p2p: the other rank
+  root INTEGER,                     -- collectives: the root rank NCCL gave
+  count INTEGER,
+  datatype TEXT,
+  bytes INTEGER,                    -- count x datatype size
+  channels INTEGER,
+  channels_done INTEGER,
+  algorithm TEXT,
+  protocol TEXT,
+  state TEXT NOT NULL,
+  started_ns INTEGER,               -- NCCL started the operation (its enqueue)
+  ended_ns INTEGER,                 -- NCCL saw its last kernel channel finish
+  host_ns INTEGER,
+  gpu_ns INTEGER,                   -- first channel's start to last channel's end, GPU clock
+  thread_serial INTEGER,            -- the record's ring and place in it, as in transfers
+  seq INTEGER
+);
+CREATE INDEX IF NOT EXISTS nccl_ops_by_comm ON nccl_ops (process_id, comm_serial, op_seq);
+CREATE UNIQUE INDEX IF NOT EXISTS nccl_ops_running ON nccl_ops (process_id, comm_serial, kind, func, op_seq)
+  WHERE state = 'running';
+
+-- An NCCL operation whose kernel ran P2PGUARD_STALL_S without finishing, once per operation,
+-- written while the program waits; peer_state says where the other ranks were (waiting in the
+-- same operation, gone, elsewhere, ahead, unknown).
+CREATE TABLE IF NOT EXISTS nccl_stalls (
+  id INTEGER PRIMARY KEY,
+  process_id INTEGER NOT NULL REFERENCES processes(id),
+  op_id INTEGER REFERENCES nccl_ops(id),
+  comm_serial INTEGER NOT NULL,
+  comm_hash TEXT,
+  rank INTEGER,
+  nranks INTEGER,
+  kind TEXT,
+  func TEXT,
+  op_seq INTEGER,
+  peer INTEGER,
+  bytes INTEGER,
+  started_ns INTEGER,
+  running_ns INTEGER,               -- its first kernel channel started
+  waited_ns INTEGER,                -- since then, when the row was written
+  peer_state TEXT,
+  evidence TEXT,
+  rule_id TEXT,
+  diagnosis TEXT,
+  advice TEXT,
+  UNIQUE (process_id, comm_serial, kind, func, op_seq)
+);
+
+-- P2PGUARD_RECORD=summary: finished NCCL operations per communicator, function, peer and size.
+CREATE TABLE IF NOT EXISTS nccl_op_summary (
+  process_id INTEGER NOT NULL,
+  comm_serial INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  func TEXT NOT NULL,
+  peer INTEGER NOT NULL,            -- -1 for collectives
+  size_bucket INTEGER NOT NULL,     -- floor(log2(bytes))
+  count INTEGER NOT NULL,
+  bytes INTEGER NOT NULL,
+  host_ns_total INTEGER NOT NULL,
+  gpu_ns_total INTEGER NOT NULL,
+  gpu_timed INTEGER NOT NULL,       -- how many of them carried a GPU time
+  PRIMARY KEY (process_id, comm_serial, kind, func, peer, size_bucket)
+) WITHOUT ROWID;
+
+-- Finished NCCL operations that found their thread's ring full: counted here, like transfer_overflow.
+CREATE TABLE IF NOT EXISTS nccl_op_overflow (
+  process_id INTEGER NOT NULL,
+  thread_serial INTEGER NOT NULL,
+  comm_serial INTEGER NOT NULL,
+  func TEXT NOT NULL,
+  peer INTEGER NOT NULL,            -- clamped to 16 bits; -1 for collectives
+  algorithm TEXT NOT NULL,
+  protocol TEXT NOT NULL,
+  size_bucket INTEGER NOT NULL,
+  count INTEGER NOT NULL,
+  bytes INTEGER NOT NULL,
+  host_ns_total INTEGER NOT NULL,
+  PRIMARY KEY (process_id, thread_serial, comm_serial, func, peer, algorithm, protocol, size_bucket)
+) WITHOUT ROWID;
+
+-- Every finished NCCL operation counted once, whatever the load and the record mode.
+CREATE VIEW IF NOT EXISTS nccl_totals AS
+WITH parts AS (
+  SELECT process_id, comm_serial, kind, func, 1 AS ops, bytes, host_ns, gpu_ns,
+         gpu_ns IS NOT NULL AS gpu_timed, 0 AS folded
+  FROM nccl_ops WHERE state = 'done'
+  UNION ALL
+  SELECT process_id, comm_serial, kind, func, count, bytes, host_ns_total, gpu_ns_total, gpu_timed, 0
+  FROM nccl_op_summary
+  UNION ALL
+  SELECT process_id, comm_serial, CASE WHEN func IN ('Send', 'Recv') THEN 'p2p' ELSE 'coll' END,
+         func, count, bytes, host_ns_total, NULL, 0, count
+  FROM nccl_op_overflow
+)
+SELECT p.process_id, p.comm_serial, c.comm_hash, c.rank, c.nranks, p.kind, p.func,
+       SUM(p.ops) AS ops, SUM(p.bytes) AS bytes, SUM(p.host_ns) AS host_ns,
+       SUM(p.gpu_ns) AS gpu_ns, SUM(p.gpu_timed) AS gpu_timed, SUM(p.folded) AS folded
+FROM parts p LEFT JOIN nccl_comms c ON c.process_id = p.process_id AND c.comm_serial = p.comm_serial
+GROUP BY p.process_id, p.comm_serial, p.kind, p.func;
+
+-- NCCL's traffic per device pair: ranks joined across processes by comm_hash. A send counts from
+-- rank to peer, a receive from peer to rank; both sides of one transfer name the same bytes, so
+-- bytes is the larger of what the senders and the receivers recorded. NCCL does not tell the ring
+-- or tree order of a collective: only a two-rank communicator's collectives are given a pair
+-- (kind coll; bytes then sums the operations' sizes, not the bytes on the wire).
+CREATE VIEW IF NOT EXISTS nccl_pair_traffic AS
+WITH ops AS (
+  SELECT c.comm_hash, c.nranks, c.rank, o.kind, o.func, o.peer, o.bytes, o.gpu_ns
+  FROM nccl_ops o JOIN nccl_comms c ON c.process_id = o.process_id AND c.comm_serial = o.comm_serial
+  WHERE o.state = 'done'
+), directed AS (
+  SELECT comm_hash, rank AS src_rank, peer AS dst_rank, 'p2p' AS kind, 1 AS sends, 0 AS recvs,
+         bytes AS sent, 0 AS received, gpu_ns FROM ops WHERE func = 'Send'
+  UNION ALL
+  SELECT comm_hash, peer, rank, 'p2p', 0, 1, 0, bytes, gpu_ns FROM ops WHERE func = 'Recv'
+  UNION ALL
+  SELECT comm_hash, rank, 1 - rank, 'coll', 1, 0, bytes, 0, gpu_ns
+  FROM ops WHERE kind IN ('coll', 'ce') AND nranks = 2 AND rank IN (0, 1)
+), pairs AS (
+  SELECT comm_hash, src_rank, dst_rank, kind, SUM(sends) AS sends, SUM(recvs) AS recvs,
+         SUM(sent) AS sent, SUM(received) AS received,
+         SUM(CASE WHEN gpu_ns > 0 THEN sent + received END) AS timed_bytes,
+         SUM(CASE WHEN gpu_ns > 0 THEN gpu_ns END) AS gpu_ns
+  FROM directed GROUP BY 1, 2, 3, 4
+), ranks AS (
+  SELECT comm_hash, rank, hostname, device, uuid, pci_bus_id, MAX(started_ns)
+  FROM nccl_comms GROUP BY comm_hash, rank
+)
+SELECT p.comm_hash, p.kind, p.src_rank, s.hostname AS src_host, s.device AS src_device,
+       s.uuid AS src_uuid, p.dst_rank, d.hostname AS dst_host, d.device AS dst_device,
+       d.uuid AS dst_uuid, p.sends, p.recvs, MAX(p.sent, p.received) AS bytes, p.gpu_ns,
+       ROUND(p.timed_bytes * 1.0 / p.gpu_ns, 3) AS gpu_gbps
+FROM pairs p
+LEFT JOIN ranks s ON s.comm_hash = p.comm_hash AND s.rank = p.src_rank
+LEFT JOIN ranks d ON d.comm_hash = p.comm_hash AND d.rank = p.dst_rank;

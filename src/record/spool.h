@@ -108,14 +108,18 @@ static inline bool p2pg_spool_fold(struct p2pg_spool_thread *t, const struct p2p
 
 /*
  * Publishes a record. Returns the record's sequence number; P2PG_SEQ_FOLDED when the ring was full
- * and a successful transfer was folded into the aggregates instead; UINT64_MAX when it was lost
- * (counted as dropped): a ring full up to its last slot, or aggregates full too.
+ * and a successful transfer (or finished NCCL operation) was folded into the aggregates instead;
+ * UINT64_MAX when it was lost (counted as dropped): a ring full up to its last slot, or aggregates
+ * full too.
  */
 static inline uint64_t p2pg_spool_put(struct p2pg_spool_thread *t, const struct p2pg_record *r)
 {
 	uint64_t head = atomic_load_explicit(&t->head, memory_order_relaxed);
 	uint64_t tail = atomic_load_explicit(&t->tail, memory_order_acquire);
-	bool foldable = r->kind == P2PG_REC_TRANSFER && r->status == 0;
+	/* A finished NCCL operation folds like a transfer: src/record/nccl_codes.h maps its
+	 * communicator, function, peer and algorithm onto the aggregate's key. */
+	bool foldable =
+	    (r->kind == P2PG_REC_TRANSFER || r->kind == P2PG_REC_NCCL_OP) && r->status == 0;
 	if (head - tail >= (foldable ? P2PG_SPOOL_RING - P2PG_SPOOL_RESERVE : P2PG_SPOOL_RING)) {
 		if (foldable && p2pg_spool_fold(t, r))
 			return P2PG_SEQ_FOLDED;

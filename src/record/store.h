@@ -23,6 +23,7 @@ int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t e
 			 int busy_ms);
 
 struct p2pg_summary_bucket;
+struct p2pg_nccl_import;
 
 struct p2pg_pending_timing {
 	int64_t row;		/* transfers.id; 0: summarised, no row */
@@ -58,6 +59,7 @@ struct p2pg_importer {
 	void *userdata;
 	struct p2pg_pending_timing *timed; /* this pass's, handed over at commit */
 	size_t ntimed, cap_timed;
+	struct p2pg_nccl_import *nccl; /* NCCL's records (store_nccl.c) */
 };
 
 void p2pg_importer_init(struct p2pg_importer *im, enum p2pg_record_mode record);

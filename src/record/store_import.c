@@ -21,6 +21,7 @@
 #include "notice.h"
 #include "spool.h"
 #include "store-private.h"
+#include "store_nccl.h"
 
 void p2pg_importer_init(struct p2pg_importer *im, enum p2pg_record_mode record)
 {
@@ -36,6 +37,7 @@ void p2pg_importer_release(struct p2pg_importer *im)
 	free(im->buckets);
 	im->buckets = NULL;
 	im->nbuckets = 0;
+	p2pg_nccl_import_free(im);
 }
 
 /* ---- import ---- */
@@ -202,6 +204,8 @@ bool p2pg_spool_header_valid(const struct p2pg_spool_header *h)
  * there. */
 static bool record_valid(const struct p2pg_record *r)
 {
+	if (p2pg_nccl_record_kind(r->kind))
+		return p2pg_nccl_record_valid(r);
 	if (r->api >= P2PG_API_COUNT)
 		return false;
 	if (r->kind == P2PG_REC_TRANSFER)
@@ -213,6 +217,8 @@ static bool record_valid(const struct p2pg_record *r)
 
 static bool blob_valid(const struct p2pg_spool_blob *b)
 {
+	if (b->kind == P2PG_BLOB_NCCL_COMM)
+		return p2pg_nccl_blob_valid(b);
 	if (b->kind != P2PG_BLOB_FAILURE && b->kind != P2PG_BLOB_CRASH)
 		return false;
 	if (b->length > sizeof(b->text) || (b->length > 0 && b->text[b->length - 1] != '\0'))
@@ -323,7 +329,7 @@ static int flush_transfers(sqlite3 *db, struct statements *s, struct p2pg_import
 }
 
 /* A ring's overflow aggregates as they stand, in the pass's transaction. */
-static int import_aggregates(struct statements *s, int64_t process_id,
+static int import_aggregates(sqlite3 *db, struct statements *s, int64_t process_id,
 			     const struct p2pg_spool_thread *t)
 {
 	for (int k = 0; k < P2PG_SPOOL_AGGS; k++) {
@@ -334,6 +340,11 @@ static int import_aggregates(struct statements *s, int64_t process_id,
 		uint64_t count = atomic_load_explicit(&a->count, memory_order_acquire);
 		if (count == 0)
 			continue;
+		if (p2pg_nccl_agg(a)) {
+			if (p2pg_nccl_import_agg(db, process_id, t, a, count) < 0)
+				return -EIO;
+			continue;
+		}
 		sqlite3_stmt *st = s->overflow;
 		sqlite3_reset(st);
 		sqlite3_bind_int64(st, 1, process_id);
@@ -384,6 +395,8 @@ static int insert_record(sqlite3 *db, struct statements *s, struct p2pg_importer
 		if (s->batched == TRANSFER_BATCH && flush_transfers(db, s, im) < 0)
 			return -EIO;
 		return 1;
+	} else if (p2pg_nccl_record_kind(r->kind)) {
+		return p2pg_nccl_import_record(db, im, t->serial, seq, r);
 	} else if (r->kind == P2PG_REC_PEER) {
 		st = s->peer;
 		sqlite3_reset(st);
@@ -450,9 +463,11 @@ enum failure_field {
 	FF_COUNT
 };
 
-static int insert_blob(sqlite3_stmt *failure, sqlite3_stmt *crash, int64_t process_id,
+static int insert_blob(sqlite3 *db, sqlite3_stmt *failure, sqlite3_stmt *crash, int64_t process_id,
 		       const struct p2pg_spool_blob *b)
 {
+	if (b->kind == P2PG_BLOB_NCCL_COMM)
+		return p2pg_nccl_import_comm(db, process_id, b);
 	if (b->kind == P2PG_BLOB_FAILURE) {
 		const char *f[FF_COUNT];
 		blob_fields(b, f, FF_COUNT);
@@ -617,7 +632,7 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 			blob_done[k] = true;
 			continue;
 		}
-		err = insert_blob(s.failure, s.crash, im->process_id, b);
+		err = insert_blob(db, s.failure, s.crash, im->process_id, b);
 		if (err < 0)
 			goto fail;
 		blob_done[k] = true;
@@ -628,11 +643,13 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 		struct p2pg_spool_thread *t = &spool->threads[k];
 		folded[k] = atomic_load_explicit(&t->folded, memory_order_acquire);
 		if (folded[k] != im->folded[k] &&
-		    (err = import_aggregates(&s, im->process_id, t)) < 0)
+		    (err = import_aggregates(db, &s, im->process_id, t)) < 0)
 			goto fail;
 	}
 
 	if (im->record == P2PG_RECORD_SUMMARY && (err = p2pg_summary_flush(db, im)) < 0)
+		goto fail;
+	if ((err = p2pg_nccl_import_end(db, im, true)) < 0)
 		goto fail;
 
 	if (dropped != im->dropped_reported || im->invalid != im->invalid_reported) {
@@ -692,6 +709,7 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 
 fail:
 	statements_finalize(&s);
+	p2pg_nccl_import_end(db, im, false);
 	sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 	/* Their rows are gone: the next pass imports those records again and notes them then. */
 	im->ntimed = 0;

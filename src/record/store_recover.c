@@ -19,6 +19,7 @@
 #include "cleanup.h"
 #include "notice.h"
 #include "spool.h"
+#include "store_nccl.h"
 
 /* A file whose owner died before it wrote the header: all zero, no record in any ring. */
 static bool never_written(const struct p2pg_spool_layout *spool)
@@ -123,6 +124,8 @@ int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
 		int rc = 0; /* never initialised: nothing in it */
 		if (p2pg_spool_header_valid(&spool->header))
 			rc = p2pg_store_import(db, spool, &im, true);
+		if (rc >= 0)
+			p2pg_nccl_process_ended(db, im.process_id);
 		if (rc >= 0 && im.invalid > 0)
 			p2pg_notice("%s: %llu damaged record%s skipped (counted in "
 				    "processes.records_invalid)",

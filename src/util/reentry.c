@@ -1,15 +1,33 @@
 /* SPDX-License-Identifier: MIT */
 #include "reentry.h"
 
-static void (*marker)(void);
+#include <stddef.h>
 
-void p2pg_reentry_set_marker(void (*mark_own_thread)(void))
+static __thread int own_depth;
+
+static int *own_depth_of(void)
 {
-	marker = mark_own_thread;
+	return &own_depth;
+}
+
+static int *(*depth_of)(void) = own_depth_of;
+
+void p2pg_reentry_set_depth(int *(*depth)(void))
+{
+	depth_of = depth ? depth : own_depth_of;
+}
+
+void p2pg_reentry_enter(void)
+{
+	(*depth_of())++;
+}
+
+void p2pg_reentry_leave(void)
+{
+	(*depth_of())--;
 }
 
 void p2pg_reentry_mark_own_thread(void)
 {
-	if (marker)
-		marker();
+	*depth_of() = 1;
 }

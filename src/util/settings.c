@@ -125,6 +125,7 @@ static void parse_zeroed(struct p2pg_settings *s, char *(*get)(const char *name)
 	s->probe = true;
 	s->probe_timeout_ms = 5000;
 	s->stall_s = 30;
+	s->nccl = true;
 
 	const char *v;
 	bool b;
@@ -247,6 +248,13 @@ static void parse_zeroed(struct p2pg_settings *s, char *(*get)(const char *name)
 			s->quiet = b;
 		else
 			warnf(warn, "P2PGUARD_QUIET=%s is not understood (accepted: 0, 1); using 0",
+			      v);
+	}
+	if ((v = get("P2PGUARD_NCCL")) && *v) {
+		if (parse_bool(v, &b))
+			s->nccl = b;
+		else
+			warnf(warn, "P2PGUARD_NCCL=%s is not understood (accepted: 0, 1); using 1",
 			      v);
 	}
 	if ((v = get("P2PGUARD_RULES")) && *v)

@@ -46,6 +46,7 @@ struct p2pg_settings {
 	    probe_timeout_ms; /* P2PGUARD_PROBE_TIMEOUT_MS: a probe copy unfinished by then hangs */
 	unsigned stall_s;     /* P2PGUARD_STALL_S: a timed peer copy unfinished this long stalls */
 	bool quiet;	      /* P2PGUARD_QUIET: no startup banner or summary lines */
+	bool nccl;	      /* P2PGUARD_NCCL: be NCCL's profiler plugin (src/nccl/) */
 	char db_path[4096];
 	/* P2PGUARD_PAIRS as a symmetric matrix; only read when !pairs_all */
 	unsigned char pairs[P2PG_MAX_DEVICES][P2PG_MAX_DEVICES];

@@ -16,6 +16,7 @@ static const char *const names[] = {
     "P2PGUARD_RECORD",	   "P2PGUARD_GPU_TIMING", "P2PGUARD_GPU_TIMING_INTERVAL_US",
     "P2PGUARD_STAGING_MB", "P2PGUARD_PAIRS",	  "P2PGUARD_BACKTRACE",
     "P2PGUARD_PROBE",	   "P2PGUARD_RULES",	  "P2PGUARD_QUIET",
+    "P2PGUARD_NCCL",
 };
 #define NAMES (sizeof(names) / sizeof(names[0]))
 

@@ -105,5 +105,12 @@ int main(void)
 	      "stall 30s rejected: one line, 30 kept (%s)", warnings[0]);
 	parse(&s, "P2PGUARD_DB", "/tmp/x.db");
 	CHECK(strcmp(s.db_path, "/tmp/x.db") == 0, "database path");
+	parse(&s, NULL, NULL);
+	CHECK(s.nccl, "NCCL's profiler plugin: on by default");
+	parse(&s, "P2PGUARD_NCCL", "0");
+	CHECK(!s.nccl && warning_count == 0, "P2PGUARD_NCCL=0 turns it off");
+	parse(&s, "P2PGUARD_NCCL", "sometimes");
+	CHECK(s.nccl && warning_count == 1 && strstr(warnings[0], "P2PGUARD_NCCL=sometimes"),
+	      "P2PGUARD_NCCL=sometimes rejected: one line, on kept (%s)", warnings[0]);
 	return TAP_DONE();
 }

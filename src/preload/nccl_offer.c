@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Making NCCL load the guard as its profiler plugin, with no step of the user's: the constructor
+ * points NCCL_PROFILER_PLUGIN at the guard's core (libp2pguard-core.so beside this library, by its
+ * absolute path, which NCCL dlopens as given) before NCCL can read it, at its first communicator.
+ * By then the process has entered CUDA and the core is loaded and started: NCCL's dlopen of the
+ * same file gets that copy. A value the user set is kept in P2PGUARD_NCCL_CHAIN, and the core feeds
+ * that plugin (src/nccl/chain.c); a child process inherits both variables, so it does the same.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "entry.h"
+#include "notice.h"
+#include "settings.h"
+
+/* The same file, however it is named. */
+static bool same_file(const char *a, const char *b)
+{
+	struct stat x, y;
+	return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+void p2pg_nccl_offer(void)
+{
+	const struct p2pg_settings *s = p2pg_settings_get();
+	if (!s->enabled || !s->nccl)
+		return;
+	/* Absolute as LD_PRELOAD gave it, as a rule: then no system call, in every process. */
+	char where[PATH_MAX], resolved[PATH_MAX];
+	const char *core = where;
+	if (p2pg_core_path(where, sizeof(where)) < 0 ||
+	    (where[0] != '/' && !(core = realpath(where, resolved)))) {
+		p2pg_notice(
+		    "cannot find the guard's core (libp2pguard-core.so) to offer it to NCCL; "
+		    "NCCL's operations are not recorded");
+		return;
+	}
+	const char *user = getenv("NCCL_PROFILER_PLUGIN");
+	/* Set by the parent process already (a launcher's child inherits it). */
+	if (user && strcmp(user, core) == 0)
+		return;
+	/* "none": the user turned NCCL's profiler plugins off, the guard's included. */
+	if (user && strcasecmp(user, "none") == 0)
+		return;
+	if (user && *user && !same_file(user, core)) {
+		if (setenv("P2PGUARD_NCCL_CHAIN", user, 1) < 0)
+			return;
+	}
+	setenv("NCCL_PROFILER_PLUGIN", core, 1);
+}

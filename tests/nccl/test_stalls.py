@@ -1,0 +1,129 @@
+"""NCCL operations whose kernel never finishes: each rank's drainer writes a nccl_stalls row while the
+program hangs, with where the communicator's other ranks were (found in the same database by the
+communicator's hash) and the knowledge base's diagnosis: all waiting in the same operation (the
+path between the GPUs), a rank elsewhere (a desync), a rank gone, or not known. A recovery of
+the killed ranks' spools adds no second row and marks what still ran as unreported."""
+import signal
+import time
+from ncclsim import *
+
+HASH = "00000000000000aa"
+
+
+def wait_rows(db, sql, n, timeout=30):
+    deadline = time.monotonic() + timeout
+    rows = []
+    while time.monotonic() < deadline:
+        try:
+            rows = query(db, sql)
+        except Exception:
+            rows = []  # the tables may not exist yet
+        if len(rows) >= n:
+            break
+        time.sleep(0.1)
+    return rows
+
+
+def stuck(db, rank, func, seq, nranks=2, **extra):
+    p = sim_start(["--rank", rank, "--nranks", nranks, "--comm", HASH, "--device", rank,
+                   "stuck", func, seq], db=db, P2PGUARD_STALL_S=1, **extra)
+    line = p.stdout.readline()
+    check(line.strip() == "ready", "rank %d: its %s's kernel runs and does not end" % (rank, func))
+    return p
+
+
+def kill(procs):
+    for p in procs:
+        p.send_signal(signal.SIGKILL)
+        p.communicate(timeout=30)
+
+
+STALLS = ("SELECT s.rank, s.func, s.op_seq, s.peer_state, s.rule_id, s.waited_ns, s.evidence, "
+          "s.diagnosis, s.advice, o.state FROM nccl_stalls s LEFT JOIN nccl_ops o ON o.id = s.op_id "
+          "ORDER BY s.rank")
+
+# Both ranks in the same all-reduce, neither finishing: the path between them.
+db = tempdb()
+procs = [stuck(db, 0, "AllReduce", 7), stuck(db, 1, "AllReduce", 7)]
+rows = wait_rows(db, STALLS, 2)
+alive = all(p.poll() is None for p in procs)
+check(alive, "both ranks still hang when their rows are written")
+equal([(r[0], r[1], r[2], r[3], r[4]) for r in rows],
+      [(0, "AllReduce", 7, "waiting", "nccl/all-ranks-stuck-in-operation"),
+       (1, "AllReduce", 7, "waiting", "nccl/all-ranks-stuck-in-operation")],
+      "a stall per rank: the same operation, the other rank waiting in it too")
+if rows:
+    ev = json.loads(rows[0][6])
+    check(rows[0][5] >= 1e9 and ev["stall_s"] == 1 and ev["peers"] == {"1": "waiting"} and
+          ev["comm_hash"] == HASH and ev["channels"] == 2 and ev["channels_done"] == 0,
+          "evidence: the threshold, the peers' states, the channels (%s)" % rows[0][6])
+    check("ACS" in rows[0][7] and "NCCL_P2P_DISABLE=1" in rows[0][8],
+          "diagnosis (ACS/IOMMU) and advice (NCCL_P2P_DISABLE=1 to confirm)")
+    equal(rows[0][9], "running", "its nccl_ops row says it runs")
+report = cli("report", db).stdout.splitlines()
+check(len(report) > 1 and report[1] == "" and report[2] == "NCCL operations that did not finish",
+      "p2pguard report says it first (%s)" % report[:3])
+kill(procs)
+rec = cli("recover", db)
+equal(rec.returncode, 0, "p2pguard recover imports the killed ranks' spools")
+equal(scalar(db, "SELECT count(*) FROM nccl_stalls"), 2, "still one stall row per rank")
+equal(query(db, "SELECT DISTINCT state FROM nccl_ops"), [("unreported",)],
+      "what ran when the ranks died is unreported")
+
+# Rank 1 is in another collective: a desync.
+db = tempdb()
+procs = [stuck(db, 0, "AllReduce", 7), stuck(db, 1, "Broadcast", 0)]
+rows = wait_rows(db, STALLS, 2)
+kill(procs)
+equal([(r[0], r[3], r[4]) for r in rows],
+      [(0, "elsewhere", "nccl/ranks-out-of-step"), (1, "elsewhere", "nccl/ranks-out-of-step")],
+      "each rank waits in an operation the other is not in")
+
+# Both send, nobody receives: a point-to-point desync; a send with its receive posted: waiting.
+db = tempdb()
+procs = [stuck(db, 0, "Send", 0), stuck(db, 1, "Send", 0)]
+rows = wait_rows(db, STALLS, 2)
+kill(procs)
+equal([(r[0], r[1], r[3]) for r in rows], [(0, "Send", "elsewhere"), (1, "Send", "elsewhere")],
+      "two sends to each other: no receive posted, a desync")
+db = tempdb()
+procs = [stuck(db, 0, "Send", 0), stuck(db, 1, "Recv", 0)]
+rows = wait_rows(db, STALLS, 2)
+kill(procs)
+equal([(r[0], r[1], r[3]) for r in rows], [(0, "Send", "waiting"), (1, "Recv", "waiting")],
+      "a send and its receive, both unfinished: the path")
+
+# Rank 1 made the communicator and left; then a rank killed while rank 0 waits.
+db = tempdb()
+sim(["--rank", 1, "--nranks", 2, "--comm", HASH, "--device", 1, "leave"], db=db)
+procs = [stuck(db, 0, "AllReduce", 3)]
+rows = wait_rows(db, STALLS, 1)
+kill(procs)
+equal([(r[0], r[3], r[4]) for r in rows], [(0, "gone", "nccl/peer-rank-gone")],
+      "a peer that freed its communicator is gone")
+db = tempdb()
+procs = [stuck(db, 1, "AllReduce", 3)]
+kill(procs)
+procs = [stuck(db, 0, "AllReduce", 3)]
+rows = wait_rows(db, STALLS, 1)
+kill(procs)
+equal([(r[0], r[3], r[4]) for r in rows], [(0, "gone", "nccl/peer-rank-gone")],
+      "a peer whose process was killed is gone")
+
+# Alone in the database: the peers are unknown, the general rule.
+db = tempdb()
+procs = [stuck(db, 0, "AllReduce", 3, nranks=4)]
+rows = wait_rows(db, STALLS, 1)
+kill(procs)
+equal([(r[0], r[3], r[4]) for r in rows], [(0, "unknown", "nccl/operation-never-finishes")],
+      "no other rank recorded: unknown")
+if rows:
+    ev = json.loads(rows[0][6])
+    equal(ev["peers"], {"1": "unknown", "2": "unknown", "3": "unknown"}, "each peer said")
+
+# Operations that finish leave no stall, however slow the threshold.
+db = tempdb()
+sim(["allreduce", 30, 1 << 20], db=db, P2PGUARD_STALL_S=1)
+equal(scalar(db, "SELECT count(*) FROM nccl_stalls"), 0, "finished operations: no stall")
+equal(scalar(db, "SELECT count(*) FROM nccl_ops WHERE state != 'done'"), 0, "all done")
+done()
