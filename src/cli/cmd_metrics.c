@@ -298,7 +298,7 @@ static int serve(const char *db_path, const char *addr)
 
 static void usage(FILE *out)
 {
-	fputs("usage: p2pguard metrics [DATABASE] [-o FILE] [--listen [HOST:]PORT]\n"
+	fputs("Usage: p2pguard metrics [DATABASE] [-o FILE] [--listen [HOST:]PORT]\n"
 	      "\n"
 	      "Prints the database as Prometheus text exposition: copies, bytes and seconds per\n"
 	      "device pair and path, failures by rule, probe verdicts, crashes, stalls, dropped\n"

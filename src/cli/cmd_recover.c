@@ -22,14 +22,14 @@ int p2pg_cmd_recover(int argc, char **argv)
 {
 	if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
 		printf(
-		    "usage: p2pguard recover [DATABASE]\n\nImports the spools of guarded processes "
+		    "Usage: p2pguard recover [DATABASE]\n\nImports the spools of guarded processes "
 		    "that are gone (killed, crashed) into DATABASE.\n");
 		return 0;
 	}
 	if (argc == 2 && argv[1][0] == '-')
 		return p2pg_cli_unknown_option("recover", argv[1]);
 	if (argc > 2) {
-		fprintf(stderr, "usage: p2pguard recover [DATABASE]\n");
+		fprintf(stderr, "Usage: p2pguard recover [DATABASE]\n");
 		return 2;
 	}
 	return p2pg_cli_recover(p2pg_cli_db_path(argc == 2 ? argv[1] : NULL), false);

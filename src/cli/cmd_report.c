@@ -353,7 +353,7 @@ static int report_html(const char *db_path, const char *out_path)
 
 static void usage(FILE *out)
 {
-	fputs("usage: p2pguard report [DATABASE] [--json | --html FILE]\n"
+	fputs("Usage: p2pguard report [DATABASE] [--json | --html FILE]\n"
 	      "\n"
 	      "What the guard recorded: processes (how many made no peer call), transfers by pair\n"
 	      "and path, peer-access calls, failures (identical ones grouped, with diagnosis and\n"

@@ -74,7 +74,7 @@ static size_t sanitizer_prefix(const char *list)
 
 static void usage(FILE *out)
 {
-	fputs("usage: p2pguard run [--db PATH] [--mode observe|fallback|staged] [--pairs "
+	fputs("Usage: p2pguard run [--db PATH] [--mode observe|fallback|staged] [--pairs "
 	      "all|0-1,...]\n"
 	      "                    [--record all|summary] [--quiet] [--] CMD [ARG...]\n",
 	      out);

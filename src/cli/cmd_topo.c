@@ -310,7 +310,7 @@ static void print_matrix(struct pair_report rep[MAX_GPUS][MAX_GPUS], int n,
 
 static void usage(void)
 {
-	fputs("usage: p2pguard topo [--db PATH] [--bytes N] [--no-record] [--json]\n", stderr);
+	fputs("Usage: p2pguard topo [--db PATH] [--bytes N] [--no-record] [--json]\n", stderr);
 }
 
 static void json_string(const char *text)

@@ -312,7 +312,7 @@ static int write_trace(sqlite3 *db, FILE *out)
 static void usage(FILE *out)
 {
 	fputs(
-	    "usage: p2pguard trace [DATABASE] [-o FILE]\n"
+	    "Usage: p2pguard trace [DATABASE] [-o FILE]\n"
 	    "\n"
 	    "Writes the database as Chrome trace-event JSON (ui.perfetto.dev, chrome://tracing):\n"
 	    "a process per guarded process (rank in its name), a track per stream and device\n"

@@ -10,7 +10,7 @@
 static void usage(FILE *out)
 {
 	fputs(
-	    "usage: p2pguard COMMAND [ARGS]\n"
+	    "Usage: p2pguard COMMAND [ARGS]\n"
 	    "\n"
 	    "  run [OPTIONS] [--] CMD [ARG...]   run CMD under the guard, then report\n"
 	    "      --db PATH --mode observe|fallback|staged --pairs all|0-1,... --record "
