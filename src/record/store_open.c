@@ -26,6 +26,8 @@ static int add_missing_columns(sqlite3 *db, char **msg)
 	} added[] = {
 	    {"crashes", "python_stack", "TEXT"},
 	    {"processes", "records_invalid", "INTEGER NOT NULL DEFAULT 0"},
+	    /* the `p2pguard run` that started the process (P2PGUARD_RUN_ID), NULL otherwise */
+	    {"processes", "run_id", "TEXT"},
 	};
 	for (size_t k = 0; k < sizeof(added) / sizeof(added[0]); k++) {
 		if (has_column(db, added[k].table, added[k].column))
