@@ -52,6 +52,9 @@ def seed_texts(path):
     for sig, bt in con.execute("SELECT signal, backtrace FROM crashes"):
         texts["crash"].setdefault(sig, bt)
     texts["rules"] = con.execute("SELECT * FROM rules").fetchall()
+    # What a rule says, for failures whose seed row was diagnosed by another rule.
+    for rid, cause, advice in con.execute("SELECT id, root_cause, advice FROM rules"):
+        texts.setdefault("rule_text", {})[rid] = (cause, advice)
     con.close()
     return texts
 
@@ -140,7 +143,10 @@ def main():
     def fail_text(status, rule, what):
         if status in texts["fail"]:
             seed = texts["fail"][status]
-            return seed if status != 217 else (rule,) + seed[1:]
+            if seed[0] == rule or rule not in texts.get("rule_text", {}):
+                return seed
+            cause, advice = texts["rule_text"][rule]
+            return (rule, cause, advice) + seed[3:]
         return (rule, "%s: the driver said no (stand-in diagnosis)." % what,
                 "Stand-in advice for %s." % what, "#0 train.so+0x1234 enable_peers+0x10\n#1 python3+0x5678", "{}")
 
@@ -194,6 +200,7 @@ def main():
     per_proc = a.rows // P
     rows = []
     row_id = 0
+    buckets = {}
     for p in procs:
         n = per_proc + (1 if p["rank"] < a.rows % P else 0)
         t = p["started"] + 3 * 10**9
@@ -218,8 +225,17 @@ def main():
             thread = p["pid"] + (k % 3)
             sq = serial.get(thread, 0)
             serial[thread] = sq + 1
-            row_id += 1
             t += step
+            if p["record"] == "summary":
+                # Summary mode: every call in its bucket, a row only for an outlier (1 in 100).
+                key = (p["id"], api, s, d, path, size.bit_length() - 1)
+                b = buckets.setdefault(key, [0, 0, 0])
+                b[0] += 1
+                b[1] += size
+                b[2] += host_ns
+                if k % 100:
+                    continue
+            row_id += 1
             rows.append((row_id, p["id"], thread, api, s, d, size, 0x7f0000 + 16 * (k % 4), path, 0,
                          t + rnd.randrange(step // 2 + 1), host_ns, gpu_ns, k % 3, sq))
             if len(rows) >= 50000:
@@ -227,22 +243,16 @@ def main():
                 rows = []
     con.executemany("INSERT INTO transfers VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
 
-    # Summary-mode ranks: their buckets (their rows above stand for failures and outliers).
-    for p in procs:
-        if p["record"] != "summary":
-            continue
-        for s, d in same[:8]:
-            for b in (16, 20, 24):
-                con.execute("INSERT INTO transfer_summary VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                            (p["id"], "cudaMemcpyAsync", s, d, "p2p", b, 5000, 5000 * (1 << b), 0,
-                             5000 * 4000, "[0,0,0,0,0,0,0,0,0,0,0,0,5000]"))
+    # Summary-mode ranks: their buckets, which count their outliers' rows too.
+    con.executemany("INSERT INTO transfer_summary VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    [k + (v[0], v[1], 0, v[2], "[]") for k, v in buckets.items()])
     # Overflow: three ranks whose rings filled up.
     for r in (11, 12, 13):
         if r < P:
             for s, d in same[:4]:
                 con.execute("INSERT INTO transfer_overflow VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                            (procs[r]["id"], 0, procs[r]["pid"], "cudaMemcpyAsync", s, d, "p2p", 0, 12, 45000,
-                             45000 * 4096, 45000 * 2500))
+                            (procs[r]["id"], 0, procs[r]["pid"], "cudaMemcpyAsync", s, d, "p2p", 0, 12, 5000,
+                             5000 * 4096, 5000 * 2500))
     # Stalls: one pair hung in two ranks.
     for r in (21, 22):
         if r < P and G > 1:
