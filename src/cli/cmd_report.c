@@ -15,41 +15,6 @@
 #include "dbread.h"
 #include "report.h"
 
-/* Every table with a process_id column is seen through a temporary view of the same name that
- * keeps the chosen processes' rows: unqualified names find the temp schema first, so every query
- * of every form (and of the sections other files add) reads only them. */
-static int restrict_to_selection(sqlite3 *db)
-{
-	static const char list_sql[] =
-	    "SELECT m.name FROM main.sqlite_master m WHERE m.type = 'table' AND EXISTS (SELECT 1 "
-	    "FROM pragma_table_info(m.name) i WHERE i.name = 'process_id')";
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, list_sql, -1, &st, NULL) != SQLITE_OK)
-		return -EIO;
-	struct rbuf sql = {0};
-	rbuf_printf(&sql, "CREATE TEMP VIEW processes AS SELECT * FROM main.processes WHERE id IN "
-			  "(SELECT id FROM temp.chosen);");
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		const char *name = p2pg_cli_col(st, 0);
-		/* Names come from the database: quoted as identifiers, never trusted as SQL. */
-		char *q =
-		    sqlite3_mprintf("CREATE TEMP VIEW \"%w\" AS SELECT * FROM main.\"%w\" WHERE "
-				    "process_id IN (SELECT id FROM temp.chosen);",
-				    name, name);
-		if (q)
-			rbuf_printf(&sql, "%s", q);
-		sqlite3_free(q);
-	}
-	char *err = NULL;
-	int rc = sqlite3_exec(db, rbuf_str(&sql), NULL, NULL, &err);
-	if (rc != SQLITE_OK)
-		fprintf(stderr, "p2pguard report: cannot choose the run's processes: %s\n",
-			err ? err : sqlite3_errmsg(db));
-	sqlite3_free(err);
-	rbuf_free(&sql);
-	return rc == SQLITE_OK ? 0 : -EIO;
-}
-
 /* The processes of one `p2pguard run`: by the run id its guard stored, else (an older guard
  * library) those started while it ran. */
 static int choose_run(struct report *r)
@@ -91,7 +56,7 @@ static int choose_run(struct report *r)
 		sqlite3_free(err);
 		return -EIO;
 	}
-	return restrict_to_selection(r->db);
+	return p2pg_cli_restrict(r->db);
 }
 
 int report_open(struct report *r, const struct report_options *opt, bool with_series)

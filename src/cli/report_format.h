@@ -58,3 +58,13 @@ void fmt_utc(char *buf, size_t len, int64_t ns);
 
 /* The width to wrap text at: the terminal's when out is one (at least 60), else 100. */
 int fmt_width(FILE *out);
+
+/* uint64 key -> index, open addressing; keys are never 0 (callers add 1 where needed). */
+struct imap {
+	uint64_t *keys;
+	int32_t *vals;
+	size_t cap, n;
+};
+int32_t imap_get(const struct imap *m, uint64_t key);	 /* -1: absent */
+int imap_put(struct imap *m, uint64_t key, int32_t val); /* 0 or -ENOMEM */
+void imap_free(struct imap *m);

@@ -15,66 +15,6 @@
 
 const char *const report_path_names[RP_PATHS] = {"p2p", "driver", "staged", "captured", "other"};
 
-/* uint64 key -> index, open addressing; keys are never 0 (callers add 1 where needed). */
-struct imap {
-	uint64_t *keys;
-	int32_t *vals;
-	size_t cap, n;
-};
-
-static uint64_t mix(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdULL;
-	k ^= k >> 33;
-	return k;
-}
-
-static int32_t imap_get(const struct imap *m, uint64_t key)
-{
-	if (!m->cap)
-		return -1;
-	for (size_t i = mix(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		if (m->keys[i] == key)
-			return m->vals[i];
-		if (m->keys[i] == 0)
-			return -1;
-	}
-}
-
-static int imap_put(struct imap *m, uint64_t key, int32_t val)
-{
-	if ((m->n + 1) * 2 > m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 64;
-		struct imap bigger = {calloc(cap, sizeof(uint64_t)), calloc(cap, sizeof(int32_t)),
-				      cap, 0};
-		if (!bigger.keys || !bigger.vals) {
-			free(bigger.keys);
-			free(bigger.vals);
-			return -ENOMEM;
-		}
-		for (size_t i = 0; i < m->cap; i++)
-			if (m->keys[i])
-				imap_put(&bigger, m->keys[i], m->vals[i]);
-		free(m->keys);
-		free(m->vals);
-		*m = bigger;
-	}
-	size_t i = mix(key) & (m->cap - 1);
-	while (m->keys[i] && m->keys[i] != key)
-		i = (i + 1) & (m->cap - 1);
-	m->n += m->keys[i] == 0;
-	m->keys[i] = key;
-	m->vals[i] = val;
-	return 0;
-}
-
-static void imap_free(struct imap *m)
-{
-	free(m->keys);
-	free(m->vals);
-}
-
 struct maps {
 	struct imap lines, bw, procs, series;
 	const char *last_api;
