@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cleanup.h"
 #include "cli.h"
@@ -32,5 +33,13 @@ int p2pg_cmd_recover(int argc, char **argv)
 		fprintf(stderr, "Usage: p2pguard recover [DATABASE]\n");
 		return 2;
 	}
-	return p2pg_cli_recover(p2pg_cli_db_path(argc == 2 ? argv[1] : NULL), false);
+	const char *db_path = p2pg_cli_db_path(argc == 2 ? argv[1] : NULL);
+	/* Nothing at the path and no spool beside it: a mistyped path, not "recovered 0". */
+	char dir[PATH_MAX];
+	if (access(db_path, F_OK) < 0 &&
+	    (p2pg_spool_dir_for(db_path, dir, sizeof(dir)) < 0 || access(dir, F_OK) < 0)) {
+		fprintf(stderr, "p2pguard: no database at %s\n", db_path);
+		return 2;
+	}
+	return p2pg_cli_recover(db_path, false);
 }
