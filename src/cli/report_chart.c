@@ -2,6 +2,7 @@
 #include "report_chart.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,14 +80,16 @@ static void x_time_axis(FILE *out, const struct chart_frame *f, int pw, int ph)
 		double x = f->left + (range > 0 ? v / range * pw : 0);
 		char text[48];
 		label(text, sizeof(text), v, step);
-		/* A small multiple has no axis title: its last tick carries the unit. */
-		if (f->small && v + step > range * (1 + 1e-9))
+		/* A small multiple has no axis title: its last tick carries the unit, ending at the
+		 * tick so that it stays inside the chart. */
+		bool last = f->small && v > 0 && v + step > range * (1 + 1e-9);
+		if (last)
 			snprintf(text + strlen(text), sizeof(text) - strlen(text), " %s", unit);
-		fprintf(
-		    out,
-		    "<line class=\"axis\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/>"
-		    "<text class=\"tick x\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>",
-		    x, f->top + ph, x, f->top + ph + 4, x, f->top + ph + 14, text);
+		fprintf(out,
+			"<line class=\"axis\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/><text "
+			"class=\"tick x\" x=\"%.1f\" y=\"%d\" text-anchor=\"%s\">%s</text>",
+			x, f->top + ph, x, f->top + ph + 4, x, f->top + ph + 14,
+			last ? "end" : "middle", text);
 		if (range <= 0)
 			break;
 	}
