@@ -806,7 +806,8 @@ static const char style[] =
     "rect.bar{fill:#6baed6}details.pair{margin:6px 0}details>summary{cursor:pointer}"
     ".failure,.crash{border-left:4px solid #d62728;padding:4px 10px;margin:10px 0;"
     "background:#fff8f8}.count{float:right;color:#d62728}.on b{font-weight:600}"
-    ".on span{margin-right:12px}.on{overflow-wrap:anywhere}pre{white-space:pre-wrap;margin:2px 0;font-size:12px}"
+    ".on span{margin-right:12px}.on{overflow-wrap:anywhere}pre{white-space:pre-wrap;margin:2px "
+    "0;font-size:12px}"
     "code{background:#eee;padding:0 3px;overflow-wrap:anywhere}.barcell{position:relative}"
     ".barcell .bar{position:absolute;left:0;top:3px;bottom:3px;background:#c6dbef;z-index:-1}"
     ".bad{color:#d62728;font-weight:600}";
