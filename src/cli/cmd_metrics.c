@@ -247,7 +247,7 @@ static void copy_family(FILE *out, const struct copy_table *t, const char *name,
 static void copy_families(FILE *out, struct copy_table *t)
 {
 	/* Entries of equal labels (a rank that ran twice) are one series. */
-	qsort(t->v, t->n, sizeof(*t->v), cmp_labels);
+	sort_n(t->v, t->n, sizeof(*t->v), cmp_labels);
 	size_t m = 0;
 	for (size_t k = 0; k < t->n; k++) {
 		if (m && strcmp(t->v[m - 1].labels, t->v[k].labels) == 0) {

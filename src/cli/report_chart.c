@@ -145,7 +145,7 @@ static void bands(FILE *out, const struct chart_frame *f, const struct report_sa
 		}
 		if (!m)
 			continue;
-		qsort(vals, m, sizeof(float), cmp_float);
+		sort_n(vals, m, sizeof(float), cmp_float);
 		double p10 = at(vals, m, 0.1), p50 = at(vals, m, 0.5), p90 = at(vals, m, 0.9);
 		double x = f->left + (double)b * pw / bins, w = (double)pw / bins;
 		double y90 = f->top + ph - p90 / f->ymax * ph,
@@ -196,7 +196,7 @@ void chart_bandwidth(FILE *out, const struct chart_frame *f, struct report_sampl
 			    x, y, f->small ? "1.5" : "2.5", path_colors[s[k].path]);
 		}
 	} else {
-		qsort(s, n, sizeof(*s), cmp_sample_t);
+		sort_n(s, n, sizeof(*s), cmp_sample_t);
 		for (int path = 0; path < RP_PATHS; path++) {
 			bool any = false;
 			for (size_t k = 0; k < n && !any; k++)

@@ -51,7 +51,7 @@ static int cmp_int(const void *a, const void *b)
 
 void fmt_ranges(struct rbuf *b, int *values, size_t n)
 {
-	qsort(values, n, sizeof(*values), cmp_int);
+	sort_n(values, n, sizeof(*values), cmp_int);
 	bool first = true;
 	for (size_t k = 0; k < n;) {
 		size_t end = k;
@@ -82,7 +82,7 @@ static const char *or_empty(const char *s)
 
 void fmt_pairs(struct rbuf *b, struct dev_pair *pairs, size_t n)
 {
-	qsort(pairs, n, sizeof(*pairs), cmp_pair);
+	sort_n(pairs, n, sizeof(*pairs), cmp_pair);
 	/* Every ordered pair of a set of devices: said as such. */
 	int *devs = malloc((2 * n + 1) * sizeof(int));
 	size_t nd = 0, distinct_pairs = 0;
@@ -93,7 +93,7 @@ void fmt_pairs(struct rbuf *b, struct dev_pair *pairs, size_t n)
 				  pairs[k].src != pairs[k].dst;
 	}
 	if (devs) {
-		qsort(devs, nd, sizeof(int), cmp_int);
+		sort_n(devs, nd, sizeof(int), cmp_int);
 		size_t u = 0;
 		for (size_t k = 0; k < nd; k++)
 			if (k == 0 || devs[k] != devs[k - 1])
@@ -166,7 +166,7 @@ static size_t number_suffix(const char *name, size_t *ret_digits)
 
 void fmt_hosts(struct rbuf *b, char **names, size_t n, size_t max_shown)
 {
-	qsort(names, n, sizeof(*names), cmp_str);
+	sort_n(names, n, sizeof(*names), cmp_str);
 	size_t groups = 0;
 	for (size_t k = 0; k < n;) {
 		size_t digits, plen = number_suffix(names[k], &digits);

@@ -10,6 +10,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+
+/* qsort() that accepts an empty array given as NULL (qsort's own arguments must not be NULL). */
+static inline void sort_n(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+	if (n > 1)
+		qsort(base, n, size, cmp);
+}
 
 struct rbuf {
 	char *text; /* always terminated once anything was added; NULL before */

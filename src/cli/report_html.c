@@ -358,7 +358,7 @@ static void pairs(FILE *out, struct report *r)
 		order[k] = (struct ranked_series){&s->series[k],
 						  pair_p50(s, s->series[k].src, s->series[k].dst)};
 	bool all = s->nseries <= MAX_MULTIPLES;
-	qsort(order, s->nseries, sizeof(*order), all ? cmp_by_pair : cmp_ranked);
+	sort_n(order, s->nseries, sizeof(*order), all ? cmp_by_pair : cmp_ranked);
 
 	fputs("<p class=\"legend\">", out);
 	for (int k = 0; k < RP_PATHS; k++)
@@ -533,7 +533,8 @@ static void ranks(FILE *out, struct report *r)
 		float *more = realloc(hr->gbps, (hr->n + p->n + 1) * sizeof(float));
 		if (more) {
 			hr->gbps = more;
-			memcpy(hr->gbps + hr->n, p->gbps, p->n * sizeof(float));
+			if (p->n)
+				memcpy(hr->gbps + hr->n, p->gbps, p->n * sizeof(float));
 			hr->n += p->n;
 		}
 	}
@@ -543,7 +544,7 @@ static void ranks(FILE *out, struct report *r)
 	      out);
 	for (size_t j = 0; j < nhosts; j++) {
 		struct host_row *hr = &hosts[j];
-		qsort(hr->gbps, hr->n, sizeof(float), cmp_float);
+		sort_n(hr->gbps, hr->n, sizeof(float), cmp_float);
 		struct rbuf rk = {0};
 		fmt_ranges(&rk, hr->ranks, hr->nranks);
 		fputs("<tr><td>", out);

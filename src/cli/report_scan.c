@@ -442,18 +442,18 @@ int report_scan_run(sqlite3 *db, struct report_scan *s, bool with_series,
 	mark_peer_calls(db, s, "failures");
 
 	for (size_t k = 0; k < s->nbw; k++)
-		qsort(s->bw[k].gbps, s->bw[k].n, sizeof(double), cmp_double);
+		sort_n(s->bw[k].gbps, s->bw[k].n, sizeof(double), cmp_double);
 	for (size_t k = 0; k < s->nprocs; k++)
-		qsort(s->procs[k].gbps, s->procs[k].n, sizeof(float), cmp_float);
+		sort_n(s->procs[k].gbps, s->procs[k].n, sizeof(float), cmp_float);
 	/* The lookup tables hold indices: sorting comes after the last lookup by pair. */
 	struct maps *m = s->maps;
 	imap_free(&m->lines);
 	imap_free(&m->bw);
 	imap_free(&m->series);
 	m->lines = m->bw = m->series = (struct imap){0};
-	qsort(s->lines, s->nlines, sizeof(*s->lines), cmp_line);
-	qsort(s->bw, s->nbw, sizeof(*s->bw), cmp_bw);
-	qsort(s->devices, s->ndevices, sizeof(int), cmp_intp);
+	sort_n(s->lines, s->nlines, sizeof(*s->lines), cmp_line);
+	sort_n(s->bw, s->nbw, sizeof(*s->bw), cmp_bw);
+	sort_n(s->devices, s->ndevices, sizeof(int), cmp_intp);
 	return 0;
 fail:
 	if (r == -ENOMEM)

@@ -250,7 +250,7 @@ static void section_transfers(struct report *r, FILE *out)
 		if (order) {
 			for (size_t k = 0; k < s->nbw; k++)
 				order[k] = &s->bw[k];
-			qsort(order, s->nbw, sizeof(*order), cmp_p50);
+			sort_n(order, s->nbw, sizeof(*order), cmp_p50);
 			for (size_t k = 0; k < 16; k++)
 				transfer_line(out, order[k]);
 			free(order);

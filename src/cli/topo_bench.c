@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "driver.h"
+#include "report_format.h"
 #include "topo.h"
 
 #define REPEATS	       5   /* copies per timed batch */
@@ -142,7 +143,7 @@ int topo_bench_pair(const struct topo_bench_job *job, struct topo_measure *m)
 		lat[nlat] = (double)(p2pg_now_ns() - t0) / 1e3;
 	}
 	if (rc == CUDA_SUCCESS) {
-		qsort(lat, (size_t)nlat, sizeof(double), cmp_double);
+		sort_n(lat, (size_t)nlat, sizeof(double), cmp_double);
 		m->latency_us = lat[nlat / 2];
 	}
 	/* Bandwidth by size, from 4 KiB by factors of 4 up to the probe's size. */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "report_format.h"
 #include "topo.h"
 
 typedef void (*cell_fn)(const struct device_list *l, const struct pair_report *r, int s, int d,
@@ -227,10 +228,15 @@ void topo_print_text(const struct device_list *l,
 				pl += (size_t)snprintf(pairs + pl, sizeof(pairs) - pl, "%s%d-%d",
 						       pl ? "," : "", s < d ? s : d, s < d ? d : s);
 		}
-	printf("\n%d pair%s where P2P is claimed but lies, hangs or is slower than staging: %s.\n"
-	       "Run jobs on this node with P2PGUARD_MODE=staged P2PGUARD_PAIRS=%s\n"
+	char text[sizeof(which) + 128];
+	snprintf(text, sizeof(text),
+		 "%d pair%s where P2P is claimed but lies, hangs or is slower than staging: %s.",
+		 problems, problems == 1 ? "" : "s", which);
+	printf("\n");
+	fmt_wrap(stdout, text, 0, 0, 80);
+	printf("Run jobs on this node with P2PGUARD_MODE=staged P2PGUARD_PAIRS=%s\n"
 	       "(or P2PGUARD_MODE=fallback, which probes each pair at its first use).\n",
-	       problems, problems == 1 ? "" : "s", which, pairs);
+	       pairs);
 }
 
 static void json_string(const char *text)

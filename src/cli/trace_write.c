@@ -299,7 +299,7 @@ static int read_rows(struct trace *t, struct report_progress *progress)
 			return -ENOMEM;
 		for (size_t k = 0; k < t->nrows; k++)
 			starts[k] = t->rows[k].start;
-		qsort(starts, t->nrows, sizeof(int64_t), cmp_i64);
+		sort_n(starts, t->nrows, sizeof(int64_t), cmp_i64);
 		int64_t last = starts[t->opt->limit - 1];
 		free(starts);
 		size_t m = 0;
@@ -311,7 +311,7 @@ static int read_rows(struct trace *t, struct report_progress *progress)
 		t->nrows = m;
 	}
 	progress_stage(progress, "sorting transfers", 0);
-	qsort(t->rows, t->nrows, sizeof(*t->rows), cmp_row);
+	sort_n(t->rows, t->nrows, sizeof(*t->rows), cmp_row);
 	return 0;
 }
 

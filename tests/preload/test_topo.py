@@ -74,7 +74,8 @@ proc = topo(db, SIMCUDA_P2P_CORRUPT="0-1")
 equal(proc.returncode, 1, "P2P corrupt: exit 1")
 equal(matrix(proc.stdout), {(0, 1): "WRONG", (1, 0): "WRONG"}, "P2P corrupt: the matrix says WRONG")
 check("2 pairs where P2P is claimed but lies" in proc.stdout, "P2P corrupt: and says what to do about it")
-check("0->1 WRONG, 1->0 WRONG" in proc.stdout and "P2PGUARD_MODE=staged P2PGUARD_PAIRS=0-1\n" in proc.stdout,
+check("0->1 WRONG, 1->0 WRONG" in " ".join(proc.stdout.split()) and
+      "P2PGUARD_MODE=staged P2PGUARD_PAIRS=0-1\n" in proc.stdout,
       "P2P corrupt: the hint names the bad pairs (%s)" % proc.stdout[proc.stdout.find("pairs where"):].strip())
 rows = query(db, "SELECT device, peer_device, api, rule_id, status FROM failures ORDER BY device")
 equal(rows, [(0, 1, "p2pguard_probe", "p2p/copy-returns-wrong-data", 0),
