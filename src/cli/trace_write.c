@@ -463,10 +463,16 @@ static void transfers(struct trace *t, struct report_progress *progress)
 static void processes(struct trace *t)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	/* Calls that found their ring full have no slice: each process says how many. */
+	bool overflow = p2pg_cli_has_table(t->db, "transfer_overflow");
 	if (sqlite3_prepare_v2(
 		t->db,
-		"SELECT id, pid, hostname, rank, cmdline, mode FROM processes ORDER BY "
-		"coalesce(rank, 1 << 30), hostname, id",
+		overflow ? "SELECT id, pid, hostname, rank, cmdline, mode, (SELECT "
+			   "coalesce(sum(count), 0) FROM transfer_overflow o WHERE "
+			   "o.process_id = p.id) FROM processes p ORDER BY coalesce(rank, 1 << "
+			   "30), hostname, id"
+			 : "SELECT id, pid, hostname, rank, cmdline, mode, 0 FROM processes "
+			   "ORDER BY coalesce(rank, 1 << 30), hostname, id",
 		-1, &st, NULL) != SQLITE_OK)
 		return;
 	struct out *o = t->out;
@@ -499,8 +505,12 @@ static void processes(struct trace *t)
 		char labels[256];
 		n = rank ? snprintf(labels, sizeof(labels), "rank %d, ", sqlite3_column_int(st, 3))
 			 : 0;
-		snprintf(labels + n, sizeof(labels) - (size_t)n, "host %s, mode %s",
-			 p2pg_cli_col(st, 2) ?: "?", p2pg_cli_col(st, 5) ?: "?");
+		n += snprintf(labels + n, sizeof(labels) - (size_t)n, "host %s, mode %s",
+			      p2pg_cli_col(st, 2) ?: "?", p2pg_cli_col(st, 5) ?: "?");
+		if (sqlite3_column_int64(st, 6) > 0 && n < (int)sizeof(labels))
+			snprintf(labels + n, sizeof(labels) - (size_t)n,
+				 ", %lld copy calls in transfer_overflow (no slice)",
+				 sqlite3_column_int64(st, 6));
 		sep(o);
 		PUTS(o, "{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":");
 		put_i64(o, id);
@@ -648,6 +658,17 @@ static int64_t earliest_ns(sqlite3 *db)
 	return sqlite3_column_int64(st, 0);
 }
 
+static int64_t overflow_calls(sqlite3 *db)
+{
+	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	if (!p2pg_cli_has_table(db, "transfer_overflow") ||
+	    sqlite3_prepare_v2(db, "SELECT coalesce(sum(count), 0) FROM transfer_overflow", -1, &st,
+			       NULL) != SQLITE_OK ||
+	    sqlite3_step(st) != SQLITE_ROW)
+		return 0;
+	return sqlite3_column_int64(st, 0);
+}
+
 int trace_write(sqlite3 *db, const struct trace_options *opt, FILE *f)
 {
 	_cleanup_free_ struct out *o = calloc(1, sizeof(*o));
@@ -681,7 +702,10 @@ int trace_write(sqlite3 *db, const struct trace_options *opt, FILE *f)
 	put_str(o, clock_names[opt->clock]);
 	PUTS(o, "\",\"ts_zero_unix_ns\":\"");
 	put_i64(o, t.base_ns);
-	PUTS(o, "\"},\"traceEvents\":[");
+	PUTS(o, "\",\"calls_in_transfer_overflow\":");
+	put_i64(o, overflow_calls(db));
+	PUTS(o, ",\"calls_in_transfer_overflow_means\":\"copy calls that found their thread's ring "
+		"full: counted, no row, so no slice\"},\"traceEvents\":[");
 	processes(&t);
 	transfers(&t, &progress);
 	progress_stage(&progress, "writing failures, crashes and stalls", 0);

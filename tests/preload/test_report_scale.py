@@ -170,7 +170,11 @@ equal(round(s["ts"] * 1000) + base, row[1], "trace: ts + baseTimeNanoseconds is 
 t = trace("--rank", "0", "--clock", "unix")
 s = next(e for e in t["traceEvents"] if e["ph"] == "X" and e["args"]["transfer_id"] == row[0])
 check(t["baseTimeNanoseconds"] == 0 and abs(s["ts"] * 1000 - row[1]) < 1000, "trace --clock unix: Unix microseconds")
-instants = [e for e in trace()["traceEvents"] if e["ph"] == "i"]
+whole = trace()
+equal(whole["otherData"]["calls_in_transfer_overflow"], folded, "trace: the overflow totals in otherData")
+check(any("copy calls in transfer_overflow" in e["args"].get("labels", "") for e in whole["traceEvents"]
+          if e["name"] == "process_labels"), "trace: and in the labels of the processes that overflowed")
+instants = [e for e in whole["traceEvents"] if e["ph"] == "i"]
 equal(sum(e["cat"] in ("failure", "probe") for e in instants), scalar(big, "SELECT count(*) FROM failures"),
       "trace: every failure an instant")
 equal(sum(e["cat"] == "stall" for e in instants), 2, "trace: the stalls as instants")
