@@ -14,12 +14,16 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 db=$(mktemp -d /tmp/p2pguard-demo.XXXXXX)/p2pguard.db
 p2pguard=build/src/cli/p2pguard
 
-step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
+# Bold commands on a terminal only: into a pipe or a file, plain text.
+if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold='' plain=''; fi
+step() { printf '\n%s$ %s%s\n' "$bold" "$*" "$plain"; }
+# The test program's own lines for the test suite (EXPECT ..., CASE ...) say nothing to a reader.
+program_output() { grep -v -E '^(EXPECT|CASE) ' || true; }
 
 step p2pguard run --db "$db" -- rt_peer basic
-$p2pguard run --db "$db" -- build/tests/programs/rt_peer basic
+$p2pguard run --db "$db" -- build/tests/programs/rt_peer basic | program_output
 step p2pguard run --db "$db" -- rt_peer errors
-$p2pguard run --db "$db" -- build/tests/programs/rt_peer errors || true
+{ $p2pguard run --db "$db" -- build/tests/programs/rt_peer errors || true; } | program_output
 
 step sqlite3 -box "$db" "SELECT api, src_device, dst_device, bytes, path, host_ns, gpu_ns FROM transfers"
 sqlite3 -box "$db" "SELECT api, src_device, dst_device, bytes, path, host_ns, gpu_ns FROM transfers"

@@ -183,7 +183,8 @@ struct p2pg_spool_header {
 	uint32_t aggs;
 	uint32_t reserve;
 	char cmdline[2048];
-	uint8_t pad[4096 - 2264];
+	char run_id[40]; /* P2PGUARD_RUN_ID, set by `p2pguard run` for the processes of one run */
+	uint8_t pad[4096 - 2304];
 };
 _Static_assert(sizeof(struct p2pg_spool_header) == 4096, "header is one page");
 

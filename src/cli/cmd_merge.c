@@ -227,7 +227,7 @@ detach:
 
 static void usage(FILE *out)
 {
-	fputs("usage: p2pguard merge OUT.db IN.db...\n"
+	fputs("Usage: p2pguard merge OUT.db IN.db...\n"
 	      "\n"
 	      "Adds the processes of each input database (nodes, ranks) to OUT.db, created if\n"
 	      "needed, with all their rows; hostname and rank kept. A process already in OUT.db\n"
@@ -252,7 +252,7 @@ int p2pg_cmd_merge(int argc, char **argv)
 			return p2pg_cli_unknown_option("merge", argv[k]);
 	}
 	if (argc - first < 2) {
-		fprintf(stderr, "usage: p2pguard merge OUT.db IN.db...\n");
+		fprintf(stderr, "Usage: p2pguard merge OUT.db IN.db...\n");
 		return 2;
 	}
 	const char *out_path = argv[first];

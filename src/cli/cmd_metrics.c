@@ -1,190 +1,424 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * p2pguard metrics: the database as Prometheus text exposition (format 0.0.4), for node_exporter's
- * textfile collector or, with --listen, for a scrape of /metrics. Counters only: a fleet's
- * Prometheus aggregates across nodes and takes rates.
+ * textfile collector or, with --listen, for a scrape of /metrics (metrics_serve.c). Counters only:
+ * a fleet's Prometheus aggregates across nodes and takes rates. The copy families are labelled by
+ * host, rank, device pair and path and, where the database has the devices table, by the physical
+ * GPUs under dcgm-exporter's own label names (gpu, UUID, pci_bus_id; peer_gpu for the other end,
+ * as its P2P status metric has it), so that they join with its series.
  */
 #include <errno.h>
-#include <netdb.h>
-#include <signal.h>
+#include <fcntl.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cleanup.h"
 #include "cli.h"
 #include "dbread.h"
+#include "metrics.h"
+#include "report.h"
 
 /* A label value: backslash, double quote and newline escaped, as the format wants. */
-static void label(FILE *out, const char *name, const char *value, bool first)
+static void label(struct rbuf *b, const char *name, const char *value, bool first)
 {
-	fprintf(out, "%s%s=\"", first ? "" : ",", name);
+	rbuf_printf(b, "%s%s=\"", first ? "" : ",", name);
 	for (const char *p = value ? value : ""; *p; p++) {
 		if (*p == '\\' || *p == '"')
-			fputc('\\', out);
-		if (*p == '\n')
-			fputs("\\n", out);
+			rbuf_printf(b, "\\%c", *p);
+		else if (*p == '\n')
+			rbuf_printf(b, "\\n");
 		else
-			fputc(*p, out);
+			rbuf_printf(b, "%c", *p);
 	}
-	fputc('"', out);
+	rbuf_printf(b, "\"");
 }
 
-static void family(FILE *out, const char *name, const char *type, const char *help)
+static void family(FILE *out, const char *name, const char *help)
 {
-	fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	fprintf(out, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
 }
 
 /*
  * One sample per row of sql: the first nlabels columns are the labels (names in labels[]), the
  * last one the value.
  */
-static void samples(FILE *out, sqlite3 *db, const char *name, const char *sql,
+static void counter(FILE *out, sqlite3 *db, const char *name, const char *help, const char *sql,
 		    const char *const *labels, int nlabels)
 {
+	family(out, name, help);
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		return;
 	while (sqlite3_step(st) == SQLITE_ROW) {
-		fputs(name, out);
-		if (nlabels) {
-			fputc('{', out);
-			for (int k = 0; k < nlabels; k++)
-				label(out, labels[k], p2pg_cli_col(st, k), k == 0);
-			fputc('}', out);
-		}
+		struct rbuf b = {0};
+		for (int k = 0; k < nlabels; k++)
+			label(&b, labels[k], p2pg_cli_col(st, k), k == 0);
 		if (sqlite3_column_type(st, nlabels) == SQLITE_INTEGER)
-			fprintf(out, " %lld\n", sqlite3_column_int64(st, nlabels));
+			fprintf(out, "%s{%s} %lld\n", name, rbuf_str(&b),
+				sqlite3_column_int64(st, nlabels));
 		else
-			fprintf(out, " %.9g\n", sqlite3_column_double(st, nlabels));
+			fprintf(out, "%s{%s} %.9g\n", name, rbuf_str(&b),
+				sqlite3_column_double(st, nlabels));
+		rbuf_free(&b);
 	}
 }
 
-/* A counter family and its samples: every family here but the stalls' (whose query depends on the
- * database's age) is one query. */
-static void counter(FILE *out, sqlite3 *db, const char *name, const char *help, const char *sql,
-		    const char *const *labels, int nlabels)
+/* The copies of one (process, pair, path), then of one label set. */
+struct copies {
+	int64_t process;
+	int src, dst, path;
+	char *labels;
+	int64_t calls, bytes, failed, timed, timed_bytes, timed_ns, folded;
+};
+
+struct copy_table {
+	struct copies *v;
+	size_t n, cap;
+	struct imap index;
+};
+
+static struct copies *copies_for(struct copy_table *t, int64_t process, int src, int dst, int path)
 {
-	family(out, name, "counter", help);
-	samples(out, db, name, sql, labels, nlabels);
+	uint64_t key = ((uint64_t)process << 36 | (uint64_t)(uint16_t)src << 20 |
+			(uint64_t)(uint16_t)dst << 4 | (uint64_t)path) +
+		       1;
+	int32_t i = imap_get(&t->index, key);
+	if (i >= 0)
+		return &t->v[i];
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 256;
+		struct copies *bigger = realloc(t->v, cap * sizeof(*bigger));
+		if (!bigger)
+			return NULL;
+		t->v = bigger;
+		t->cap = cap;
+	}
+	if (imap_put(&t->index, key, (int32_t)t->n) < 0)
+		return NULL;
+	t->v[t->n] = (struct copies){.process = process, .src = src, .dst = dst, .path = path};
+	return &t->v[t->n++];
 }
 
-/* Every way a copy is recorded: a row each (record=all), summary buckets (record=summary; that
- * process's rows are its failures and outliers, already in the buckets), and the overflow
- * aggregates of calls that found their ring full (no row of their own). */
-#define COPIES_ROWS_AND_SUMMARY                                                                 \
-	"WITH copies AS (SELECT p.hostname AS host, t.src_device AS src, t.dst_device AS dst, " \
-	"coalesce(t.path, 'unknown') AS path, 1 AS n, coalesce(t.bytes, 0) AS bytes, "          \
-	"coalesce(t.gpu_ns, t.host_ns, 0) AS ns, t.status != 0 AS failed "                      \
-	"FROM transfers t JOIN processes p ON p.id = t.process_id "                             \
-	"WHERE t.process_id NOT IN (SELECT process_id FROM transfer_summary) "                  \
-	"UNION ALL SELECT p.hostname, s.src_device, s.dst_device, s.path, s.count, s.bytes, "   \
-	"s.host_ns_total, s.failures FROM transfer_summary s JOIN processes p ON p.id = "       \
-	"s.process_id"
-#define COPIES_OVERFLOW                                                                        \
-	" UNION ALL SELECT p.hostname, o.src_device, o.dst_device, o.path, o.count, o.bytes, " \
-	"o.host_ns_total, o.status != 0 FROM transfer_overflow o JOIN processes p ON p.id = "  \
-	"o.process_id"
-#define COPIES_SUM                                                                         \
-	") SELECT host, src, dst, path, sum(n) AS n, sum(bytes) AS bytes, sum(ns) AS ns, " \
-	"sum(failed) AS failed FROM copies GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"
-
-static int write_metrics(sqlite3 *db, FILE *out)
+static int path_of(const char *path)
 {
-	static const char *const pair[] = {"hostname", "src", "dst", "path"};
-	static const char *const host[] = {"hostname"};
+	for (int k = 0; k < RP_OTHER; k++)
+		if (path && strcmp(path, report_path_names[k]) == 0)
+			return k;
+	return RP_OTHER;
+}
 
-	/* One pass over the copies for the four families that count them (temporary tables live
-	 * apart from the read-only database). */
-	char *err = NULL;
-	/* A database older than the overflow aggregates has no such table. */
-	const char *sql =
-	    p2pg_cli_has_table(db, "transfer_overflow")
-		? "CREATE TEMP TABLE IF NOT EXISTS pairs AS " COPIES_ROWS_AND_SUMMARY
-		      COPIES_OVERFLOW COPIES_SUM
-		: "CREATE TEMP TABLE IF NOT EXISTS pairs AS " COPIES_ROWS_AND_SUMMARY COPIES_SUM;
-	if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
-		fprintf(stderr, "p2pguard metrics: cannot count the copies: %s\n",
-			err ? err : sqlite3_errmsg(db));
-		sqlite3_free(err);
+/* Rows, summary buckets (whose processes' rows they already count) and overflow aggregates. */
+static int read_copies(sqlite3 *db, struct copy_table *t)
+{
+	struct imap summary = {0};
+	_cleanup_sqlite_stmt_ sqlite3_stmt *sum = NULL, *st = NULL;
+	if (sqlite3_prepare_v2(db, "SELECT DISTINCT process_id FROM transfer_summary", -1, &sum,
+			       NULL) == SQLITE_OK)
+		while (sqlite3_step(sum) == SQLITE_ROW)
+			imap_put(&summary, (uint64_t)sqlite3_column_int64(sum, 0) + 1, 1);
+	if (sqlite3_prepare_v2(
+		db,
+		"SELECT process_id, src_device, dst_device, path, bytes, status, gpu_ns "
+		"FROM transfers WHERE src_device IS NOT NULL AND dst_device IS NOT NULL",
+		-1, &st, NULL) != SQLITE_OK) {
+		imap_free(&summary);
 		return -EIO;
 	}
+	int r = 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		int64_t process = sqlite3_column_int64(st, 0);
+		struct copies *c =
+		    copies_for(t, process, sqlite3_column_int(st, 1), sqlite3_column_int(st, 2),
+			       path_of(p2pg_cli_col(st, 3)));
+		if (!c) {
+			r = -ENOMEM;
+			break;
+		}
+		int64_t bytes = sqlite3_column_int64(st, 4), ns = sqlite3_column_int64(st, 6);
+		bool ok = sqlite3_column_int(st, 5) == 0;
+		if (imap_get(&summary, (uint64_t)process + 1) < 0) {
+			c->calls++;
+			c->bytes += bytes;
+			c->failed += !ok;
+		}
+		if (ok && ns > 0) {
+			c->timed++;
+			c->timed_bytes += bytes;
+			c->timed_ns += ns;
+		}
+	}
+	imap_free(&summary);
+	static const char *const aggregates[] = {
+	    "SELECT process_id, src_device, dst_device, path, count, bytes, failures, 0 FROM "
+	    "transfer_summary",
+	    "SELECT process_id, src_device, dst_device, path, count, bytes, 0, count FROM "
+	    "transfer_overflow"};
+	for (int a = 0; a < 2 && r == 0; a++) {
+		_cleanup_sqlite_stmt_ sqlite3_stmt *ag = NULL;
+		if (sqlite3_prepare_v2(db, aggregates[a], -1, &ag, NULL) != SQLITE_OK)
+			continue; /* an older database without the table */
+		while (sqlite3_step(ag) == SQLITE_ROW) {
+			struct copies *c =
+			    copies_for(t, sqlite3_column_int64(ag, 0), sqlite3_column_int(ag, 1),
+				       sqlite3_column_int(ag, 2), path_of(p2pg_cli_col(ag, 3)));
+			if (!c) {
+				r = -ENOMEM;
+				break;
+			}
+			c->calls += sqlite3_column_int64(ag, 4);
+			c->bytes += sqlite3_column_int64(ag, 5);
+			c->failed += sqlite3_column_int64(ag, 6);
+			c->folded += sqlite3_column_int64(ag, 7);
+		}
+	}
+	return r;
+}
 
-	counter(out, db, "p2pguard_peer_copies_total",
-		"Cross-device copy calls the guard recorded, by device pair and path.",
-		"SELECT host, src, dst, path, n FROM temp.pairs", pair, 4);
-	counter(out, db, "p2pguard_peer_copy_bytes_total",
-		"Bytes of the cross-device copy calls, by device pair and path.",
-		"SELECT host, src, dst, path, bytes FROM temp.pairs", pair, 4);
-	counter(out, db, "p2pguard_peer_copy_seconds_total",
-		"Time of the cross-device copies (GPU time where measured, host time otherwise).",
-		"SELECT host, src, dst, path, ns / 1e9 FROM temp.pairs", pair, 4);
-	counter(out, db, "p2pguard_peer_copy_failures_total",
-		"Cross-device copy calls that returned an error, by device pair and path.",
-		"SELECT host, src, dst, path, failed FROM temp.pairs", pair, 4);
+/* Each entry's label text: host, rank, pair, path, and the physical GPUs where known. */
+static int label_copies(sqlite3 *db, struct copy_table *t, bool devices)
+{
+	_cleanup_sqlite_stmt_ sqlite3_stmt *proc = NULL, *dev = NULL;
+	if (sqlite3_prepare_v2(db, "SELECT hostname, rank FROM processes WHERE id = ?1", -1, &proc,
+			       NULL) != SQLITE_OK ||
+	    (devices &&
+	     sqlite3_prepare_v2(db,
+				"SELECT physical_index, uuid, pci_bus_id FROM devices WHERE "
+				"process_id = ?1 AND ordinal = ?2",
+				-1, &dev, NULL) != SQLITE_OK))
+		return -EIO;
+	for (size_t k = 0; k < t->n; k++) {
+		struct copies *c = &t->v[k];
+		struct rbuf b = {0};
+		char num[16];
+		sqlite3_reset(proc);
+		sqlite3_bind_int64(proc, 1, c->process);
+		bool found = sqlite3_step(proc) == SQLITE_ROW;
+		label(&b, "hostname", found ? p2pg_cli_col(proc, 0) : "", true);
+		label(&b, "rank", found ? p2pg_cli_col(proc, 1) : "", false);
+		snprintf(num, sizeof(num), "%d", c->src);
+		label(&b, "src", num, false);
+		snprintf(num, sizeof(num), "%d", c->dst);
+		label(&b, "dst", num, false);
+		label(&b, "path", report_path_names[c->path], false);
+		if (devices) {
+			static const char *const names[2][3] = {
+			    {"gpu", "UUID", "pci_bus_id"},
+			    {"peer_gpu", "peer_UUID", "peer_pci_bus_id"}};
+			for (int end = 0; end < 2; end++) {
+				sqlite3_reset(dev);
+				sqlite3_bind_int64(dev, 1, c->process);
+				sqlite3_bind_int(dev, 2, end ? c->dst : c->src);
+				bool known = sqlite3_step(dev) == SQLITE_ROW;
+				for (int n = 0; n < 3; n++)
+					label(&b, names[end][n], known ? p2pg_cli_col(dev, n) : "",
+					      false);
+			}
+		}
+		c->labels = b.text ? b.text : strdup("");
+		if (!c->labels)
+			return -ENOMEM;
+	}
+	return 0;
+}
 
-	static const char *const rule[] = {"hostname", "api", "rule", "error"};
-	counter(out, db, "p2pguard_failures_total",
-		"Failed peer calls and probe findings, by API, knowledge-base rule and error.",
-		"SELECT p.hostname, f.api, coalesce(f.rule_id, 'none'), coalesce(f.error_name, "
-		"f.status), count(*) FROM failures f JOIN processes p ON p.id = f.process_id "
-		"GROUP BY 1, 2, 3, 4",
-		rule, 4);
+static int cmp_labels(const void *a, const void *b)
+{
+	return strcmp(((const struct copies *)a)->labels, ((const struct copies *)b)->labels);
+}
 
+static void copy_family(FILE *out, const struct copy_table *t, const char *name, const char *help,
+			size_t field)
+{
+	family(out, name, help);
+	for (size_t k = 0; k < t->n; k++) {
+		const int64_t *v = (const int64_t *)((const char *)&t->v[k] + field);
+		if (field == offsetof(struct copies, timed_ns))
+			fprintf(out, "%s{%s} %.9g\n", name, t->v[k].labels, (double)*v / 1e9);
+		else
+			fprintf(out, "%s{%s} %lld\n", name, t->v[k].labels, (long long)*v);
+	}
+}
+
+static void copy_families(FILE *out, struct copy_table *t)
+{
+	/* Entries of equal labels (a rank that ran twice) are one series. */
+	sort_n(t->v, t->n, sizeof(*t->v), cmp_labels);
+	size_t m = 0;
+	for (size_t k = 0; k < t->n; k++) {
+		if (m && strcmp(t->v[m - 1].labels, t->v[k].labels) == 0) {
+			struct copies *to = &t->v[m - 1];
+			to->calls += t->v[k].calls;
+			to->bytes += t->v[k].bytes;
+			to->failed += t->v[k].failed;
+			to->timed += t->v[k].timed;
+			to->timed_bytes += t->v[k].timed_bytes;
+			to->timed_ns += t->v[k].timed_ns;
+			to->folded += t->v[k].folded;
+			free(t->v[k].labels);
+			continue;
+		}
+		t->v[m++] = t->v[k];
+	}
+	t->n = m;
+	copy_family(out, t, "p2pguard_peer_copies_total",
+		    "Cross-device copy calls, every one counted once (rows, summary buckets, "
+		    "overflow), by host, rank, device pair and path.",
+		    offsetof(struct copies, calls));
+	copy_family(out, t, "p2pguard_peer_copy_bytes_total",
+		    "Bytes of all the cross-device copy calls.", offsetof(struct copies, bytes));
+	copy_family(out, t, "p2pguard_peer_copy_failures_total",
+		    "Cross-device copy calls that returned an error.",
+		    offsetof(struct copies, failed));
+	copy_family(out, t, "p2pguard_peer_copies_timed_total",
+		    "Successful copies whose copy time is known (GPU-timed asynchronous copies and "
+		    "synchronous ones): the only ones bandwidth is computed from.",
+		    offsetof(struct copies, timed));
+	copy_family(out, t, "p2pguard_peer_copy_timed_bytes_total",
+		    "Bytes of the copies whose copy time is known (divide by "
+		    "p2pguard_peer_copy_seconds_total for bandwidth).",
+		    offsetof(struct copies, timed_bytes));
+	copy_family(out, t, "p2pguard_peer_copy_seconds_total",
+		    "Copy time of the copies whose copy time is known (GPU time, or a synchronous "
+		    "call's duration); copies without one add nothing.",
+		    offsetof(struct copies, timed_ns));
+	family(out, "p2pguard_peer_copies_untimed_total",
+	       "Successful copies without a copy time (asynchronous and not GPU-timed, in overflow "
+	       "or in summary buckets): counted, never divided.");
+	for (size_t k = 0; k < t->n; k++) {
+		const struct copies *c = &t->v[k];
+		long long untimed = c->calls - c->failed - c->timed;
+		fprintf(out, "p2pguard_peer_copies_untimed_total{%s} %lld\n", c->labels,
+			untimed > 0 ? untimed : 0);
+	}
+	copy_family(out, t, "p2pguard_peer_copies_folded_total",
+		    "Copy calls that found their thread's ring full: counted in transfer_overflow "
+		    "(also in p2pguard_peer_copies_total), no row.",
+		    offsetof(struct copies, folded));
+}
+
+/* Processes that made no peer call, per host: no copy counted above, no peer-access call, no
+ * failure. Read here from what was counted: a NOT EXISTS per process over an unindexed transfers
+ * table took seconds on a million rows. */
+static void idle_processes(FILE *out, sqlite3 *db, const struct copy_table *t)
+{
+	struct imap busy = {0};
+	for (size_t k = 0; k < t->n; k++)
+		imap_put(&busy, (uint64_t)t->v[k].process + 1, 1);
+	static const char *const busy_sql[] = {"SELECT DISTINCT process_id FROM peer_access",
+					       "SELECT DISTINCT process_id FROM failures"};
+	for (int q = 0; q < 2; q++) {
+		_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+		if (sqlite3_prepare_v2(db, busy_sql[q], -1, &st, NULL) == SQLITE_OK)
+			while (sqlite3_step(st) == SQLITE_ROW)
+				imap_put(&busy, (uint64_t)sqlite3_column_int64(st, 0) + 1, 1);
+	}
+	family(out, "p2pguard_processes_without_peer_calls_total",
+	       "Guarded processes that made no peer call (no transfer, peer access or failure).");
+	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, "SELECT hostname, id FROM processes ORDER BY 1", -1, &st,
+			       NULL) != SQLITE_OK) {
+		imap_free(&busy);
+		return;
+	}
+	char *host = NULL;
+	long long idle = 0;
+	bool any = false;
+	for (;;) {
+		bool row = sqlite3_step(st) == SQLITE_ROW;
+		const char *h = row ? p2pg_cli_col(st, 0) : NULL;
+		if (any && (!row || strcmp(h ? h : "", host ? host : "") != 0)) {
+			struct rbuf b = {0};
+			label(&b, "hostname", host, true);
+			fprintf(out, "p2pguard_processes_without_peer_calls_total{%s} %lld\n",
+				rbuf_str(&b), idle);
+			rbuf_free(&b);
+			idle = 0;
+		}
+		if (!row)
+			break;
+		if (!any || strcmp(h ? h : "", host ? host : "") != 0) {
+			free(host);
+			host = h ? strdup(h) : NULL;
+		}
+		any = true;
+		idle += imap_get(&busy, (uint64_t)sqlite3_column_int64(st, 1) + 1) < 0;
+	}
+	free(host);
+	imap_free(&busy);
+}
+
+int p2pg_metrics_write(sqlite3 *db, FILE *out)
+{
+	struct copy_table t = {0};
+	int r = read_copies(db, &t);
+	if (r == 0)
+		r = label_copies(db, &t, p2pg_cli_has_table(db, "devices"));
+	if (r < 0) {
+		fprintf(stderr, "p2pguard metrics: cannot count the copies: %s\n",
+			r == -ENOMEM ? "out of memory" : sqlite3_errmsg(db));
+		goto out;
+	}
+	copy_families(out, &t);
+
+	static const char *const rule[] = {"hostname", "rank", "api", "rule", "error"};
+	counter(
+	    out, db, "p2pguard_failures_total",
+	    "Failed peer calls and probe findings, by host, rank, API, knowledge-base rule and "
+	    "error.",
+	    "SELECT p.hostname, p.rank, f.api, coalesce(f.rule_id, 'none'), "
+	    "coalesce(f.error_name, f.status), count(*) FROM failures f JOIN processes p ON p.id "
+	    "= f.process_id GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5",
+	    rule, 5);
 	static const char *const verdict[] = {"hostname", "src", "dst", "verdict"};
 	counter(out, db, "p2pguard_probe_verdicts_total",
 		"Health-probe findings other than ok, by device pair and verdict.",
 		"SELECT p.hostname, f.device, f.peer_device, json_extract(f.evidence, "
 		"'$.p2p_probe'), count(*) FROM failures f JOIN processes p ON p.id = f.process_id "
 		"WHERE json_valid(f.evidence) AND json_extract(f.evidence, '$.p2p_probe') IS NOT "
-		"NULL GROUP BY 1, 2, 3, 4",
+		"NULL GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
 		verdict, 4);
-
-	static const char *const sig[] = {"hostname", "signal"};
+	static const char *const sig[] = {"hostname", "rank", "signal"};
 	counter(out, db, "p2pguard_crashes_total",
-		"Guarded processes that died of a fatal signal, by signal number.",
-		"SELECT p.hostname, c.signal, count(*) FROM crashes c JOIN processes p ON p.id = "
-		"c.process_id GROUP BY 1, 2",
-		sig, 2);
-
-	family(out, "p2pguard_stalls_total", "counter",
-	       "Peer copies still unfinished past P2PGUARD_STALL_S, by device pair.");
-	if (p2pg_cli_has_table(db, "stalls") && p2pg_cli_has_column(db, "stalls", "src_device") &&
-	    p2pg_cli_has_column(db, "stalls", "dst_device")) {
-		static const char *const spair[] = {"hostname", "src", "dst"};
-		samples(out, db, "p2pguard_stalls_total",
-			"SELECT p.hostname, s.src_device, s.dst_device, count(*) FROM stalls s "
-			"JOIN processes p ON p.id = s.process_id GROUP BY 1, 2, 3",
-			spair, 3);
-	} else if (p2pg_cli_has_table(db, "stalls")) {
-		samples(out, db, "p2pguard_stalls_total",
-			"SELECT p.hostname, count(*) FROM stalls s JOIN processes p ON p.id = "
-			"s.process_id GROUP BY 1",
-			host, 1);
-	}
-
+		"Guarded processes that died of a fatal signal, by host, rank and signal number.",
+		"SELECT p.hostname, p.rank, c.signal, count(*) FROM crashes c JOIN processes p ON "
+		"p.id = c.process_id GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+		sig, 3);
+	static const char *const spair[] = {"hostname", "rank", "src", "dst"};
+	if (p2pg_cli_has_table(db, "stalls") && p2pg_cli_has_column(db, "stalls", "src_device"))
+		counter(
+		    out, db, "p2pguard_stalls_total",
+		    "Peer copies still unfinished past P2PGUARD_STALL_S, by host, rank and "
+		    "device pair.",
+		    "SELECT p.hostname, p.rank, s.src_device, s.dst_device, count(*) FROM stalls s "
+		    "JOIN processes p ON p.id = s.process_id GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, "
+		    "4",
+		    spair, 4);
+	else
+		family(out, "p2pguard_stalls_total",
+		       "Peer copies still unfinished past P2PGUARD_STALL_S (not recorded by this "
+		       "database's guard).");
+	static const char *const host[] = {"hostname"};
 	counter(out, db, "p2pguard_records_dropped_total",
 		"Records lost because a thread's ring was full.",
-		"SELECT hostname, sum(records_dropped) FROM processes GROUP BY 1", host, 1);
+		"SELECT hostname, sum(records_dropped) FROM processes GROUP BY 1 ORDER BY 1", host,
+		1);
 	counter(out, db, "p2pguard_processes_total", "Guarded processes recorded.",
-		"SELECT hostname, count(*) FROM processes GROUP BY 1", host, 1);
-	counter(out, db, "p2pguard_processes_without_peer_calls_total",
-		"Guarded processes that made no peer call (no transfer, peer access or failure).",
-		"SELECT hostname, sum(NOT EXISTS (SELECT 1 FROM transfers t WHERE t.process_id = "
-		"p.id) AND NOT EXISTS (SELECT 1 FROM transfer_summary s WHERE s.process_id = p.id) "
-		"AND NOT EXISTS (SELECT 1 FROM peer_access a WHERE a.process_id = p.id) AND NOT "
-		"EXISTS (SELECT 1 FROM failures f WHERE f.process_id = p.id)) FROM processes p "
-		"GROUP BY 1",
-		host, 1);
-	return 0;
+		"SELECT hostname, count(*) FROM processes GROUP BY 1 ORDER BY 1", host, 1);
+	idle_processes(out, db, &t);
+out:
+	for (size_t k = 0; k < t.n; k++)
+		free(t.v[k].labels);
+	free(t.v);
+	imap_free(&t.index);
+	return r;
 }
 
-/* The exposition for one scrape or one file, from the database as it is now. */
-static char *render(const char *db_path, size_t *len)
+char *p2pg_metrics_render(const char *db_path, size_t *len)
 {
 	_cleanup_sqlite_ sqlite3 *db = NULL;
 	if (p2pg_cli_open_read(db_path, &db) < 0)
@@ -193,7 +427,7 @@ static char *render(const char *db_path, size_t *len)
 	FILE *mem = open_memstream(&buf, len);
 	if (!mem)
 		return NULL;
-	int r = write_metrics(db, mem);
+	int r = p2pg_metrics_write(db, mem);
 	if (fclose(mem) != 0 || r < 0) {
 		free(buf);
 		return NULL;
@@ -201,111 +435,58 @@ static char *render(const char *db_path, size_t *len)
 	return buf;
 }
 
-static volatile sig_atomic_t stop;
-
-static void on_stop(int sig)
-{
-	(void)sig;
-	stop = 1;
-}
-
-/* A small HTTP/1.0 server: GET /metrics, one request per connection, one at a time. */
-static int serve(const char *db_path, const char *addr)
-{
-	char host[256];
-	const char *colon = strrchr(addr, ':');
-	const char *port = colon ? colon + 1 : addr;
-	size_t hl = colon ? (size_t)(colon - addr) : 0;
-	if (hl >= sizeof(host) || !*port) {
-		fprintf(stderr, "p2pguard metrics: --listen wants HOST:PORT, got %s\n", addr);
-		return 2;
-	}
-	memcpy(host, addr, hl);
-	host[hl] = '\0';
-	if (host[0] == '[' && hl > 1 && host[hl - 1] == ']') {
-		memmove(host, host + 1, hl - 2);
-		host[hl - 2] = '\0';
-	}
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-	/* No host: loopback only. The database says a lot about a machine; exposing it beyond
-	 * the node is the operator's choice, made by naming the address. */
-	int r = getaddrinfo(*host ? host : "127.0.0.1", port, &hints, &ai);
-	if (r != 0) {
-		fprintf(stderr, "p2pguard metrics: cannot listen on %s: %s\n", addr,
-			gai_strerror(r));
-		return 2;
-	}
-	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	int one = 1;
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 16) < 0) {
-		fprintf(stderr, "p2pguard metrics: cannot listen on %s: %s\n", addr,
-			strerror(errno));
-		freeaddrinfo(ai);
-		if (fd >= 0)
-			close(fd);
-		return 2;
-	}
-	freeaddrinfo(ai);
-	struct sockaddr_storage bound;
-	socklen_t blen = sizeof(bound);
-	char bhost[128] = "?", bport[16] = "?";
-	if (getsockname(fd, (struct sockaddr *)&bound, &blen) == 0)
-		getnameinfo((struct sockaddr *)&bound, blen, bhost, sizeof(bhost), bport,
-			    sizeof(bport), NI_NUMERICHOST | NI_NUMERICSERV);
-	fprintf(stderr, "p2pguard metrics: serving http://%s:%s/metrics from %s\n", bhost, bport,
-		db_path);
-	signal(SIGPIPE, SIG_IGN);
-	struct sigaction sa = {.sa_handler = on_stop};
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	while (!stop) {
-		int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
-		if (c < 0)
-			continue;
-		struct timeval tv = {.tv_sec = 5};
-		setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		char req[2048];
-		ssize_t n = recv(c, req, sizeof(req) - 1, 0);
-		req[n > 0 ? n : 0] = '\0';
-		char head[256];
-		size_t len = 0;
-		char *body = NULL;
-		const char *status = "404 Not Found";
-		if (strncmp(req, "GET /metrics ", 13) == 0 ||
-		    strncmp(req, "GET /metrics?", 13) == 0) {
-			body = render(db_path, &len);
-			status = body ? "200 OK" : "500 Internal Server Error";
-		}
-		int hlen =
-		    snprintf(head, sizeof(head),
-			     "HTTP/1.0 %s\r\nContent-Type: text/plain; version=0.0.4; "
-			     "charset=utf-8\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
-			     status, len);
-		if (send(c, head, (size_t)hlen, MSG_NOSIGNAL) == hlen && body)
-			for (size_t off = 0; off < len;) {
-				ssize_t w = send(c, body + off, len - off, MSG_NOSIGNAL);
-				if (w <= 0)
-					break;
-				off += (size_t)w;
-			}
-		free(body);
-		close(c);
-	}
-	close(fd);
-	return 0;
-}
-
 static void usage(FILE *out)
 {
-	fputs("usage: p2pguard metrics [DATABASE] [-o FILE] [--listen [HOST:]PORT]\n"
+	fputs("Usage: p2pguard metrics [DATABASE] [-o FILE] [--listen [HOST:]PORT]\n"
 	      "\n"
-	      "Prints the database as Prometheus text exposition: copies, bytes and seconds per\n"
-	      "device pair and path, failures by rule, probe verdicts, crashes, stalls, dropped\n"
-	      "records. -o FILE writes it atomically (node_exporter's textfile collector reads\n"
-	      "*.prom files); --listen serves GET /metrics, read afresh at each scrape (HOST\n"
-	      "defaults to 127.0.0.1).\n",
+	      "Prints the database as Prometheus text exposition: copies, bytes, failures, timed\n"
+	      "and untimed copies, copy seconds and overflow per host, rank, device pair and path\n"
+	      "(with dcgm-exporter's GPU labels gpu, UUID, pci_bus_id and peer_gpu, peer_UUID,\n"
+	      "peer_pci_bus_id where the database knows the physical GPUs); failures by rule,\n"
+	      "probe verdicts, crashes, stalls, dropped records.\n"
+	      "\n"
+	      "  -o FILE                  write it atomically (node_exporter's textfile collector\n"
+	      "                           reads *.prom files)\n"
+	      "  --listen [HOST:]PORT     serve GET /metrics, read afresh at each scrape; HOST\n"
+	      "                           defaults to 127.0.0.1, PORT 0 takes a free one\n"
+	      "\n"
+	      "Bandwidth: rate(p2pguard_peer_copy_timed_bytes_total) / "
+	      "rate(p2pguard_peer_copy_seconds_total).\n",
 	      out);
+}
+
+/* Written beside and renamed: the collector never reads half a file. The temporary name is
+ * made by mkstemp beside the target (never a fixed, guessable name that a link could take). */
+static int write_file(const char *out_path, const char *text, size_t len)
+{
+	char tmp[4096];
+	if (snprintf(tmp, sizeof(tmp), "%s.XXXXXX", out_path) >= (int)sizeof(tmp)) {
+		fprintf(stderr, "p2pguard metrics: path too long: %s\n", out_path);
+		return 2;
+	}
+	int fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "p2pguard metrics: cannot write %s: %s\n", out_path,
+			strerror(errno));
+		return 2;
+	}
+	bool written = fchmod(fd, 0644) == 0;
+	for (size_t off = 0; written && off < len;) {
+		ssize_t w = write(fd, text + off, len - off);
+		if (w <= 0)
+			written = false;
+		else
+			off += (size_t)w;
+	}
+	if (close(fd) != 0)
+		written = false;
+	if (!written || rename(tmp, out_path) < 0) {
+		int e = errno;
+		unlink(tmp);
+		fprintf(stderr, "p2pguard metrics: cannot write %s: %s\n", out_path, strerror(e));
+		return 2;
+	}
+	return 0;
 }
 
 int p2pg_cmd_metrics(int argc, char **argv)
@@ -332,29 +513,19 @@ int p2pg_cmd_metrics(int argc, char **argv)
 		}
 	}
 	const char *db_path = p2pg_cli_db_path(db_arg);
+	struct p2pg_listen where;
+	/* The address first: a wrong one is a usage error, whatever the database. */
+	if (listen_addr && p2pg_metrics_parse_listen(listen_addr, &where) < 0)
+		return 2;
 	size_t len = 0;
-	_cleanup_free_ char *text = render(db_path, &len);
+	_cleanup_free_ char *text = p2pg_metrics_render(db_path, &len);
 	if (!text)
 		return 2;
 	if (listen_addr)
-		return serve(db_path, listen_addr);
+		return p2pg_metrics_serve(db_path, &where);
 	if (!out_path) {
 		fwrite(text, 1, len, stdout);
-		return 0;
+		return ferror(stdout) ? 2 : 0;
 	}
-	/* Written beside and renamed: the collector never reads half a file. */
-	char tmp[4096];
-	snprintf(tmp, sizeof(tmp), "%s.tmp", out_path);
-	FILE *f = fopen(tmp, "we");
-	bool written = f && fwrite(text, 1, len, f) == len;
-	if (f && fclose(f) != 0)
-		written = false;
-	if (!written || rename(tmp, out_path) < 0) {
-		if (f)
-			unlink(tmp);
-		fprintf(stderr, "p2pguard metrics: cannot write %s: %s\n", out_path,
-			strerror(errno));
-		return 2;
-	}
-	return 0;
+	return write_file(out_path, text, len);
 }

@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cleanup.h"
 #include "cli.h"
@@ -22,15 +23,23 @@ int p2pg_cmd_recover(int argc, char **argv)
 {
 	if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
 		printf(
-		    "usage: p2pguard recover [DATABASE]\n\nImports the spools of guarded processes "
+		    "Usage: p2pguard recover [DATABASE]\n\nImports the spools of guarded processes "
 		    "that are gone (killed, crashed) into DATABASE.\n");
 		return 0;
 	}
 	if (argc == 2 && argv[1][0] == '-')
 		return p2pg_cli_unknown_option("recover", argv[1]);
 	if (argc > 2) {
-		fprintf(stderr, "usage: p2pguard recover [DATABASE]\n");
+		fprintf(stderr, "Usage: p2pguard recover [DATABASE]\n");
 		return 2;
 	}
-	return p2pg_cli_recover(p2pg_cli_db_path(argc == 2 ? argv[1] : NULL), false);
+	const char *db_path = p2pg_cli_db_path(argc == 2 ? argv[1] : NULL);
+	/* Nothing at the path and no spool beside it: a mistyped path, not "recovered 0". */
+	char dir[PATH_MAX];
+	if (access(db_path, F_OK) < 0 &&
+	    (p2pg_spool_dir_for(db_path, dir, sizeof(dir)) < 0 || access(dir, F_OK) < 0)) {
+		fprintf(stderr, "p2pguard: no database at %s\n", db_path);
+		return 2;
+	}
+	return p2pg_cli_recover(db_path, false);
 }

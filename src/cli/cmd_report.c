@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * p2pguard report: opening the database for every form of the report, choosing the processes
+ * (all, or one run's), and the command's options. The forms are report_text.c, report_json.c and
+ * report_html.c.
+ */
 #include <errno.h>
-#include <inttypes.h>
-#include <sqlite3.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cleanup.h"
 #include "cli.h"
@@ -13,340 +16,120 @@
 #include "report.h"
 #include "report_nccl.h"
 
-int p2pg_cli_report(const char *db_path, bool brief);
-
-static void human_bytes(long long bytes, char *buf, size_t len)
+/* The processes of one `p2pguard run`: by the run id its guard stored, else (an older guard
+ * library) those started while it ran. */
+static int choose_run(struct report *r)
 {
-	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-	double v = (double)bytes;
-	int u = 0;
-	while (v >= 1024 && u < 4) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
-}
-
-static const char *text_or(sqlite3_stmt *st, int col, const char *fallback)
-{
-	const unsigned char *t = sqlite3_column_text(st, col);
-	return t ? (const char *)t : fallback;
-}
-
-/* The first line of a multi-line text, at most max characters. */
-static void first_line(const char *text, char *buf, size_t max)
-{
-	size_t n = strcspn(text, "\n");
-	if (n >= max)
-		n = max - 1;
-	memcpy(buf, text, n);
-	buf[n] = '\0';
-}
-
-static void utc_time(int64_t ns, char *buf, size_t len)
-{
-	time_t s = (time_t)(ns / 1000000000);
-	struct tm tm;
-	if (!gmtime_r(&s, &tm) || strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm) == 0)
-		snprintf(buf, len, "?");
-}
-
-static void report_processes(sqlite3 *db)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db,
-			       "WITH p AS (" REPORT_PROCESSES_SQL ") SELECT count(*), "
-			       "group_concat(pid, ' '), sum(records_dropped), sum(recovered), "
-			       "sum(NOT peer_calls), count(DISTINCT hostname), count(rank >= 0 OR "
-			       "NULL) FROM p",
-			       -1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_ROW)
-		return;
-	printf("processes: %d guarded (pid %s)", sqlite3_column_int(st, 0), text_or(st, 1, "-"));
-	printf(", %d made no peer call", sqlite3_column_int(st, 4));
-	if (sqlite3_column_int(st, 5) > 1)
-		printf(", on %d hosts", sqlite3_column_int(st, 5));
-	if (sqlite3_column_int(st, 6) > 0)
-		printf(", %d with a rank", sqlite3_column_int(st, 6));
-	if (sqlite3_column_int64(st, 2) > 0)
-		printf(", %lld records dropped (full rings)", sqlite3_column_int64(st, 2));
-	if (sqlite3_column_int64(st, 3) > 0)
-		printf(", %lld recovered after an abrupt end", sqlite3_column_int64(st, 3));
-	printf("\n");
-}
-
-static void report_transfers(sqlite3 *db)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	/* Calls and bytes from peer_totals: every call, rows and overflow (and summary mode's
-	 * aggregates) alike; GPU times exist only on rows. */
-	if (sqlite3_prepare_v2(db, REPORT_TRANSFERS_SQL, -1, &st, NULL) != SQLITE_OK)
-		return;
-	bool header = false;
-	long long folded = 0;
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		if (!header) {
-			/* "GPU-timed": how many carry gpu_ns; small async copies are sampled. */
-			printf("\ntransfers\n  %-8s %-9s %-28s %8s %12s %7s %9s %9s\n", "pair",
-			       "path", "api", "calls", "bytes", "failed", "GPU-timed", "p50 GB/s");
-			header = true;
+	const struct report_options *o = r->opt;
+	bool has_run = p2pg_cli_has_column(r->db, "processes", "run_id");
+	char *sql = NULL;
+	int64_t n = 0;
+	if (has_run) {
+		sql = sqlite3_mprintf("CREATE TEMP TABLE chosen AS SELECT id FROM main.processes "
+				      "WHERE run_id = %Q",
+				      o->run_id);
+		_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+		if (sqlite3_prepare_v2(r->db,
+				       "SELECT count(*) FROM main.processes WHERE run_id = ?1", -1,
+				       &st, NULL) == SQLITE_OK) {
+			sqlite3_bind_text(st, 1, o->run_id, -1, SQLITE_STATIC);
+			if (sqlite3_step(st) == SQLITE_ROW)
+				n = sqlite3_column_int64(st, 0);
 		}
-		char pair[32], bytes[32];
-		snprintf(pair, sizeof(pair), "%d->%d", sqlite3_column_int(st, 0),
-			 sqlite3_column_int(st, 1));
-		human_bytes(sqlite3_column_int64(st, 5), bytes, sizeof(bytes));
-		printf("  %-8s %-9s %-28s %8lld %12s %7lld %9lld %9s\n", pair, text_or(st, 2, "?"),
-		       text_or(st, 3, "?"), sqlite3_column_int64(st, 4), bytes,
-		       sqlite3_column_int64(st, 6), sqlite3_column_int64(st, 7),
-		       text_or(st, 8, "-"));
-		folded += sqlite3_column_int64(st, 9);
+		snprintf(r->selection, sizeof(r->selection), "the processes of run %s", o->run_id);
 	}
-	if (!header)
-		printf("\ntransfers: none recorded\n");
-	else if (folded > 0)
-		printf("  %lld of these calls were counted without a row of their own (rings full, "
-		       "see transfer_overflow)\n",
-		       folded);
-}
-
-static void report_peer_access(sqlite3 *db)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, REPORT_PEER_ACCESS_SQL, -1, &st, NULL) != SQLITE_OK)
-		return;
-	bool header = false;
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		if (!header) {
-			printf("\npeer access calls\n  %-30s %-8s %7s %-9s %6s\n", "api", "pair",
-			       "status", "action", "calls");
-			header = true;
-		}
-		char pair[32];
-		snprintf(pair, sizeof(pair), "%d->%d", sqlite3_column_int(st, 1),
-			 sqlite3_column_int(st, 2));
-		printf("  %-30s %-8s %7d %-9s %6lld", text_or(st, 0, "?"), pair,
-		       sqlite3_column_int(st, 3), text_or(st, 4, "passed"),
-		       sqlite3_column_int64(st, 5));
-		if (sqlite3_column_type(st, 6) != SQLITE_NULL)
-			printf("  (answer %d)", sqlite3_column_int(st, 6));
-		printf("\n");
+	if (n == 0 && o->run_started_ns > 0) {
+		sqlite3_free(sql);
+		sql = sqlite3_mprintf("CREATE TEMP TABLE chosen AS SELECT id FROM main.processes "
+				      "WHERE started_ns >= %lld %s",
+				      (long long)o->run_started_ns,
+				      has_run ? "AND run_id IS NULL" : "");
+		snprintf(r->selection, sizeof(r->selection),
+			 "the processes started during this run (its guard library stores no run "
+			 "id)");
 	}
-}
-
-static void report_failures(sqlite3 *db, bool brief)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, REPORT_FAILURES_SQL, -1, &st, NULL) != SQLITE_OK)
-		return;
-	int n = 0;
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		if (n++ == 0)
-			printf("\nfailures (identical ones grouped)\n");
-		printf("  #%d %s -> %d %s, devices %d->%d, %s", sqlite3_column_int(st, 0),
-		       text_or(st, 5, "?"), sqlite3_column_int(st, 6), text_or(st, 7, ""),
-		       sqlite3_column_int(st, 8), sqlite3_column_int(st, 9),
-		       text_or(st, 10, "passed"));
-		int count = sqlite3_column_int(st, 1);
-		if (count > 1) {
-			char first[32], last[32];
-			utc_time(sqlite3_column_int64(st, 3), first, sizeof(first));
-			utc_time(sqlite3_column_int64(st, 4), last, sizeof(last));
-			printf(", %d times in %d process%s (first %s, last %s UTC)", count,
-			       sqlite3_column_int(st, 2),
-			       sqlite3_column_int(st, 2) == 1 ? "" : "es", first, last);
-		}
-		printf("\n");
-		const char *where = text_or(st, 14, NULL);
-		if (!where || !*where)
-			where = text_or(st, 15, "");
-		if (*where)
-			printf("     where: %s\n", where);
-		if (sqlite3_column_type(st, 11) != SQLITE_NULL) {
-			char line[200];
-			printf("     rule:  %s\n", text_or(st, 11, ""));
-			first_line(text_or(st, 12, ""), line, sizeof(line));
-			printf("     why:   %s\n", line);
-			if (!brief) {
-				first_line(text_or(st, 13, ""), line, sizeof(line));
-				printf("     do:    %s\n", line);
-			}
-		}
-	}
-	if (n && brief)
-		printf("  (details: sqlite3 -box DB 'SELECT * FROM failure_report')\n");
-}
-
-static void report_crashes(sqlite3 *db)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	bool py = p2pg_cli_has_column(db, "crashes", "python_stack");
-	if (sqlite3_prepare_v2(
-		db,
-		py ? "SELECT c.signal, p.pid, c.backtrace, c.python_stack FROM crashes "
-		     "c JOIN processes p ON p.id = c.process_id ORDER BY c.id"
-		   : "SELECT c.signal, p.pid, c.backtrace, NULL FROM crashes c JOIN "
-		     "processes p ON p.id = c.process_id ORDER BY c.id",
-		-1, &st, NULL) != SQLITE_OK)
-		return;
-	int n = 0;
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		if (n++ == 0)
-			printf("\ncrashes\n");
-		char line[200];
-		first_line(text_or(st, 2, ""), line, sizeof(line));
-		printf("  pid %d: signal %d (%s) at %s\n", sqlite3_column_int(st, 1),
-		       sqlite3_column_int(st, 0), strsignal(sqlite3_column_int(st, 0)), line);
-		const char *pyst = text_or(st, 3, "");
-		if (*pyst) {
-			first_line(pyst, line, sizeof(line));
-			printf("     python: %s\n", line);
-		}
-	}
-}
-
-static void report_stalls(sqlite3 *db)
-{
-	if (!p2pg_cli_has_table(db, "stalls"))
-		return;
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, REPORT_STALLS_SQL, -1, &st, NULL) != SQLITE_OK)
-		return;
-	int n = 0;
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		if (n++ == 0)
-			printf("\nstalls (peer copies that did not finish)\n");
-		printf("  pid %d:", sqlite3_column_int(st, 0));
-		/* The table's own columns, whatever the guard that wrote it recorded. */
-		for (int c = 3; c < sqlite3_column_count(st); c++) {
-			const char *name = sqlite3_column_name(st, c);
-			if (strcmp(name, "id") == 0 || strcmp(name, "process_id") == 0 ||
-			    strcmp(name, "evidence") == 0 ||
-			    sqlite3_column_type(st, c) == SQLITE_NULL)
-				continue;
-			char line[120];
-			first_line(text_or(st, c, ""), line, sizeof(line));
-			printf(" %s=%s", name, line);
-		}
-		printf("\n");
-	}
-}
-
-int p2pg_report_prepare(sqlite3 *db)
-{
 	char *err = NULL;
-	if (sqlite3_exec(db,
-			 "CREATE TEMP TABLE IF NOT EXISTS bw AS SELECT * FROM main.peer_bandwidth",
-			 NULL, NULL, &err) == SQLITE_OK)
-		return 0;
-	fprintf(stderr, "p2pguard report: cannot read the peer_bandwidth view: %s\n",
-		err ? err : sqlite3_errmsg(db));
-	sqlite3_free(err);
-	return -EIO;
+	int rc = sql ? sqlite3_exec(r->db, sql, NULL, NULL, &err) : SQLITE_ERROR;
+	sqlite3_free(sql);
+	if (rc != SQLITE_OK) {
+		fprintf(stderr, "p2pguard report: cannot choose the run's processes: %s\n",
+			err ? err : "no way to tell them");
+		sqlite3_free(err);
+		return -EIO;
+	}
+	return p2pg_cli_restrict(r->db);
 }
 
-int p2pg_cli_report(const char *db_path, bool brief)
+int report_open(struct report *r, const struct report_options *opt, bool with_series)
 {
-	_cleanup_sqlite_ sqlite3 *db = NULL;
-	if (p2pg_cli_open_read(db_path, &db) < 0 || p2pg_report_prepare(db) < 0)
+	memset(r, 0, sizeof(*r));
+	r->opt = opt;
+	r->width = fmt_width(stdout);
+	if (p2pg_cli_open_read(opt->db_path, &r->db) < 0)
 		return 2;
-	printf("p2pguard report: %s\n", db_path);
-	p2pg_report_nccl_stalls(db, brief);
-	report_processes(db);
-	report_transfers(db);
-	report_peer_access(db);
-	report_failures(db, brief);
-	report_crashes(db);
-	report_stalls(db);
-	p2pg_report_nccl(db);
+	if (opt->run_id && choose_run(r) < 0)
+		return 2;
+	r->has_devices = p2pg_cli_has_table(r->db, "devices");
+	r->has_stalls = p2pg_cli_has_table(r->db, "stalls");
+	r->has_overflow = p2pg_cli_has_table(r->db, "transfer_overflow");
+	r->crash_python = p2pg_cli_has_column(r->db, "crashes", "python_stack");
+	progress_start(&r->progress, "p2pguard report");
+	progress_attach(&r->progress, r->db);
+	if (report_scan_run(r->db, &r->scan, with_series, &r->progress) < 0)
+		return 2;
 	return 0;
 }
 
-/*
- * Each row of sql as a JSON object keyed by column name, in an array (one: the first row's object
- * alone); key: the member's name.
- */
-static void json_rows(sqlite3 *db, FILE *out, const char *key, const char *sql, bool one, bool last)
+void report_close(struct report *r)
 {
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	fprintf(out, "  \"%s\": ", key);
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-		fprintf(out, "null%s\n", last ? "" : ",");
-		return;
-	}
-	fputs(one ? "" : "[", out);
-	for (int n = 0; (!one || n == 0) && sqlite3_step(st) == SQLITE_ROW; n++) {
-		fputs(one ? "{" : n ? ",\n    {" : "\n    {", out);
-		for (int c = 0; c < sqlite3_column_count(st); c++) {
-			if (c)
-				fputs(", ", out);
-			p2pg_cli_json_string(out, sqlite3_column_name(st, c));
-			fputs(": ", out);
-			switch (sqlite3_column_type(st, c)) {
-			case SQLITE_INTEGER:
-				fprintf(out, "%lld", sqlite3_column_int64(st, c));
-				break;
-			case SQLITE_FLOAT:
-				fprintf(out, "%.17g", sqlite3_column_double(st, c));
-				break;
-			case SQLITE_NULL:
-				fputs("null", out);
-				break;
-			default:
-				p2pg_cli_json_string(out, p2pg_cli_col(st, c));
-			}
-		}
-		fputs("}", out);
-	}
-	fprintf(out, "%s%s\n", one ? "" : "]", last ? "" : ",");
+	progress_end(&r->progress);
+	report_scan_free(&r->scan);
+	sqlite3_close(r->db);
+	r->db = NULL;
 }
 
-static int report_json(const char *db_path)
+int p2pg_cli_report(const struct report_options *opt);
+
+int p2pg_cli_report(const struct report_options *opt)
 {
-	_cleanup_sqlite_ sqlite3 *db = NULL;
-	if (p2pg_cli_open_read(db_path, &db) < 0 || p2pg_report_prepare(db) < 0)
-		return 2;
-	FILE *out = stdout;
-	fputs("{\n  \"database\": ", out);
-	p2pg_cli_json_string(out, db_path);
-	fputs(",\n", out);
-	p2pg_report_nccl_json(db, out);
-	json_rows(
-	    db, out, "summary",
-	    "WITH p AS (" REPORT_PROCESSES_SQL
-	    ") SELECT count(*) AS processes_guarded, coalesce(sum(NOT peer_calls), 0) AS "
-	    "processes_without_peer_calls, coalesce(sum(records_dropped), 0) AS "
-	    "records_dropped, (SELECT count(*) FROM transfers) AS transfers, (SELECT count(*) "
-	    "FROM failures) AS failures, (SELECT count(*) FROM crashes) AS crashes FROM p",
-	    true, false);
-	json_rows(db, out, "processes", REPORT_PROCESSES_SQL, false, false);
-	json_rows(db, out, "transfers", REPORT_TRANSFERS_SQL, false, false);
-	json_rows(db, out, "bandwidth", "SELECT * FROM temp.bw ORDER BY 1, 2, 3", false, false);
-	json_rows(db, out, "peer_access", REPORT_PEER_ACCESS_SQL, false, false);
-	json_rows(db, out, "failures", REPORT_FAILURES_SQL, false, false);
-	json_rows(db, out, "crashes", REPORT_CRASHES_SQL, false, false);
-	if (p2pg_cli_has_table(db, "stalls"))
-		json_rows(db, out, "stalls", REPORT_STALLS_SQL, false, true);
-	else
-		fputs("  \"stalls\": null\n", out);
-	fputs("}\n", out);
-	return ferror(out) ? 2 : 0;
+	struct report r;
+	int rc = report_open(&r, opt, false);
+	if (rc == 0)
+		rc = report_text(&r, stdout);
+	report_close(&r);
+	return rc;
 }
 
-static int report_html(const char *db_path, const char *out_path)
+static int report_to_json(const struct report_options *opt)
 {
-	_cleanup_sqlite_ sqlite3 *db = NULL;
-	if (p2pg_cli_open_read(db_path, &db) < 0 || p2pg_report_prepare(db) < 0)
-		return 2;
+	struct report r;
+	int rc = report_open(&r, opt, false);
+	if (rc == 0)
+		rc = report_json(&r, stdout);
+	report_close(&r);
+	return rc;
+}
+
+static int report_to_html(const struct report_options *opt, const char *out_path)
+{
+	struct report r;
+	int rc = report_open(&r, opt, true);
+	if (rc != 0) {
+		report_close(&r);
+		return rc;
+	}
 	FILE *out = strcmp(out_path, "-") == 0 ? stdout : fopen(out_path, "we");
 	if (!out) {
 		fprintf(stderr, "p2pguard report: cannot write %s: %s\n", out_path,
 			strerror(errno));
+		report_close(&r);
 		return 2;
 	}
-	int r = p2pg_report_html(db, db_path, out);
+	int e = p2pg_report_html(&r, out);
 	if (out != stdout && fclose(out) != 0)
-		r = -EIO;
-	if (r < 0) {
+		e = -EIO;
+	report_close(&r);
+	if (e < 0) {
 		fprintf(stderr, "p2pguard report: cannot write %s\n", out_path);
 		return 2;
 	}
@@ -357,19 +140,30 @@ static int report_html(const char *db_path, const char *out_path)
 
 static void usage(FILE *out)
 {
-	fputs("usage: p2pguard report [DATABASE] [--json | --html FILE]\n"
-	      "\n"
-	      "What the guard recorded: processes (how many made no peer call), transfers by pair\n"
-	      "and path, peer-access calls, failures (identical ones grouped, with diagnosis and\n"
-	      "advice), crashes and stalls. --json prints the same as one JSON object; --html\n"
-	      "FILE writes one self-contained page (P2P matrix, bandwidth over time and sizes per\n"
-	      "pair, stacks). Dead processes' spools are imported first.\n",
-	      out);
+	fputs(
+	    "Usage: p2pguard report [DATABASE] [--json | --html FILE] [--run ID] [--verbose]\n"
+	    "\n"
+	    "What the guard recorded: processes (counted per host and mode), transfers by device\n"
+	    "pair and path, peer-access calls, failures grouped by call, error and rule across\n"
+	    "pairs, ranks and hosts (with diagnosis and advice), crashes grouped by signal and\n"
+	    "top frames, stalls. Bandwidth is computed only from copies whose copy time is known:\n"
+	    "GPU-timed ones and synchronous ones; asynchronous copies without a GPU time are\n"
+	    "counted as untimed, never divided. Dead processes' spools are imported first.\n"
+	    "\n"
+	    "  --json       the same as one JSON object\n"
+	    "  --html FILE  one self-contained page (FILE - : standard output)\n"
+	    "  --run ID     only the processes of that `p2pguard run` (processes.run_id)\n"
+	    "  --verbose    every pid and every pair instead of summaries\n"
+	    "\n"
+	    "DATABASE defaults to $P2PGUARD_DB, else p2pguard.db. Progress goes to stderr when\n"
+	    "a report takes over a second.\n",
+	    out);
 }
 
 int p2pg_cmd_report(int argc, char **argv)
 {
 	const char *db_arg = NULL, *html = NULL;
+	struct report_options opt = {0};
 	bool json = false;
 	for (int k = 1; k < argc; k++) {
 		if (strcmp(argv[k], "--help") == 0 || strcmp(argv[k], "-h") == 0) {
@@ -377,13 +171,15 @@ int p2pg_cmd_report(int argc, char **argv)
 			return 0;
 		} else if (strcmp(argv[k], "--json") == 0) {
 			json = true;
-		} else if (strcmp(argv[k], "--html") == 0) {
+		} else if (strcmp(argv[k], "--verbose") == 0 || strcmp(argv[k], "-v") == 0) {
+			opt.verbose = true;
+		} else if (strcmp(argv[k], "--html") == 0 || strcmp(argv[k], "--run") == 0) {
 			if (++k == argc) {
-				fprintf(stderr, "p2pguard report: --html needs a file name\n");
+				fprintf(stderr, "p2pguard report: %s needs a value\n", argv[k - 1]);
 				return 2;
 			}
-			html = argv[k];
-		} else if (argv[k][0] == '-') {
+			*(argv[k - 1][2] == 'h' ? &html : &opt.run_id) = argv[k];
+		} else if (argv[k][0] == '-' && argv[k][1]) {
 			return p2pg_cli_unknown_option("report", argv[k]);
 		} else if (db_arg) {
 			fprintf(stderr, "p2pguard report: one database only (p2pguard merge joins "
@@ -397,10 +193,10 @@ int p2pg_cmd_report(int argc, char **argv)
 		fprintf(stderr, "p2pguard report: --json or --html, not both\n");
 		return 2;
 	}
-	const char *db_path = p2pg_cli_db_path(db_arg);
+	opt.db_path = p2pg_cli_db_path(db_arg);
 	if (json)
-		return report_json(db_path);
+		return report_to_json(&opt);
 	if (html)
-		return report_html(db_path, html);
-	return p2pg_cli_report(db_path, false);
+		return report_to_html(&opt, html);
+	return p2pg_cli_report(&opt);
 }

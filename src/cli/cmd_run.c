@@ -1,18 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "clock.h"
+#include "dbread.h"
+#include "report.h"
+#include "settings.h"
 
 int p2pg_cli_recover(const char *db_path, bool quiet);
-int p2pg_cli_report(const char *db_path, bool brief);
+int p2pg_cli_report(const struct report_options *opt);
 
 /* libp2pguard.so beside this program: in the build tree, or installed. */
 static bool find_library(char *buf, size_t len)
@@ -74,10 +80,62 @@ static size_t sanitizer_prefix(const char *list)
 
 static void usage(FILE *out)
 {
-	fputs("usage: p2pguard run [--db PATH] [--mode observe|fallback|staged] [--pairs "
+	fputs("Usage: p2pguard run [--db PATH] [--mode observe|fallback|staged] [--pairs "
 	      "all|0-1,...]\n"
-	      "                    [--record all|summary] [--quiet] [--] CMD [ARG...]\n",
+	      "                    [--record all|summary] [--quiet] [--] CMD [ARG...]\n"
+	      "\n"
+	      "Runs CMD with libp2pguard.so preloaded (into CMD and every process it starts:\n"
+	      "torchrun's ranks, a shell script's programs), waits for it, imports what a crashed\n"
+	      "or killed process left in its spool, and reports what this run's processes did:\n"
+	      "only them, told apart by the run id this command puts in their environment\n"
+	      "(P2PGUARD_RUN_ID, stored in processes.run_id), not the rest of the database.\n"
+	      "\n"
+	      "  --db PATH      the database (default $P2PGUARD_DB, else ./p2pguard.db), made\n"
+	      "                 absolute so that a program that changes directory keeps it\n"
+	      "  --mode MODE    observe (record only, the default), fallback (a pair without P2P\n"
+	      "                 is staged through host memory) or staged (the --pairs never use "
+	      "P2P)\n"
+	      "  --pairs PAIRS  all, or device pairs such as 0-1,2-3: where staged mode applies\n"
+	      "  --record WHAT  all (a row per call) or summary (aggregates, plus failures)\n"
+	      "  --quiet        no report after the program\n"
+	      "\n"
+	      "Each option sets the P2PGUARD_* variable of its name for CMD; a value the guard "
+	      "would\n"
+	      "not accept is refused here (exit 2) instead of costing a warning in every process.\n"
+	      "The exit status is CMD's (128 + N when a signal N ended it, 127 when it cannot be\n"
+	      "started); 2 for a usage error. The report: p2pguard report --run ID DB later.\n",
 	      out);
+}
+
+static int bad_value;
+
+static void refuse(const char *line)
+{
+	fprintf(stderr, "p2pguard run: %s\n", line);
+	bad_value = 1;
+}
+
+/* What the options set, checked by the guard's own parser: only these variables are offered to
+ * it, so whatever it says is about an option's value. */
+static const char *const checked[] = {"P2PGUARD_MODE", "P2PGUARD_PAIRS", "P2PGUARD_RECORD"};
+static const char *option_values[3];
+
+static char *options_only(const char *name)
+{
+	for (size_t k = 0; k < 3; k++)
+		if (strcmp(name, checked[k]) == 0)
+			return (char *)option_values[k];
+	return NULL;
+}
+
+/* A run id unique across hosts and time: the boot's randomness is not needed, 64 random bits
+ * are. */
+static void new_run_id(char *buf, size_t len)
+{
+	uint64_t bits = 0;
+	if (getrandom(&bits, sizeof(bits), 0) != sizeof(bits))
+		bits = p2pg_realtime_ns() ^ ((uint64_t)getpid() << 32);
+	snprintf(buf, len, "%016" PRIx64, bits);
 }
 
 int p2pg_cmd_run(int argc, char **argv)
@@ -87,7 +145,7 @@ int p2pg_cmd_run(int argc, char **argv)
 	int k = 1;
 	for (; k < argc; k++) {
 		const char *a = argv[k];
-		const char *var = NULL;
+		int var = -1;
 		if (strcmp(a, "--") == 0) {
 			k++;
 			break;
@@ -102,33 +160,36 @@ int p2pg_cmd_run(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		}
-		if (strcmp(a, "--db") == 0)
-			var = "P2PGUARD_DB";
-		else if (strcmp(a, "--mode") == 0)
-			var = "P2PGUARD_MODE";
+		bool is_db = strcmp(a, "--db") == 0;
+		if (strcmp(a, "--mode") == 0)
+			var = 0;
 		else if (strcmp(a, "--pairs") == 0)
-			var = "P2PGUARD_PAIRS";
+			var = 1;
 		else if (strcmp(a, "--record") == 0)
-			var = "P2PGUARD_RECORD";
-		if (!var) {
-			fprintf(stderr, "p2pguard run: unknown option %s (p2pguard run --help)\n",
-				a);
-			return 2;
-		}
+			var = 2;
+		if (var < 0 && !is_db)
+			return p2pg_cli_unknown_option("run", a);
 		if (k + 1 >= argc) {
 			fprintf(stderr, "p2pguard run: %s needs a value\n", a);
 			return 2;
 		}
 		const char *value = argv[++k];
-		if (strcmp(var, "P2PGUARD_DB") == 0)
+		if (is_db)
 			db = value;
 		else
-			setenv(var, value, 1);
+			option_values[var] = value;
 	}
 	if (k >= argc) {
 		usage(stderr);
 		return 2;
 	}
+	struct p2pg_settings s;
+	p2pg_settings_parse(&s, options_only, refuse);
+	if (bad_value)
+		return 2;
+	for (size_t v = 0; v < 3; v++)
+		if (option_values[v])
+			setenv(checked[v], option_values[v], 1);
 
 	char lib[PATH_MAX];
 	if (!find_library(lib, sizeof(lib))) {
@@ -149,6 +210,9 @@ int p2pg_cmd_run(int argc, char **argv)
 		db_path = db_abs;
 	}
 	setenv("P2PGUARD_DB", db_path, 1);
+	char run_id[32];
+	new_run_id(run_id, sizeof(run_id));
+	setenv("P2PGUARD_RUN_ID", run_id, 1);
 
 	const char *old = getenv("LD_PRELOAD");
 	char preload[2 * PATH_MAX];
@@ -161,6 +225,7 @@ int p2pg_cmd_run(int argc, char **argv)
 		snprintf(preload, sizeof(preload), "%s", lib);
 	setenv("LD_PRELOAD", preload, 1);
 
+	int64_t started = (int64_t)p2pg_realtime_ns();
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -182,8 +247,17 @@ int p2pg_cmd_run(int argc, char **argv)
 
 	/* A program that crashed or was killed left its spool: import it before reporting. */
 	p2pg_cli_recover(db_path, true);
-	if (!quiet)
-		p2pg_cli_report(db_path, true);
+	if (!quiet) {
+		struct report_options opt = {
+		    .db_path = db_path, .run_id = run_id, .run_started_ns = started, .brief = true};
+		fflush(stdout);
+		if (access(db_path, F_OK) == 0)
+			p2pg_cli_report(&opt);
+		else
+			printf("p2pguard report: no database at %s (the program made no CUDA call "
+			       "under the guard)\n",
+			       db_path);
+	}
 
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status);

@@ -7,7 +7,9 @@
  * Every CUDA call is made in a child process: one that lists the devices, then one per pair. A
  * stuck P2P copy (IOMMU/ACS, some VMs) can leave a process unable to finish, so a child that does
  * not answer by the deadline is killed and left behind, and the matrix goes on. The parent never
- * initialises CUDA, which would not survive the fork.
+ * initialises CUDA (or NVML), which would not survive the fork. The listing child also asks NVML
+ * for the links and affinities (topo_nvml.c); each pair's child, after the probe, measures both
+ * directions at once, a small copy's latency and, with --sweep, bandwidth by size (topo_bench.c).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -29,23 +31,9 @@
 #include "recorder.h"
 #include "clock.h"
 #include "settings.h"
+#include "topo.h"
 
-#define MAX_GPUS 16
-
-struct pair_report {
-	int can;
-	int rank;
-	bool timed_out; /* the child did not answer by the deadline: killed, left behind */
-	struct p2pg_probe_result probe;
-	char verdict[16]; /* probe.verdict, carried across the pipe */
-};
-
-struct device_list {
-	int n;
-	char name[MAX_GPUS][96];
-	char bus[MAX_GPUS][32];
-	int can[MAX_GPUS][MAX_GPUS], rank[MAX_GPUS][MAX_GPUS];
-};
+#define MAX_GPUS TOPO_MAX_GPUS
 
 static uint64_t mono_ms(void)
 {
@@ -150,6 +138,7 @@ static void list_devices(const void *arg, void *out)
 				    &l->rank[d][e], CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK, d, e);
 			}
 	}
+	topo_nvml_facts(l);
 }
 
 struct probe_job {
@@ -157,6 +146,7 @@ struct probe_job {
 	size_t bytes;
 	unsigned timeout_ms;
 	int can;
+	bool sweep;
 };
 
 static void probe_one(const void *arg, void *out)
@@ -172,6 +162,15 @@ static void probe_one(const void *arg, void *out)
 			&r->probe);
 	snprintf(r->verdict, sizeof(r->verdict), "%s", r->probe.verdict);
 	r->probe.verdict = NULL; /* a pointer into this process */
+	/* Measured further only where the probe found nothing wrong (a lying or stuck pair is not
+	 * a pair to time), or where there is no P2P (the driver's own path, as a program gets it).
+	 */
+	bool healthy = strcmp(r->verdict, "ok") == 0 || strcmp(r->verdict, "slow") == 0;
+	if (r->probe.status == 0 && (healthy || !job->can)) {
+		struct topo_bench_job bench = {job->src, job->dst, job->bytes, job->sweep,
+					       job->can != 0};
+		topo_bench_pair(&bench, &r->m);
+	}
 }
 
 static void record_probe(int src, int dst, const struct pair_report *r, size_t bytes)
@@ -246,127 +245,30 @@ static void record_probe(int src, int dst, const struct pair_report *r, size_t b
 	}
 }
 
-/* Short words, so that 8 GPUs fit 80 columns as `nvidia-smi topo -m` does. */
-static void verdict_cell(const struct pair_report *r, char *cell, size_t len)
+static void usage(FILE *out)
 {
-	static const struct {
-		const char *verdict, *word;
-	} words[] = {{"ok", "OK"},
-		     {"wrong_data", "WRONG"},
-		     {"slow", "SLOW"},
-		     {"hang", "HANG"},
-		     {"error", "ERR"}};
-	if (!r->can) {
-		snprintf(cell, len, "NO");
-		return;
-	}
-	for (size_t k = 0; k < sizeof(words) / sizeof(words[0]); k++)
-		if (strcmp(r->verdict, words[k].verdict) == 0) {
-			snprintf(cell, len, "%s", words[k].word);
-			return;
-		}
-	snprintf(cell, len, "?");
-}
-
-static void p2p_cell(const struct pair_report *r, char *cell, size_t len)
-{
-	if (r->can && r->probe.p2p_gbps > 0)
-		snprintf(cell, len, "%.1f", r->probe.p2p_gbps);
-	else
-		snprintf(cell, len, "%s", r->can && strcmp(r->verdict, "hang") == 0 ? "HANG" : "-");
-}
-
-static void staged_cell(const struct pair_report *r, char *cell, size_t len)
-{
-	if (r->probe.staged_gbps > 0)
-		snprintf(cell, len, "%.1f", r->probe.staged_gbps);
-	else
-		snprintf(cell, len, "-");
-}
-
-/* A GPU x GPU table, source rows and destination columns, one cell per ordered pair: 6 columns
- * of row label and 9 per GPU, 78 for 8 GPUs. */
-static void print_matrix(struct pair_report rep[MAX_GPUS][MAX_GPUS], int n,
-			 void (*cell)(const struct pair_report *, char *, size_t))
-{
-	printf("      ");
-	for (int d = 0; d < n; d++) {
-		char head[16];
-		snprintf(head, sizeof(head), "GPU%d", d);
-		printf("%8s ", head);
-	}
-	printf("\n");
-	for (int s = 0; s < n; s++) {
-		printf("GPU%-3d", s);
-		for (int d = 0; d < n; d++) {
-			char text[32] = "X";
-			if (s != d)
-				cell(&rep[s][d], text, sizeof(text));
-			printf("%8s ", text);
-		}
-		printf("\n");
-	}
-}
-
-static void usage(void)
-{
-	fputs("usage: p2pguard topo [--db PATH] [--bytes N] [--no-record] [--json]\n", stderr);
-}
-
-static void json_string(const char *text)
-{
-	putchar('"');
-	for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			printf("\\%c", *p);
-		else if (*p < 0x20)
-			printf("\\u%04x", *p);
-		else
-			putchar(*p);
-	}
-	putchar('"');
-}
-
-static void print_json(const struct device_list *l, struct pair_report rep[MAX_GPUS][MAX_GPUS],
-		       size_t bytes, unsigned timeout_ms)
-{
-	printf("{\"bytes\": %zu, \"probe_timeout_ms\": %u, \"devices\": [", bytes, timeout_ms);
-	for (int d = 0; d < l->n; d++) {
-		printf("%s{\"index\": %d, \"name\": ", d ? ", " : "", d);
-		json_string(l->name[d]);
-		printf(", \"pci_bus_id\": ");
-		json_string(l->bus[d]);
-		printf("}");
-	}
-	printf("], \"pairs\": [");
-	bool first = true;
-	for (int s = 0; s < l->n; s++)
-		for (int d = 0; d < l->n; d++) {
-			if (s == d)
-				continue;
-			const struct pair_report *r = &rep[s][d];
-			printf("%s{\"src\": %d, \"dst\": %d, \"can_access\": %s, "
-			       "\"performance_rank\": %d, \"link\": null, \"verdict\": ",
-			       first ? "" : ", ", s, d, r->can ? "true" : "false", r->rank);
-			json_string(r->can ? r->verdict : "staged");
-			printf(", \"status\": %d, \"p2p_correct\": %s, \"staged_correct\": %s, "
-			       "\"bandwidth_gbps\": {\"p2p\": ",
-			       r->probe.status, r->probe.p2p_correct ? "true" : "false",
-			       r->probe.staged_correct ? "true" : "false");
-			if (r->can && r->probe.p2p_gbps > 0)
-				printf("%.3f", r->probe.p2p_gbps);
-			else
-				printf("null");
-			printf(", \"staged\": ");
-			if (r->probe.staged_gbps > 0)
-				printf("%.3f", r->probe.staged_gbps);
-			else
-				printf("null");
-			printf("}, \"probe_ms\": %.1f, \"timed_out\": %s}", r->probe.elapsed_ms,
-			       r->timed_out ? "true" : "false");
-			first = false;
-		}
-	printf("]}\n");
+	fputs(
+	    "Usage: p2pguard topo [--db PATH] [--bytes N] [--sweep] [--no-record] [--json]\n"
+	    "\n"
+	    "For every GPU and ordered pair of GPUs on this machine: the link as nvidia-smi topo "
+	    "-m\n"
+	    "names it (NV# for NVLinks, PIX, PXB, PHB, NODE, SYS from NVML) with each GPU's CPU\n"
+	    "and NUMA affinity; what the driver claims (can-access, P2P attributes); and what\n"
+	    "copies measure: a health probe (P2P correct? faster than staging through host\n"
+	    "memory?), bandwidth one way, both ways at once and staged, and the latency of a\n"
+	    "small copy. Copy-engine copies (cuMemcpyPeerAsync); each pair in a process of its\n"
+	    "own that is killed if a copy never finishes (the pair is then HANG).\n"
+	    "\n"
+	    "  --db PATH    record the findings there (default $P2PGUARD_DB, else p2pguard.db)\n"
+	    "  --bytes N    the copy size (default 64 MiB)\n"
+	    "  --sweep      also bandwidth by copy size, from 4 KiB by factors of 4 up to N\n"
+	    "  --no-record  write no database\n"
+	    "  --json       everything as one JSON object\n"
+	    "\n"
+	    "Exit status: 0 no pair in trouble, 1 a pair whose P2P lies, hangs or is slower than\n"
+	    "staging (the closing hint names them), 2 no GPU, no driver or a usage error.\n"
+	    "Progress is redrawn on one line when stderr is a terminal; nothing when it is not.\n",
+	    out);
 }
 
 static void quiet_warn(const char *line)
@@ -378,11 +280,13 @@ int p2pg_cmd_topo(int argc, char **argv)
 {
 	const char *db = NULL;
 	size_t bytes = 64u << 20;
-	bool record = true, json = false;
+	bool record = true, json = false, sweep = false;
 	static const struct option options[] = {{"db", required_argument, NULL, 'd'},
 						{"bytes", required_argument, NULL, 'b'},
 						{"no-record", no_argument, NULL, 'n'},
 						{"json", no_argument, NULL, 'j'},
+						{"sweep", no_argument, NULL, 's'},
+						{"help", no_argument, NULL, 'h'},
 						{NULL, 0, NULL, 0}};
 	int opt;
 	optind = 1;
@@ -396,13 +300,24 @@ int p2pg_cmd_topo(int argc, char **argv)
 			record = false;
 		else if (opt == 'j')
 			json = true;
-		else {
-			usage();
+		else if (opt == 's')
+			sweep = true;
+		else if (opt == 'h') {
+			usage(stdout);
+			return 0;
+		} else {
+			fprintf(stderr, "p2pguard topo: unknown option %s (p2pguard topo --help)\n",
+				argv[optind - 1]);
 			return 2;
 		}
 	}
 	if (optind < argc) {
-		usage();
+		fprintf(stderr, "p2pguard topo: unexpected argument %s (p2pguard topo --help)\n",
+			argv[optind]);
+		return 2;
+	}
+	if (bytes < 4096) {
+		fprintf(stderr, "p2pguard topo: --bytes wants at least 4096\n");
 		return 2;
 	}
 	struct p2pg_settings s;
@@ -421,14 +336,19 @@ int p2pg_cmd_topo(int argc, char **argv)
 
 	static struct pair_report rep[MAX_GPUS][MAX_GPUS];
 	int problems = 0, total = n * (n - 1), done = 0;
+	bool tty = isatty(STDERR_FILENO) == 1;
 	for (int src = 0; src < n; src++)
 		for (int dst = 0; dst < n; dst++) {
 			if (src == dst)
 				continue;
 			struct pair_report *r = &rep[src][dst];
-			fprintf(stderr, "probing %d->%d (%d/%d)...\n", src, dst, ++done, total);
-			struct probe_job job = {src, dst, bytes, s.probe_timeout_ms,
-						list.can[src][dst]};
+			/* One line redrawn on a terminal; into a pipe or a file, nothing. */
+			++done;
+			if (tty)
+				fprintf(stderr, "\r\033[Kprobing %d->%d (%d/%d)...", src, dst, done,
+					total);
+			struct probe_job job = {
+			    src, dst, bytes, s.probe_timeout_ms, list.can[src][dst], sweep};
 			uint64_t t0 = mono_ms();
 			int rc = in_child(probe_one, &job, r, sizeof(*r), child_ms);
 			r->can = list.can[src][dst];
@@ -460,29 +380,17 @@ int p2pg_cmd_topo(int argc, char **argv)
 					record_probe(src, dst, &rep[src][dst], bytes);
 		p2pg_recorder_shutdown();
 	}
-	if (json) {
-		print_json(&list, rep, bytes, s.probe_timeout_ms);
-		return problems ? 1 : 0;
-	}
-
-	printf("%d GPU%s\n", n, n == 1 ? "" : "s");
-	for (int d = 0; d < n; d++)
-		printf("  GPU%d  %s  %s\n", d, list.name[d], list.bus[d]);
-	printf("\nP2P matrix (src row -> dst column): probe verdict\n");
-	print_matrix(rep, n, verdict_cell);
-	printf("OK: P2P correct and not slower than staging   WRONG: P2P delivers wrong data\n"
-	       "SLOW: P2P below 80%% of staging   HANG: a P2P copy never finished\n"
-	       "ERR: the probe failed   NO: no P2P access (staged)   X: the device itself\n");
-	printf("\nP2P bandwidth, %zu MiB copies (GB/s)\n", bytes >> 20);
-	print_matrix(rep, n, p2p_cell);
-	printf("\nstaged (through host memory) bandwidth (GB/s)\n");
-	print_matrix(rep, n, staged_cell);
-	if (record)
-		printf("\nrecorded in %s\n", p2pg_cli_db_path(db));
-	if (problems)
-		printf(
-		    "\n%d pair%s where P2P is claimed but lies, hangs or is slower than staging: "
-		    "run\njobs there with P2PGUARD_MODE=staged P2PGUARD_PAIRS=... or fallback\n",
-		    problems, problems == 1 ? "" : "s");
+	if (tty && total)
+		fputs("\r\033[K", stderr);
+	struct topo_options o = {.bytes = bytes,
+				 .json = json,
+				 .sweep = sweep,
+				 .record = record,
+				 .db = p2pg_cli_db_path(db),
+				 .timeout_ms = s.probe_timeout_ms};
+	if (json)
+		topo_print_json(&list, rep, &o);
+	else
+		topo_print_text(&list, rep, &o, problems);
 	return problems ? 1 : 0;
 }

@@ -204,3 +204,36 @@ int p2pg_cli_unknown_option(const char *cmd, const char *arg)
 	fprintf(stderr, "p2pguard %s: unknown option %s (p2pguard %s --help)\n", cmd, arg, cmd);
 	return 2;
 }
+
+/* Every table with a process_id column is seen through a temporary view of the same name that
+ * keeps the chosen processes' rows: unqualified names find the temp schema first, so every query
+ * of every form (and of the sections other files add) reads only them. */
+int p2pg_cli_restrict(sqlite3 *db)
+{
+	static const char list_sql[] =
+	    "SELECT m.name FROM main.sqlite_master m WHERE m.type = 'table' AND EXISTS (SELECT 1 "
+	    "FROM pragma_table_info(m.name) i WHERE i.name = 'process_id')";
+	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, list_sql, -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_str *sql = sqlite3_str_new(db);
+	sqlite3_str_appendall(sql,
+			      "CREATE TEMP VIEW processes AS SELECT * FROM main.processes WHERE "
+			      "id IN (SELECT id FROM temp.chosen);");
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *name = p2pg_cli_col(st, 0);
+		/* Names come from the database: quoted as identifiers, never trusted as SQL. */
+		sqlite3_str_appendf(sql,
+				    "CREATE TEMP VIEW \"%w\" AS SELECT * FROM main.\"%w\" WHERE "
+				    "process_id IN (SELECT id FROM temp.chosen);",
+				    name, name);
+	}
+	char *err = NULL, *text = sqlite3_str_finish(sql);
+	int rc = text ? sqlite3_exec(db, text, NULL, NULL, &err) : SQLITE_NOMEM;
+	sqlite3_free(text);
+	if (rc != SQLITE_OK)
+		fprintf(stderr, "p2pguard: cannot choose the processes: %s\n",
+			err ? err : sqlite3_errmsg(db));
+	sqlite3_free(err);
+	return rc == SQLITE_OK ? 0 : -EIO;
+}

@@ -36,3 +36,10 @@ const char *p2pg_cli_col(sqlite3_stmt *st, int col);
  * the exit status of a usage error.
  */
 int p2pg_cli_unknown_option(const char *cmd, const char *arg);
+
+/*
+ * Restricts every later query of db to the processes whose ids are in temp.chosen (a temporary
+ * table the caller made): each table with a process_id column, and processes, get a temporary
+ * view of the same name that keeps only their rows. Returns 0 or -EIO after saying why.
+ */
+int p2pg_cli_restrict(sqlite3 *db);

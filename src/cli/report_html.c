@@ -1,34 +1,29 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * report --html: one page that needs nothing but itself. The charts are inline SVG written here
- * (no script, no library): the page opens offline, from a mail attachment or a CI artifact, and
- * renders the same in any browser.
+ * report --html: one page that needs nothing but itself, from 2 GPUs to 64 and from one process
+ * to a thousand. The charts are inline SVG written here (no script, no library): the page opens
+ * offline, from a mail attachment or a CI artifact, and renders the same in any browser. What is
+ * long folds away (<details>), the matrix scrolls inside its own box instead of wrapping, and
+ * every figure says what it is computed from.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cleanup.h"
 #include "dbread.h"
 #include "report.h"
+#include "report_chart.h"
 
-#define CHART_W	   460
-#define CHART_H	   170
-#define MAX_POINTS 2000 /* per pair: beyond it every k-th copy is drawn */
+#define MAX_DETAIL_PAIRS 64 /* pairs with a detail of their own; the rest are in the table */
+#define MAX_MULTIPLES	 64 /* small multiples shown */
+#define OPEN_RANKS	 64 /* the rank table is open up to this many processes */
 
-static const char *const path_names[] = {"p2p", "driver", "staged", "captured", "other"};
-static const char *const path_colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#7f7f7f"};
-
-static int path_index(const char *path)
-{
-	for (int k = 0; k < 4; k++)
-		if (path && strcmp(path, path_names[k]) == 0)
-			return k;
-	return 4;
-}
+static const char *const path_colors[RP_PATHS] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd",
+						  "#7f7f7f"};
 
 static void h(FILE *out, const char *text)
 {
@@ -37,11 +32,32 @@ static void h(FILE *out, const char *text)
 
 static void utc(FILE *out, int64_t ns)
 {
-	time_t s = (time_t)(ns / 1000000000);
-	struct tm tm;
 	char buf[32];
-	if (gmtime_r(&s, &tm) && strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm))
-		fputs(buf, out);
+	fmt_utc(buf, sizeof(buf), ns);
+	fputs(buf, out);
+}
+
+static void count(FILE *out, long long n)
+{
+	char buf[32];
+	fmt_count(buf, sizeof(buf), n);
+	fputs(buf, out);
+}
+
+static void bytes(FILE *out, long long n)
+{
+	char buf[32];
+	fmt_bytes(buf, sizeof(buf), (double)n);
+	fputs(buf, out);
+}
+
+static long long scalar(sqlite3 *db, const char *sql)
+{
+	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK ||
+	    sqlite3_step(st) != SQLITE_ROW)
+		return 0;
+	return sqlite3_column_int64(st, 0);
 }
 
 /* A table of every row of sql; columns named by the query. */
@@ -53,7 +69,7 @@ static int table(FILE *out, sqlite3 *db, const char *id, const char *sql)
 	int n = 0;
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		if (n++ == 0) {
-			fprintf(out, "<table id=\"%s\"><tr>", id);
+			fprintf(out, "<div class=\"scroll\"><table id=\"%s\"><tr>", id);
 			for (int c = 0; c < sqlite3_column_count(st); c++) {
 				fputs("<th>", out);
 				h(out, sqlite3_column_name(st, c));
@@ -72,245 +88,530 @@ static int table(FILE *out, sqlite3 *db, const char *id, const char *sql)
 		fputs("</tr>\n", out);
 	}
 	if (n)
-		fputs("</table>\n", out);
+		fputs("</table></div>\n", out);
 	return n;
 }
 
-static void summary(FILE *out, sqlite3 *db)
+static void card(FILE *out, const char *id, long long v, const char *label, const char *title)
 {
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(
-		db,
-		"WITH p AS (" REPORT_PROCESSES_SQL
-		") SELECT count(*), coalesce(sum(NOT peer_calls), 0), count(DISTINCT "
-		"hostname), (SELECT count(*) FROM transfers), (SELECT count(*) FROM "
-		"failures), (SELECT count(*) FROM crashes), coalesce(sum("
-		"records_dropped), 0) FROM p",
-		-1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_ROW)
-		return;
-	static const char *const labels[] = {"processes guarded", "made no peer call", "hosts",
-					     "transfers",	  "failures",	       "crashes",
-					     "records dropped"};
-	static const char *const ids[] = {"n-processes", "n-idle",    "n-hosts",  "n-transfers",
-					  "n-failures",	 "n-crashes", "n-dropped"};
+	fprintf(out, "<div class=\"card\" title=\"%s\"><b id=\"%s\">", title, id);
+	count(out, v);
+	fprintf(out, "</b><span>%s</span></div>", label);
+}
+
+static void summary(FILE *out, struct report *r)
+{
+	const struct report_scan *s = &r->scan;
+	long long idle = 0, dropped = 0, ranks = 0;
+	size_t hosts = 0;
+	for (size_t k = 0; k < s->nprocs; k++) {
+		idle += !s->procs[k].peer_calls;
+		dropped += s->procs[k].dropped;
+		ranks += s->procs[k].rank >= 0;
+		bool seen = false;
+		for (size_t j = 0; j < k && !seen; j++)
+			seen = s->procs[j].host && s->procs[k].host &&
+			       strcmp(s->procs[j].host, s->procs[k].host) == 0;
+		hosts += !seen;
+	}
 	fputs("<div class=\"cards\">", out);
-	for (int k = 0; k < 7; k++)
-		fprintf(out, "<div class=\"card\"><b id=\"%s\">%lld</b><span>%s</span></div>",
-			ids[k], sqlite3_column_int64(st, k), labels[k]);
+	card(out, "n-processes", (long long)s->nprocs, "processes guarded", "rows of processes");
+	card(out, "n-idle", idle, "made no peer call",
+	     "processes with no transfer, peer-access or failure row");
+	card(out, "n-hosts", (long long)hosts, "hosts", "distinct processes.hostname");
+	card(out, "n-ranks", ranks, "with a rank", "processes with RANK set");
+	card(out, "n-transfers", scalar(r->db, "SELECT count(*) FROM transfers"), "transfer rows",
+	     "rows of transfers");
+	card(out, "n-calls", s->total.calls, "copy calls",
+	     "every call counted once: rows, summary buckets and overflow (peer_totals)");
+	card(out, "n-timed", s->total.gpu_timed + s->total.synchronous, "timed copies",
+	     "GPU-timed asynchronous and synchronous copies: the only ones bandwidth is computed "
+	     "from");
+	card(out, "n-untimed", report_untimed(&s->total), "untimed copies",
+	     "asynchronous copies without a GPU time: counted, never divided");
+	card(out, "n-folded", s->total.folded, "calls in overflow",
+	     "calls that found their thread's ring full: counted in transfer_overflow, no row");
+	card(out, "n-failures", scalar(r->db, "SELECT count(*) FROM failures"), "failures",
+	     "rows of failures");
+	card(out, "n-crashes", scalar(r->db, "SELECT count(*) FROM crashes"), "crashes",
+	     "rows of crashes");
+	card(out, "n-dropped", dropped, "records dropped", "sum of processes.records_dropped");
 	fputs("</div>\n", out);
 }
 
-static int devices(sqlite3 *db, int *dev, int max)
+/* The path whose bandwidth a cell shows: the one with the most timed copies. */
+static const struct report_bw *main_path(const struct report_scan *s, size_t from, size_t to)
 {
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	int n = 0;
-	if (sqlite3_prepare_v2(
-		db,
-		"SELECT src_device FROM transfers UNION SELECT dst_device FROM "
-		"transfers UNION SELECT device FROM peer_access WHERE status = 0 UNION "
-		"SELECT peer_device FROM peer_access WHERE status = 0 ORDER BY 1",
-		-1, &st, NULL) != SQLITE_OK)
-		return 0;
-	while (n < max && sqlite3_step(st) == SQLITE_ROW)
-		if (sqlite3_column_type(st, 0) != SQLITE_NULL)
-			dev[n++] = sqlite3_column_int(st, 0);
-	return n;
+	const struct report_bw *best = NULL;
+	for (size_t k = from; k < to; k++)
+		if (report_path_has_bandwidth(s->bw[k].path) && (!best || s->bw[k].n > best->n))
+			best = &s->bw[k];
+	return best;
 }
 
-static void matrix(FILE *out, sqlite3 *db, const int *dev, int ndev)
+/* Cell colour: red (slowest pair) to green (fastest), by the cell's p50 against the best. */
+static void heat(FILE *out, double v, double vmax)
 {
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (ndev == 0) {
+	double f = vmax > 0 ? v / vmax : 0;
+	f = f < 0 ? 0 : f > 1 ? 1 : f;
+	fprintf(out, "background:hsl(%.0f,70%%,%.0f%%)", 120 * f, 82 - 10 * f);
+}
+
+static void pair_title(FILE *out, const struct report_scan *s, size_t from, size_t to)
+{
+	fprintf(out, "GPU %d &#8594; GPU %d", s->bw[from].src, s->bw[from].dst);
+	for (size_t k = from; k < to; k++) {
+		const struct report_bw *b = &s->bw[k];
+		char calls[32], untimed[32], by[32];
+		fmt_count(calls, sizeof(calls), b->c.calls);
+		fmt_count(untimed, sizeof(untimed), report_untimed(&b->c));
+		fmt_bytes(by, sizeof(by), (double)b->c.bytes);
+		fprintf(out, "&#10;%s: %s calls, %s", report_path_names[b->path], calls, by);
+		if (b->n)
+			fprintf(out, "; p50 %.3f GB/s, p99 %.3f GB/s from %zu timed",
+				report_percentile(b->gbps, b->n, 0.5),
+				report_percentile(b->gbps, b->n, 0.99), b->n);
+		fprintf(out, "; %s untimed", untimed);
+		if (b->c.failed)
+			fprintf(out, "; %lld failed", (long long)b->c.failed);
+	}
+}
+
+static void matrix(FILE *out, struct report *r)
+{
+	const struct report_scan *s = &r->scan;
+	size_t n = s->ndevices;
+	if (n == 0) {
 		fputs("<p>No device pair was used.</p>\n", out);
 		return;
 	}
-	if (sqlite3_prepare_v2(db,
-			       "SELECT path, p50_gbps, p99_gbps, count FROM temp.bw WHERE "
-			       "src_device = ?1 AND dst_device = ?2 ORDER BY path",
-			       -1, &st, NULL) != SQLITE_OK)
-		return;
-	fputs("<table id=\"matrix\" class=\"matrix\"><tr><th>src \\ dst</th>", out);
-	for (int d = 0; d < ndev; d++)
-		fprintf(out, "<th>GPU %d</th>", dev[d]);
+	double vmax = 0;
+	for (size_t k = 0; k < s->nbw; k++)
+		if (report_path_has_bandwidth(s->bw[k].path) && s->bw[k].n)
+			vmax = fmax(vmax, report_percentile(s->bw[k].gbps, s->bw[k].n, 0.5));
+	bool compact = n > 8;
+	fprintf(
+	    out,
+	    "<p class=\"dim\">Each cell: the p50 in GB/s of the pair's copies whose copy time is "
+	    "known (GPU-timed and synchronous), %s; colour from red (slowest pair) to green "
+	    "(%.3g GB/s, the fastest); grey: copies but none timed. Hover a cell for every "
+	    "path's p50, p99, timed and untimed counts; the table below the matrix has them "
+	    "all.</p>\n",
+	    n > 16    ? "of its most-timed path, rounded"
+	    : compact ? "of its most-timed path"
+		      : "per path",
+	    vmax);
+	fprintf(out,
+		"<div class=\"scroll\"><table id=\"matrix\" class=\"matrix%s%s\" data-gpus=\"%zu\">"
+		"<tr><th class=\"corner\">src&#8595; dst&#8594;</th>",
+		compact ? " compact" : "", n > 16 ? " dense" : "", n);
+	for (size_t d = 0; d < n; d++)
+		fprintf(out, "<th class=\"col\">%s%d</th>", compact ? "" : "GPU ", s->devices[d]);
 	fputs("</tr>\n", out);
-	for (int s = 0; s < ndev; s++) {
-		fprintf(out, "<tr><th>GPU %d</th>", dev[s]);
-		for (int d = 0; d < ndev; d++) {
-			if (s == d) {
-				fputs("<td class=\"self\">X</td>", out);
+	size_t k = 0;
+	for (size_t si = 0; si < n; si++) {
+		fprintf(out, "<tr><th>%s%d</th>", compact ? "" : "GPU ", s->devices[si]);
+		for (size_t di = 0; di < n; di++) {
+			int src = s->devices[si], dst = s->devices[di];
+			while (k < s->nbw &&
+			       (s->bw[k].src < src || (s->bw[k].src == src && s->bw[k].dst < dst)))
+				k++;
+			size_t end = k;
+			while (end < s->nbw && s->bw[end].src == src && s->bw[end].dst == dst)
+				end++;
+			if (src == dst && end == k) {
+				fputs("<td class=\"self\">&#183;</td>", out);
 				continue;
 			}
-			fprintf(out, "<td data-pair=\"%d-%d\">", dev[s], dev[d]);
-			sqlite3_reset(st);
-			sqlite3_bind_int(st, 1, dev[s]);
-			sqlite3_bind_int(st, 2, dev[d]);
-			int n = 0;
-			while (sqlite3_step(st) == SQLITE_ROW) {
-				const char *path = p2pg_cli_col(st, 0);
-				fprintf(out,
-					"<div class=\"bw\" data-path=\"%s\" style=\"color:%s\">%s "
-					"<b>%.3g</b> GB/s <small>p99 %.3g, n=%d</small></div>",
-					path ?: "", path_colors[path_index(path)], path ?: "?",
-					sqlite3_column_double(st, 1), sqlite3_column_double(st, 2),
-					sqlite3_column_int(st, 3));
-				n++;
+			if (end == k) {
+				fprintf(out, "<td class=\"none\" data-pair=\"%d-%d\">-</td>", src,
+					dst);
+				continue;
 			}
-			if (!n)
-				fputs("<span class=\"dim\">-</span>", out);
+			const struct report_bw *m = main_path(s, k, end);
+			double p50 = m && m->n ? report_percentile(m->gbps, m->n, 0.5) : NAN;
+			fprintf(out, "<td data-pair=\"%d-%d\" title=\"", src, dst);
+			pair_title(out, s, k, end);
+			fputs("\" style=\"", out);
+			if (isnan(p50))
+				fputs("background:#e4e4e4", out);
+			else
+				heat(out, p50, vmax);
+			fputs("\"", out);
+			if (!isnan(p50))
+				fprintf(out, " data-p50=\"%.3f\"", p50);
+			fputs(">", out);
+			if (compact) {
+				if (isnan(p50))
+					fputs("<span class=\"dim\">u</span>", out);
+				else
+					fprintf(out, "%.*f", p50 >= 100 || n > 16 ? 0 : 1, p50);
+			} else {
+				for (size_t j = k; j < end; j++) {
+					const struct report_bw *b = &s->bw[j];
+					double v = report_percentile(b->gbps, b->n, 0.5);
+					fprintf(out, "<div class=\"bw\" data-path=\"%s\">%s ",
+						report_path_names[b->path],
+						report_path_names[b->path]);
+					if (isnan(v))
+						fputs("<i>untimed</i>", out);
+					else
+						fprintf(out, "<b>%.3g</b>", v);
+					fputs("</div>", out);
+				}
+			}
 			fputs("</td>", out);
+			k = end;
 		}
 		fputs("</tr>\n", out);
 	}
-	fputs("</table>\n", out);
+	fputs("</table></div>\n", out);
+
+	/* Every pair and path in full. */
+	fprintf(
+	    out,
+	    "<details id=\"pair-table\"%s><summary>All %zu pair and path lines</summary>"
+	    "<div class=\"scroll\"><table class=\"num\"><tr><th>src</th><th>dst</th><th>path</th>"
+	    "<th>calls</th><th>bytes</th><th>failed</th><th>timed (GPU)</th>"
+	    "<th>timed (sync)</th><th>untimed</th><th>in overflow</th><th>p50 GB/s</th>"
+	    "<th>p99 GB/s</th></tr>\n",
+	    s->nbw <= 16 ? " open" : "", s->nbw);
+	for (size_t j = 0; j < s->nbw; j++) {
+		const struct report_bw *b = &s->bw[j];
+		fprintf(out, "<tr><td>%d</td><td>%d</td><td>%s</td><td>", b->src, b->dst,
+			report_path_names[b->path]);
+		count(out, b->c.calls);
+		fputs("</td><td>", out);
+		bytes(out, b->c.bytes);
+		fprintf(out, "</td><td>%lld</td><td>", (long long)b->c.failed);
+		count(out, b->c.gpu_timed);
+		fputs("</td><td>", out);
+		count(out, b->c.synchronous);
+		fputs("</td><td>", out);
+		count(out, report_untimed(&b->c));
+		fputs("</td><td>", out);
+		count(out, b->c.folded);
+		if (b->n)
+			fprintf(out, "</td><td>%.3f</td><td>%.3f</td></tr>\n",
+				report_percentile(b->gbps, b->n, 0.5),
+				report_percentile(b->gbps, b->n, 0.99));
+		else
+			fputs("</td><td>-</td><td>-</td></tr>\n", out);
+	}
+	fputs("</table></div></details>\n", out);
 }
 
-struct point {
-	int64_t t;
-	double gbps;
-	int path;
+static double pair_p50(const struct report_scan *s, int src, int dst)
+{
+	double best = NAN;
+	size_t most = 0;
+	for (size_t k = 0; k < s->nbw; k++)
+		if (s->bw[k].src == src && s->bw[k].dst == dst && s->bw[k].n > most) {
+			most = s->bw[k].n;
+			best = report_percentile(s->bw[k].gbps, s->bw[k].n, 0.5);
+		}
+	return best;
+}
+
+struct ranked_series {
+	struct report_series *s;
+	double p50;
 };
 
-/* Bandwidth over time and the size histogram of one pair, as two inline SVG charts. */
-static void pair_charts(FILE *out, sqlite3 *db, int src, int dst)
+static int cmp_ranked(const void *a, const void *b)
 {
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	_cleanup_free_ struct point *pts = NULL;
-	size_t n = 0, cap = 0, total = 0;
-	uint64_t hist[64] = {0};
-	int64_t t0 = INT64_MAX, t1 = INT64_MIN;
-	double ymax = 0;
-
-	if (sqlite3_prepare_v2(db,
-			       "SELECT started_ns, bytes, coalesce(gpu_ns, host_ns), path, status "
-			       "FROM transfers WHERE src_device = ?1 AND dst_device = ?2 AND "
-			       "started_ns IS NOT NULL ORDER BY started_ns",
-			       -1, &st, NULL) != SQLITE_OK)
-		return;
-	sqlite3_bind_int(st, 1, src);
-	sqlite3_bind_int(st, 2, dst);
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		int64_t bytes = sqlite3_column_int64(st, 1), ns = sqlite3_column_int64(st, 2);
-		if (bytes > 0)
-			hist[63 - __builtin_clzll((unsigned long long)bytes)]++;
-		if (ns <= 0 || sqlite3_column_int(st, 4) != 0)
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 256;
-			struct point *bigger = realloc(pts, cap * sizeof(*pts));
-			if (!bigger)
-				break;
-			pts = bigger;
-		}
-		pts[n++] = (struct point){sqlite3_column_int64(st, 0), (double)bytes / (double)ns,
-					  path_index(p2pg_cli_col(st, 3))};
-		total++;
-	}
-	for (size_t k = 0; k < n; k++) {
-		t0 = pts[k].t < t0 ? pts[k].t : t0;
-		t1 = pts[k].t > t1 ? pts[k].t : t1;
-		ymax = pts[k].gbps > ymax ? pts[k].gbps : ymax;
-	}
-	fprintf(out,
-		"<figure class=\"pair\" id=\"pair-%d-%d\"><figcaption>GPU %d &rarr; GPU "
-		"%d</figcaption>\n",
-		src, dst, src, dst);
-
-	/* Bandwidth over time. */
-	const int L = 44, B = 22, pw = CHART_W - L - 8, ph = CHART_H - B - 10;
-	fprintf(out,
-		"<svg class=\"bw-time\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-		"role=\"img\"><title>GB/s over time, GPU %d to %d</title>",
-		CHART_W, CHART_H, CHART_W, CHART_H, src, dst);
-	fprintf(out,
-		"<line x1=\"%d\" y1=\"10\" x2=\"%d\" y2=\"%d\" class=\"axis\"/><line x1=\"%d\" "
-		"y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"axis\"/>",
-		L, L, 10 + ph, L, 10 + ph, L + pw, 10 + ph);
-	if (n == 0) {
-		fprintf(out, "<text x=\"%d\" y=\"%d\">no timed copy</text>", L + 10, CHART_H / 2);
-	} else {
-		double ytop = ymax > 0 ? ymax * 1.1 : 1;
-		double span = t1 > t0 ? (double)(t1 - t0) : 1;
-		fprintf(out,
-			"<text x=\"%d\" y=\"14\" text-anchor=\"end\">%.3g</text><text x=\"%d\" "
-			"y=\"%d\" text-anchor=\"end\">0</text><text x=\"%d\" y=\"%d\">GB/s over "
-			"%.3g s</text>",
-			L - 4, ytop, L - 4, 10 + ph, L + 6, CHART_H - 6, span / 1e9);
-		size_t stride = n > MAX_POINTS ? (n + MAX_POINTS - 1) / MAX_POINTS : 1;
-		for (size_t k = 0; k < n; k += stride) {
-			double x = L + (t1 > t0 ? (double)(pts[k].t - t0) / span * pw : pw / 2.0);
-			double y = 10 + ph - pts[k].gbps / ytop * ph;
-			fprintf(
-			    out,
-			    "<circle class=\"pt\" cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>",
-			    x, y, path_colors[pts[k].path]);
-		}
-	}
-	fputs("</svg>\n", out);
-
-	/* Sizes: one bar per power of two. */
-	int lo = 63, hi = 0;
-	uint64_t hmax = 0;
-	for (int b = 0; b < 64; b++)
-		if (hist[b]) {
-			lo = b < lo ? b : lo;
-			hi = b > hi ? b : hi;
-			hmax = hist[b] > hmax ? hist[b] : hmax;
-		}
-	fprintf(out,
-		"<svg class=\"sizes\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-		"role=\"img\"><title>copy sizes, GPU %d to %d</title>",
-		CHART_W, CHART_H, CHART_W, CHART_H, src, dst);
-	if (hmax) {
-		int bars = hi - lo + 1;
-		double bw = (double)pw / bars;
-		for (int b = lo; b <= hi; b++) {
-			double bh = (double)hist[b] / (double)hmax * (ph - 14);
-			double x = L + (b - lo) * bw;
-			static const char *const unit[] = {"B", "K", "M", "G", "T"};
-			fprintf(out,
-				"<rect class=\"bar\" data-bucket=\"%d\" data-count=\"%" PRIu64
-				"\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/>",
-				b, hist[b], x + 1, 10 + ph - bh, bw - 2, bh);
-			if (hist[b])
-				fprintf(
-				    out,
-				    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%" PRIu64
-				    "</text>",
-				    x + bw / 2, 10 + ph - bh - 2, hist[b]);
-			if (bars <= 12 || (b - lo) % 2 == 0)
-				fprintf(
-				    out,
-				    "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%d%s</text>",
-				    x + bw / 2, CHART_H - 6, 1 << (b % 10), unit[b / 10]);
-		}
-	} else {
-		fprintf(out, "<text x=\"%d\" y=\"%d\">no sizes</text>", L + 10, CHART_H / 2);
-	}
-	fprintf(out,
-		"</svg><p class=\"dim\">%zu timed successful cop%s; sizes of every copy, "
-		"by power of two</p></figure>\n",
-		total, total == 1 ? "y" : "ies");
+	const struct ranked_series *x = a, *y = b;
+	if (isnan(x->p50) != isnan(y->p50))
+		return isnan(x->p50) ? 1 : -1;
+	if (x->p50 != y->p50)
+		return (x->p50 > y->p50) - (x->p50 < y->p50);
+	if (x->s->src != y->s->src)
+		return x->s->src - y->s->src;
+	return x->s->dst - y->s->dst;
 }
 
-static void charts(FILE *out, sqlite3 *db)
+static int cmp_by_pair(const void *a, const void *b)
 {
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db,
-			       "SELECT DISTINCT src_device, dst_device FROM transfers WHERE "
-			       "src_device IS NOT NULL AND dst_device IS NOT NULL ORDER BY 1, 2",
-			       -1, &st, NULL) != SQLITE_OK)
-		return;
-	fputs("<p class=\"legend\">", out);
-	for (int k = 0; k < 5; k++)
-		fprintf(out, "<span style=\"color:%s\">&#9679; %s</span> ", path_colors[k],
-			path_names[k]);
-	fputs("</p>\n", out);
-	int n = 0;
-	while (sqlite3_step(st) == SQLITE_ROW && n++ < 64)
-		pair_charts(out, db, sqlite3_column_int(st, 0), sqlite3_column_int(st, 1));
-	if (!n)
+	const struct ranked_series *x = a, *y = b;
+	if (x->s->src != y->s->src)
+		return x->s->src - y->s->src;
+	return x->s->dst - y->s->dst;
+}
+
+static void pairs(FILE *out, struct report *r)
+{
+	struct report_scan *s = &r->scan;
+	if (s->nseries == 0) {
 		fputs("<p>No transfer was recorded.</p>\n", out);
+		return;
+	}
+	double ymax = 0;
+	for (size_t k = 0; k < s->nseries; k++)
+		for (size_t j = 0; j < s->series[k].n; j++)
+			ymax = fmax(ymax, s->series[k].s[j].gbps);
+	ymax = chart_nice_max(ymax, 4);
+	int64_t t0 = s->t_first, t1 = s->t_last > s->t_first ? s->t_last : s->t_first + 1;
+	struct ranked_series *order = calloc(s->nseries, sizeof(*order));
+	if (!order)
+		return;
+	for (size_t k = 0; k < s->nseries; k++)
+		order[k] = (struct ranked_series){&s->series[k],
+						  pair_p50(s, s->series[k].src, s->series[k].dst)};
+	bool all = s->nseries <= MAX_MULTIPLES;
+	sort_n(order, s->nseries, sizeof(*order), all ? cmp_by_pair : cmp_ranked);
+
+	fputs("<p class=\"legend\">", out);
+	for (int k = 0; k < RP_PATHS; k++)
+		fprintf(out, "<span style=\"color:%s\">&#9679; %s</span> ", path_colors[k],
+			report_path_names[k]);
+	fprintf(out,
+		"&#8212; GB/s of each copy whose copy time is known; past %d copies a chart draws "
+		"per time bin the p10&#8211;p90 band and the p50 line instead of points.</p>\n",
+		CHART_MAX_POINTS);
+	fprintf(out,
+		"<h3>%s</h3><p class=\"dim\">Same axes in every chart: 0&#8211;%.0f GB/s over the "
+		"job's time.</p><div class=\"multiples\">",
+		all ? "Every pair at a glance" : "The slowest pairs at a glance (by p50)", ymax);
+	size_t shown = all ? s->nseries : MAX_MULTIPLES;
+	for (size_t k = 0; k < shown && k < s->nseries; k++) {
+		struct report_series *ser = order[k].s;
+		char title[64];
+		snprintf(title, sizeof(title), "GB/s over time, GPU %d to %d", ser->src, ser->dst);
+		struct chart_frame f = {.width = 210,
+					.height = 96,
+					.left = 34,
+					.right = 6,
+					.top = 16,
+					.bottom = 18,
+					.t0 = t0,
+					.t1 = t1,
+					.ymax = ymax,
+					.y_unit = "GB/s",
+					.css_class = "multiple",
+					.title = title,
+					.small = true};
+		fprintf(out, "<a class=\"mult\" href=\"#pair-%d-%d\"><span>%d&#8594;%d", ser->src,
+			ser->dst, ser->src, ser->dst);
+		if (!isnan(order[k].p50))
+			fprintf(out, " &#183; p50 %.3g", order[k].p50);
+		fputs("</span>", out);
+		chart_bandwidth(out, &f, ser->s, ser->n, path_colors);
+		fputs("</a>", out);
+	}
+	fputs("</div>\n", out);
+	if (!all)
+		fprintf(
+		    out,
+		    "<p class=\"dim\">%zu pairs in all; the %d slowest have a detail below, every "
+		    "pair has its line in the matrix's table.</p>\n",
+		    s->nseries, MAX_DETAIL_PAIRS);
+
+	fprintf(out, "<h3>Per pair</h3>\n");
+	size_t details = s->nseries < MAX_DETAIL_PAIRS ? s->nseries : MAX_DETAIL_PAIRS;
+	for (size_t k = 0; k < details; k++) {
+		struct report_series *ser = order[k].s;
+		size_t total = 0;
+		for (int b = 0; b < 64; b++)
+			total += ser->sizes[b];
+		fprintf(
+		    out,
+		    "<details class=\"pair\" id=\"pair-%d-%d\"%s><summary>GPU %d &#8594; GPU %d: "
+		    "%zu timed of %zu copies",
+		    ser->src, ser->dst, s->nseries <= 2 ? " open" : "", ser->src, ser->dst, ser->n,
+		    total);
+		if (!isnan(order[k].p50))
+			fprintf(out, ", p50 %.3g GB/s", order[k].p50);
+		fputs("</summary>", out);
+		char title[64], stitle[64];
+		snprintf(title, sizeof(title), "GB/s over time, GPU %d to %d", ser->src, ser->dst);
+		snprintf(stitle, sizeof(stitle), "copy sizes, GPU %d to %d", ser->src, ser->dst);
+		double pmax = 0;
+		for (size_t j = 0; j < ser->n; j++)
+			pmax = fmax(pmax, ser->s[j].gbps);
+		struct chart_frame f = {.width = 520,
+					.height = 200,
+					.left = 52,
+					.right = 12,
+					.top = 10,
+					.bottom = 36,
+					.t0 = t0,
+					.t1 = t1,
+					.ymax = chart_nice_max(pmax, 4),
+					.y_unit = "GB/s",
+					.css_class = "bw-time",
+					.title = title};
+		chart_bandwidth(out, &f, ser->s, ser->n, path_colors);
+		f.css_class = "sizes";
+		f.title = stitle;
+		chart_sizes(out, &f, ser->sizes);
+		fprintf(out,
+			"<p class=\"dim\">%zu timed successful cop%s (GPU-timed or "
+			"synchronous) drawn; sizes of every copy with a row.</p></details>\n",
+			ser->n, ser->n == 1 ? "y" : "ies");
+	}
+	free(order);
+}
+
+struct host_row {
+	const char *host;
+	struct report_counts c;
+	size_t procs, failures, crashes;
+	int *ranks;
+	size_t nranks;
+	float *gbps;
+	size_t n;
+};
+
+static int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return (x > y) - (x < y);
+}
+
+static double fp50(const float *v, size_t n)
+{
+	if (!n)
+		return NAN;
+	size_t at = (size_t)(0.5 * (double)n + 0.5);
+	return v[(at ? at : 1) - 1];
+}
+
+/* Per host and per rank: where the slow copies, failures and crashes are. */
+static void ranks(FILE *out, struct report *r)
+{
+	const struct report_scan *s = &r->scan;
+	if (!s->nprocs) {
+		fputs("<p>No process was recorded.</p>\n", out);
+		return;
+	}
+	size_t cap = s->nprocs;
+	long long *fails = calloc(cap, sizeof(long long)),
+		  *crashes = calloc(cap, sizeof(long long));
+	struct host_row *hosts = calloc(cap, sizeof(*hosts));
+	size_t nhosts = 0;
+	if (!fails || !crashes || !hosts)
+		goto out;
+	static const char *const per[] = {"SELECT process_id, count(*) FROM failures GROUP BY 1",
+					  "SELECT process_id, count(*) FROM crashes GROUP BY 1"};
+	for (int q = 0; q < 2; q++) {
+		_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+		if (sqlite3_prepare_v2(r->db, per[q], -1, &st, NULL) != SQLITE_OK)
+			continue;
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			const struct report_process *p =
+			    report_scan_process(s, sqlite3_column_int64(st, 0));
+			if (p)
+				(q ? crashes : fails)[p - s->procs] = sqlite3_column_int64(st, 1);
+		}
+	}
+	double vmax = 0;
+	for (size_t k = 0; k < s->nprocs; k++) {
+		const struct report_process *p = &s->procs[k];
+		vmax = fmax(vmax, isnan(fp50(p->gbps, p->n)) ? 0 : fp50(p->gbps, p->n));
+		size_t j = 0;
+		while (j < nhosts && strcmp(hosts[j].host, p->host ? p->host : "?") != 0)
+			j++;
+		if (j == nhosts)
+			hosts[nhosts++].host = p->host ? p->host : "?";
+		struct host_row *hr = &hosts[j];
+		hr->procs++;
+		hr->failures += (size_t)fails[k];
+		hr->crashes += (size_t)crashes[k];
+		hr->c.calls += p->c.calls;
+		hr->c.bytes += p->c.bytes;
+		hr->c.failed += p->c.failed;
+		hr->c.gpu_timed += p->c.gpu_timed;
+		hr->c.synchronous += p->c.synchronous;
+		hr->c.folded += p->c.folded;
+		if (p->rank >= 0) {
+			int *bigger = realloc(hr->ranks, (hr->nranks + 1) * sizeof(int));
+			if (bigger) {
+				hr->ranks = bigger;
+				hr->ranks[hr->nranks++] = p->rank;
+			}
+		}
+		float *more = realloc(hr->gbps, (hr->n + p->n + 1) * sizeof(float));
+		if (more) {
+			hr->gbps = more;
+			if (p->n)
+				memcpy(hr->gbps + hr->n, p->gbps, p->n * sizeof(float));
+			hr->n += p->n;
+		}
+	}
+	fputs("<h3>By host</h3><div class=\"scroll\"><table id=\"hosts\" class=\"num\"><tr><th>host"
+	      "</th><th>processes</th><th>ranks</th><th>copy calls</th><th>bytes</th><th>timed</th>"
+	      "<th>untimed</th><th>p50 GB/s (timed)</th><th>failures</th><th>crashes</th></tr>\n",
+	      out);
+	for (size_t j = 0; j < nhosts; j++) {
+		struct host_row *hr = &hosts[j];
+		sort_n(hr->gbps, hr->n, sizeof(float), cmp_float);
+		struct rbuf rk = {0};
+		fmt_ranges(&rk, hr->ranks, hr->nranks);
+		fputs("<tr><td>", out);
+		h(out, hr->host);
+		fprintf(out, "</td><td>%zu</td><td>%s</td><td>", hr->procs, rbuf_str(&rk));
+		count(out, hr->c.calls);
+		fputs("</td><td>", out);
+		bytes(out, hr->c.bytes);
+		fputs("</td><td>", out);
+		count(out, hr->c.gpu_timed + hr->c.synchronous);
+		fputs("</td><td>", out);
+		count(out, report_untimed(&hr->c));
+		double v = fp50(hr->gbps, hr->n);
+		if (isnan(v))
+			fputs("</td><td>-", out);
+		else
+			fprintf(out, "</td><td>%.3f", v);
+		fprintf(out, "</td><td>%zu</td><td>%zu</td></tr>\n", hr->failures, hr->crashes);
+		rbuf_free(&rk);
+	}
+	fputs("</table></div>\n", out);
+
+	fprintf(out,
+		"<details id=\"rank-view\"%s><summary>By rank: %zu processes (the bar is the "
+		"process's p50 GB/s against the best, %.3g)</summary><div class=\"scroll\"><table "
+		"id=\"ranks\" class=\"num\"><tr><th>rank</th><th>host</th><th>pid</th><th>mode</th>"
+		"<th>copy calls</th><th>bytes</th><th>timed</th><th>untimed</th><th>p50 GB/s"
+		"</th><th>failures</th><th>crashes</th></tr>\n",
+		s->nprocs <= OPEN_RANKS ? " open" : "", s->nprocs, vmax);
+	for (size_t k = 0; k < s->nprocs; k++) {
+		const struct report_process *p = &s->procs[k];
+		fputs("<tr><td>", out);
+		if (p->rank >= 0)
+			fprintf(out, "%d", p->rank);
+		fputs("</td><td>", out);
+		h(out, p->host);
+		fprintf(out, "</td><td>%d</td><td>", p->pid);
+		h(out, p->mode);
+		fputs("</td><td>", out);
+		count(out, p->c.calls);
+		fputs("</td><td>", out);
+		bytes(out, p->c.bytes);
+		fputs("</td><td>", out);
+		count(out, p->c.gpu_timed + p->c.synchronous);
+		fputs("</td><td>", out);
+		count(out, report_untimed(&p->c));
+		double v = fp50(p->gbps, p->n);
+		if (isnan(v))
+			fputs("</td><td>-", out);
+		else
+			fprintf(out,
+				"</td><td class=\"barcell\"><span class=\"bar\" "
+				"style=\"width:%.0f%%\"></span>%.3f",
+				vmax > 0 ? 100 * v / vmax : 0, v);
+		fprintf(out, "</td><td%s>%lld</td><td%s>%lld</td></tr>\n",
+			fails[k] ? " class=\"bad\"" : "", fails[k],
+			crashes[k] ? " class=\"bad\"" : "", crashes[k]);
+	}
+	fputs("</table></div></details>\n", out);
+out:
+	for (size_t j = 0; hosts && j < nhosts; j++) {
+		free(hosts[j].ranks);
+		free(hosts[j].gbps);
+	}
+	free(hosts);
+	free(fails);
+	free(crashes);
 }
 
 static void stack(FILE *out, const char *title, const char *text)
@@ -324,153 +625,276 @@ static void stack(FILE *out, const char *title, const char *text)
 	fputs("</pre></details>", out);
 }
 
-static void failures(FILE *out, sqlite3 *db)
+/* "pairs 0-3->4-7 (32) · ranks 0-99 (100) · hosts gpu-[001-013] (13)" */
+static void where(FILE *out, const char *pairs_text, const char *ranks_text, const char *hosts_text)
 {
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, REPORT_FAILURES_SQL, -1, &st, NULL) != SQLITE_OK)
+	struct dev_pair *pairs = NULL;
+	size_t n = report_parse_pairs(pairs_text, &pairs);
+	int *rk = NULL;
+	size_t nr = report_parse_ints(ranks_text, &rk);
+	char **hosts = NULL;
+	size_t nh = report_parse_strings(hosts_text, &hosts);
+	struct rbuf p = {0}, rr = {0}, hh = {0};
+	fmt_pairs(&p, pairs, n);
+	fmt_ranges(&rr, rk, nr);
+	fmt_hosts(&hh, hosts, nh, 8);
+	fputs("<p class=\"on\">", out);
+	if (n) {
+		fprintf(out, "<span class=\"pairs\" data-n=\"%zu\">pairs <b>", n);
+		h(out, rbuf_str(&p));
+		fprintf(out, "</b> (%zu)</span> ", n);
+	}
+	if (nr) {
+		fprintf(out, "<span class=\"ranks\" data-n=\"%zu\">ranks <b>", nr);
+		h(out, rbuf_str(&rr));
+		fprintf(out, "</b> (%zu)</span> ", nr);
+	}
+	if (nh) {
+		fprintf(out, "<span class=\"hosts\" data-n=\"%zu\">hosts <b>", nh);
+		h(out, rbuf_str(&hh));
+		fprintf(out, "</b> (%zu)</span>", nh);
+	}
+	fputs("</p>", out);
+	rbuf_free(&p);
+	rbuf_free(&rr);
+	rbuf_free(&hh);
+	free(pairs);
+	free(rk);
+	report_free_strings(hosts, nh);
+}
+
+static void failures(FILE *out, struct report *r)
+{
+	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL, *detail = NULL, *places = NULL;
+	if (sqlite3_prepare_v2(r->db, REPORT_FAILURE_GROUPS_SQL, -1, &st, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(r->db, REPORT_FAILURE_DETAIL_SQL, -1, &detail, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(r->db, REPORT_FAILURE_WHERE_SQL, -1, &places, NULL) != SQLITE_OK)
 		return;
 	int n = 0;
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		n++;
-		fprintf(out, "<div class=\"failure\" data-count=\"%d\"><h3>",
-			sqlite3_column_int(st, 1));
+		int cnt = sqlite3_column_int(st, 1), procs = sqlite3_column_int(st, 2);
+		fprintf(out, "<div class=\"failure\" id=\"failure-%d\" data-count=\"%d\"><h3>%d. ",
+			n, cnt, n);
 		h(out, p2pg_cli_col(st, 5));
-		fprintf(out, " &rarr; %d ", sqlite3_column_int(st, 6));
+		fprintf(out, " &#8594; %d ", sqlite3_column_int(st, 6));
 		h(out, p2pg_cli_col(st, 7));
-		fprintf(out, " <small>GPU %d &rarr; %d, ", sqlite3_column_int(st, 8),
-			sqlite3_column_int(st, 9));
-		h(out, p2pg_cli_col(st, 10) ?: "passed");
-		fprintf(out, "</small><span class=\"count\">&times;%d</span></h3>",
-			sqlite3_column_int(st, 1));
-		fprintf(out, "<p class=\"when\">%d time%s in %d process%s, first ",
-			sqlite3_column_int(st, 1), sqlite3_column_int(st, 1) == 1 ? "" : "s",
-			sqlite3_column_int(st, 2), sqlite3_column_int(st, 2) == 1 ? "" : "es");
+		fputs(" <small>", out);
+		h(out, p2pg_cli_col(st, 8) ?: "passed");
+		fprintf(out, "</small><span class=\"count\">&#215;%d</span></h3>", cnt);
+		fprintf(out, "<p class=\"when\">%d time%s in %d process%s, first ", cnt,
+			cnt == 1 ? "" : "s", procs, procs == 1 ? "" : "es");
 		utc(out, sqlite3_column_int64(st, 3));
 		fputs(", last ", out);
 		utc(out, sqlite3_column_int64(st, 4));
 		fputs(" UTC</p>", out);
-		if (p2pg_cli_col(st, 19)) {
+		where(out, p2pg_cli_col(st, 11), p2pg_cli_col(st, 12), p2pg_cli_col(st, 13));
+		if (p2pg_cli_col(st, 10)) {
 			fputs("<p>probe verdict: <b class=\"verdict\">", out);
-			h(out, p2pg_cli_col(st, 19));
+			h(out, p2pg_cli_col(st, 10));
 			fputs("</b></p>", out);
 		}
-		if (p2pg_cli_col(st, 16)) {
-			fputs("<p class=\"args\">", out);
-			h(out, p2pg_cli_col(st, 16));
+		sqlite3_reset(places);
+		for (int c = 1; c <= 6; c++) {
+			if (sqlite3_column_type(st, c + 4) == SQLITE_NULL)
+				sqlite3_bind_null(places, c);
+			else
+				sqlite3_bind_value(places, c, sqlite3_column_value(st, c + 4));
+		}
+		bool any = false;
+		while (sqlite3_step(places) == SQLITE_ROW) {
+			if (!p2pg_cli_col(places, 0) || !*p2pg_cli_col(places, 0))
+				continue;
+			fputs(any ? "; " : "<p class=\"places\">where: ", out);
+			fputs("<code>", out);
+			h(out, p2pg_cli_col(places, 0));
+			fprintf(out, "</code> (%d)", sqlite3_column_int(places, 1));
+			any = true;
+		}
+		if (any)
 			fputs("</p>", out);
+		sqlite3_reset(detail);
+		sqlite3_bind_int64(detail, 1, sqlite3_column_int64(st, 0));
+		if (sqlite3_step(detail) == SQLITE_ROW) {
+			if (p2pg_cli_col(detail, 2)) {
+				fputs("<p class=\"args\">", out);
+				h(out, p2pg_cli_col(detail, 2));
+				fputs("</p>", out);
+			}
+			if (p2pg_cli_col(st, 9)) {
+				fputs("<p>rule <code class=\"rule\">", out);
+				h(out, p2pg_cli_col(st, 9));
+				fputs("</code></p><div class=\"diagnosis\"><b>Why</b><pre>", out);
+				h(out, p2pg_cli_col(detail, 0));
+				fputs("</pre></div><div class=\"advice\"><b>What to do</b><pre>",
+				      out);
+				h(out, p2pg_cli_col(detail, 1));
+				fputs("</pre></div>", out);
+			}
+			stack(out, "Python stack (first failure)", p2pg_cli_col(detail, 3));
+			stack(out, "C stack (first failure)", p2pg_cli_col(detail, 4));
 		}
-		if (p2pg_cli_col(st, 11)) {
-			fputs("<p>rule <code class=\"rule\">", out);
-			h(out, p2pg_cli_col(st, 11));
-			fputs("</code></p><div class=\"diagnosis\"><b>Why</b><pre>", out);
-			h(out, p2pg_cli_col(st, 12));
-			fputs("</pre></div><div class=\"advice\"><b>What to do</b><pre>", out);
-			h(out, p2pg_cli_col(st, 13));
-			fputs("</pre></div>", out);
-		}
-		stack(out, "Python stack", p2pg_cli_col(st, 17));
-		stack(out, "C stack", p2pg_cli_col(st, 18));
 		fputs("</div>\n", out);
 	}
 	if (!n)
 		fputs("<p>No failure was recorded.</p>\n", out);
 }
 
-static void crashes(FILE *out, sqlite3 *db)
+static void crashes(FILE *out, struct report *r)
 {
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, REPORT_CRASHES_SQL, -1, &st, NULL) != SQLITE_OK)
-		return;
-	int n = 0, sig = -1, bt = -1, py = -1, t = -1;
-	for (int c = 0; c < sqlite3_column_count(st); c++) {
-		const char *name = sqlite3_column_name(st, c);
-		sig = strcmp(name, "signal") == 0 ? c : sig;
-		bt = strcmp(name, "backtrace") == 0 ? c : bt;
-		py = strcmp(name, "python_stack") == 0 ? c : py;
-		t = strcmp(name, "started_ns") == 0 ? c : t;
-	}
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		n++;
-		int s = sig >= 0 ? sqlite3_column_int(st, sig) : 0;
-		fprintf(out, "<div class=\"crash\"><h3>pid %d on ", sqlite3_column_int(st, 0));
-		h(out, p2pg_cli_col(st, 1));
-		if (sqlite3_column_type(st, 2) != SQLITE_NULL && sqlite3_column_int(st, 2) >= 0)
-			fprintf(out, ", rank %d", sqlite3_column_int(st, 2));
-		fprintf(out, ": signal %d (%s)</h3><p class=\"when\">", s, strsignal(s));
-		if (t >= 0)
-			utc(out, sqlite3_column_int64(st, t));
+	size_t n = 0;
+	struct crash_group *g = report_crash_groups(r, &n);
+	for (size_t k = 0; k < n; k++) {
+		fprintf(out,
+			"<div class=\"crash\" data-count=\"%d\"><h3>%zu. signal %d (%s)"
+			"<span class=\"count\">&#215;%d</span></h3><p class=\"when\">%d crash%s "
+			"in %d process%s, first ",
+			g[k].count, k + 1, g[k].signal, strsignal(g[k].signal), g[k].count,
+			g[k].count, g[k].count == 1 ? "" : "es", g[k].processes,
+			g[k].processes == 1 ? "" : "es");
+		utc(out, g[k].first_ns);
+		fputs(", last ", out);
+		utc(out, g[k].last_ns);
 		fputs(" UTC</p>", out);
-		if (py >= 0)
-			stack(out, "Python stack", p2pg_cli_col(st, py));
-		if (bt >= 0)
-			stack(out, "C stack", p2pg_cli_col(st, bt));
+		struct rbuf rk = {0}, hs = {0};
+		fmt_ranges(&rk, g[k].ranks, g[k].nranks);
+		fmt_hosts(&hs, g[k].hosts, g[k].nhosts, 8);
+		fputs("<p class=\"on\">", out);
+		if (g[k].nranks)
+			fprintf(out, "ranks <b>%s</b> (%zu) ", rbuf_str(&rk), g[k].nranks);
+		if (g[k].nhosts) {
+			fputs("hosts <b>", out);
+			h(out, rbuf_str(&hs));
+			fprintf(out, "</b> (%zu)", g[k].nhosts);
+		}
+		fputs("</p><p>top frames <code class=\"frames\">", out);
+		h(out, g[k].key);
+		fputs("</code></p>", out);
+		stack(out, "Python stack (first crash)", g[k].python);
+		stack(out, "C stack (first crash)", g[k].backtrace);
 		fputs("</div>\n", out);
+		rbuf_free(&rk);
+		rbuf_free(&hs);
 	}
 	if (!n)
 		fputs("<p>No crash was recorded.</p>\n", out);
+	report_crash_groups_free(g, n);
 }
 
 static const char style[] =
-    "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}"
-    "h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ddd;margin-top:28px}"
-    "h3{font-size:15px;margin:4px 0}table{border-collapse:collapse;margin:8px 0;max-width:100%}"
-    "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top;"
-    "overflow-wrap:anywhere}"
-    "th{background:#f4f4f4}.matrix td{min-width:140px}.self{color:#aaa;text-align:center}"
+    "body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#222}"
+    "main{margin:0 24px 40px 232px;min-width:0}"
+    "nav{position:fixed;top:0;left:0;bottom:0;width:200px;overflow:auto;background:#f6f7f9;"
+    "border-right:1px solid #ddd;padding:16px 12px;font-size:13px}nav a{display:block;padding:2px "
+    "0;color:#1f4e8c;text-decoration:none}nav b{display:block;margin-bottom:6px}"
+    "@media (max-width:800px){nav{position:static;width:auto;border:0}main{margin:0 12px}}"
+    "h1{font-size:22px;margin-top:18px}h2{font-size:18px;border-bottom:1px solid #ddd;"
+    "margin-top:30px}h3{font-size:15px;margin:6px 0}"
+    "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 7px;"
+    "text-align:left;vertical-align:top}th{background:#f4f4f4;white-space:nowrap}"
+    ".num td{white-space:nowrap}.scroll{overflow-x:auto;max-width:100%}"
+    ".matrix td,.matrix th{white-space:nowrap;text-align:center}.matrix td{min-width:64px}"
+    ".matrix.compact td,.matrix.compact th{min-width:0;padding:1px 3px;font-size:10px;"
+    "line-height:14px}.matrix.compact.dense td{padding:1px 2px;font-size:9px}"
+    ".matrix .bw{font-size:12px}.self{color:#aaa}.none{color:#bbb}"
     ".cards{display:flex;gap:10px;flex-wrap:wrap}.card{border:1px solid #ddd;border-radius:6px;"
     "padding:6px 12px}.card b{font-size:20px;display:block}.card span{color:#666}"
-    ".dim{color:#888}.pair{display:inline-block;margin:6px 12px 6px 0}figcaption{font-weight:600}"
-    "svg{border:1px solid #eee;margin-right:6px}svg text{font-size:10px;fill:#444}"
-    ".axis{stroke:#999}.bar{fill:#6baed6}.failure,.crash{border-left:4px solid #d62728;"
-    "padding:4px 10px;margin:10px 0;background:#fff8f8}.count{float:right;color:#d62728}"
-    "pre{white-space:pre-wrap;margin:2px 0;font-size:12px}code{background:#eee;padding:0 3px}";
+    ".dim{color:#777}.legend span{margin-right:10px}"
+    ".multiples{display:flex;flex-wrap:wrap;gap:6px}.mult{display:block;border:1px solid #eee;"
+    "color:#222;text-decoration:none;font-size:12px;padding:2px}.mult span{display:block}"
+    "svg{margin:4px 6px 4px 0;overflow:visible}svg text{font-size:10px;fill:#444}"
+    ".axis{stroke:#888}.grid{stroke:#eee}.axis-title{font-size:11px;fill:#555}"
+    "rect.bar{fill:#6baed6}details.pair{margin:6px 0}details>summary{cursor:pointer}"
+    ".failure,.crash{border-left:4px solid #d62728;padding:4px 10px;margin:10px 0;"
+    "background:#fff8f8}.count{float:right;color:#d62728}.on b{font-weight:600}"
+    ".on span{margin-right:12px}.on{overflow-wrap:anywhere}pre{white-space:pre-wrap;margin:2px "
+    "0;font-size:12px}"
+    "code{background:#eee;padding:0 3px;overflow-wrap:anywhere}.barcell{position:relative}"
+    ".barcell .bar{position:absolute;left:0;top:3px;bottom:3px;background:#c6dbef;z-index:-1}"
+    ".bad{color:#d62728;font-weight:600}";
 
-int p2pg_report_html(sqlite3 *db, const char *db_path, FILE *out)
+static const struct {
+	const char *id, *title;
+} sections[] = {
+    {"sec-summary", "Summary"},
+    {"sec-matrix", "P2P matrix"},
+    {"sec-pairs", "Pairs over time"},
+    {"sec-ranks", "Hosts and ranks"},
+    {"sec-failures", "Failures"},
+    {"sec-crashes", "Crashes"},
+    {"sec-stalls", "Stalls"},
+    {"sec-processes", "Processes"},
+    {"sec-peer-access", "Peer access calls"},
+};
+
+static void open_section(FILE *out, int k)
 {
-	int dev[64];
-	int ndev = devices(db, dev, 64);
+	fprintf(out, "</section>\n<section id=\"%s\"><h2>%s</h2>\n", sections[k].id,
+		sections[k].title);
+}
 
+int p2pg_report_html(struct report *r, FILE *out)
+{
+	const char *db_path = r->opt->db_path;
 	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+	      "<meta name=\"viewport\" content=\"width=device-width\">"
 	      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
 	      "style-src 'unsafe-inline'\"><title>p2pguard report: ",
 	      out);
 	h(out, db_path);
 	fprintf(out,
-		"</title><style>%s</style></head><body>\n<h1>p2pguard report</h1><p "
-		"class=\"dim\">",
+		"</title><style>%s</style></head><body>\n<nav id=\"toc\"><b>p2pguard report</b>",
 		style);
+	for (size_t k = 0; k < sizeof(sections) / sizeof(sections[0]); k++)
+		fprintf(out, "<a href=\"#%s\">%s</a>", sections[k].id, sections[k].title);
+	fputs("</nav>\n<main><h1>p2pguard report</h1><p class=\"dim\">", out);
 	h(out, db_path);
-	fputs(" &middot; generated by p2pguard " P2PGUARD_VERSION "</p>\n", out);
-	summary(out, db);
-	fputs("<section id=\"sec-matrix\"><h2>P2P matrix: measured bandwidth (p50) per pair and "
-	      "path</h2>\n",
+	if (r->selection[0]) {
+		fputs(" &#183; ", out);
+		h(out, r->selection);
+	}
+	fputs(" &#183; generated by p2pguard " P2PGUARD_VERSION
+	      "</p>\n<section id=\"sec-summary\">",
 	      out);
-	matrix(out, db, dev, ndev);
-	fputs("</section>\n<section id=\"sec-charts\"><h2>Per pair: bandwidth over time and copy "
-	      "sizes</h2>\n",
-	      out);
-	charts(out, db);
-	fputs("</section>\n<section id=\"sec-failures\"><h2>Failures (identical ones "
-	      "grouped)</h2>\n",
-	      out);
-	failures(out, db);
-	fputs("</section>\n<section id=\"sec-crashes\"><h2>Crashes</h2>\n", out);
-	crashes(out, db);
-	fputs("</section>\n<section id=\"sec-stalls\"><h2>Stalls</h2>\n", out);
-	if (!p2pg_cli_has_table(db, "stalls"))
+	summary(out, r);
+	open_section(out, 1);
+	matrix(out, r);
+	progress_stage(&r->progress, "drawing the pairs", 0);
+	open_section(out, 2);
+	pairs(out, r);
+	open_section(out, 3);
+	ranks(out, r);
+	progress_stage(&r->progress, "grouping failures and crashes", 0);
+	open_section(out, 4);
+	failures(out, r);
+	open_section(out, 5);
+	crashes(out, r);
+	open_section(out, 6);
+	if (!r->has_stalls)
 		fputs("<p class=\"dim\">Not recorded in this database (its guard predates stall "
 		      "detection).</p>\n",
 		      out);
-	else if (!table(out, db, "stalls", REPORT_STALLS_SQL))
+	else if (!table(out, r->db, "stalls",
+			"SELECT p.pid, p.hostname, p.rank, s.api, s.src_device, s.dst_device, "
+			"s.bytes, s.path, datetime(s.started_ns / 1000000000, 'unixepoch') AS "
+			"started_utc, s.waited_ns / 1e9 AS waited_s, s.rule_id, s.diagnosis FROM "
+			"stalls s JOIN processes p ON p.id = s.process_id ORDER BY s.rowid"))
 		fputs("<p>No stall was recorded.</p>\n", out);
-	fputs("</section>\n<section id=\"sec-processes\"><h2>Processes and ranks</h2>\n", out);
-	table(out, db, "processes",
+	open_section(out, 7);
+	fprintf(out, "<details%s><summary>%zu processes</summary>\n",
+		r->scan.nprocs <= 32 ? " open" : "", r->scan.nprocs);
+	table(out, r->db, "processes",
 	      "SELECT pid, hostname, rank, local_rank, mode, guard_version, datetime(started_ns / "
-	      "1000000000, 'unixepoch') AS started_utc, CASE WHEN peer_calls THEN 'yes' ELSE 'no' "
-	      "END AS peer_calls, records_dropped, recovered, cmdline FROM (" REPORT_PROCESSES_SQL
-	      ")");
-	fputs("</section>\n<section id=\"sec-peer-access\"><h2>Peer access calls</h2>\n", out);
-	table(out, db, "peer-access", REPORT_PEER_ACCESS_SQL);
-	fputs("</section>\n</body></html>\n", out);
+	      "1000000000, 'unixepoch') AS started_utc, records_dropped, recovered, cmdline FROM "
+	      "processes ORDER BY coalesce(rank, 1 << 30), id");
+	fputs("</details>\n", out);
+	open_section(out, 8);
+	table(out, r->db, "peer-access", REPORT_PEER_ACCESS_SQL);
+	/*
+	 * Sections that other files add (report_*.c) go here, one call each: open them with a
+	 * <section id="sec-..."> of their own.
+	 */
+	fputs("</section>\n</main></body></html>\n", out);
+	progress_end(&r->progress);
 	return ferror(out) ? -EIO : 0;
 }

@@ -74,7 +74,7 @@ static bool has_nccl(sqlite3 *db)
 	return p2pg_cli_has_table(db, "nccl_comms") && p2pg_cli_has_table(db, "nccl_stalls");
 }
 
-void p2pg_report_nccl_stalls(sqlite3 *db, bool brief)
+void p2pg_report_nccl_stalls(sqlite3 *db, FILE *out, bool brief)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
 	if (!has_nccl(db) || sqlite3_prepare_v2(db, STALLS_SQL, -1, &st, NULL) != SQLITE_OK)
@@ -82,32 +82,32 @@ void p2pg_report_nccl_stalls(sqlite3 *db, bool brief)
 	int n = 0;
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		if (n++ == 0)
-			printf("\nNCCL operations that did not finish\n");
+			fprintf(out, "\nNCCL operations that did not finish\n");
 		char bytes[32] = "? B", line[200];
 		if (sqlite3_column_type(st, 9) != SQLITE_NULL)
 			human_bytes(sqlite3_column_int64(st, 9), bytes, sizeof(bytes));
-		printf("  pid %d rank %s/%s comm %s: %s", sqlite3_column_int(st, 0),
-		       text_or(st, 2, "?"), text_or(st, 3, "?"), text_or(st, 4, "?"),
-		       text_or(st, 6, "?"));
+		fprintf(out, "  pid %d rank %s/%s comm %s: %s", sqlite3_column_int(st, 0),
+			text_or(st, 2, "?"), text_or(st, 3, "?"), text_or(st, 4, "?"),
+			text_or(st, 6, "?"));
 		if (strcmp(text_or(st, 5, ""), "p2p") == 0)
-			printf(" with rank %s", text_or(st, 8, "?"));
+			fprintf(out, " with rank %s", text_or(st, 8, "?"));
 		else
-			printf(" #%lld", sqlite3_column_int64(st, 7));
-		printf(", %s, its kernel running %.1f s; the other ranks: %s\n", bytes,
-		       (double)sqlite3_column_int64(st, 10) / 1e9, text_or(st, 11, "unknown"));
+			fprintf(out, " #%lld", sqlite3_column_int64(st, 7));
+		fprintf(out, ", %s, its kernel running %.1f s; the other ranks: %s\n", bytes,
+			(double)sqlite3_column_int64(st, 10) / 1e9, text_or(st, 11, "unknown"));
 		if (sqlite3_column_type(st, 12) != SQLITE_NULL)
-			printf("     rule:  %s\n", text_or(st, 12, ""));
+			fprintf(out, "     rule:  %s\n", text_or(st, 12, ""));
 		first_line(text_or(st, 13, ""), line, sizeof(line));
 		if (*line)
-			printf("     why:   %s\n", line);
+			fprintf(out, "     why:   %s\n", line);
 		if (!brief && sqlite3_column_type(st, 14) != SQLITE_NULL) {
 			first_line(text_or(st, 14, ""), line, sizeof(line));
-			printf("     do:    %s\n", line);
+			fprintf(out, "     do:    %s\n", line);
 		}
 	}
 }
 
-void p2pg_report_nccl(sqlite3 *db)
+void p2pg_report_nccl(sqlite3 *db, FILE *out)
 {
 	if (!has_nccl(db))
 		return;
@@ -119,54 +119,54 @@ void p2pg_report_nccl(sqlite3 *db)
 	int n = 0;
 	while (sqlite3_step(comms) == SQLITE_ROW) {
 		if (n++ == 0)
-			printf("\nNCCL (its profiler plugin interface)\n");
-		printf("  comm %s: %s of %s ranks recorded (rank:device %s), profiler v%s",
-		       text_or(comms, 0, "?"), text_or(comms, 3, "?"), text_or(comms, 2, "?"),
-		       text_or(comms, 5, "?"), text_or(comms, 6, "?"));
+			fprintf(out, "\nNCCL (its profiler plugin interface)\n");
+		fprintf(out, "  comm %s: %s of %s ranks recorded (rank:device %s), profiler v%s",
+			text_or(comms, 0, "?"), text_or(comms, 3, "?"), text_or(comms, 2, "?"),
+			text_or(comms, 5, "?"), text_or(comms, 6, "?"));
 		if (sqlite3_column_type(comms, 7) != SQLITE_NULL)
-			printf(", fed to %s", text_or(comms, 7, ""));
+			fprintf(out, ", fed to %s", text_or(comms, 7, ""));
 		if (sqlite3_column_int64(comms, 8) > 0)
-			printf(", %lld events not recorded (slots full)",
-			       sqlite3_column_int64(comms, 8));
-		printf("\n");
+			fprintf(out, ", %lld events not recorded (slots full)",
+				sqlite3_column_int64(comms, 8));
+		fprintf(out, "\n");
 	}
 	if (n == 0)
 		return;
 	bool header = false;
 	while (sqlite3_step(ops) == SQLITE_ROW) {
 		if (!header) {
-			printf("  %-16s %-14s %-4s %8s %12s %9s %9s\n", "comm", "operation", "kind",
-			       "ops", "bytes", "GPU-timed", "GPU GB/s");
+			fprintf(out, "  %-16s %-14s %-4s %8s %12s %9s %9s\n", "comm", "operation",
+				"kind", "ops", "bytes", "GPU-timed", "GPU GB/s");
 			header = true;
 		}
 		char bytes[32];
 		human_bytes(sqlite3_column_int64(ops, 4), bytes, sizeof(bytes));
-		printf("  %-16s %-14s %-4s %8lld %12s %9lld %9s", text_or(ops, 0, "?"),
-		       text_or(ops, 2, "?"), text_or(ops, 1, "?"), sqlite3_column_int64(ops, 3),
-		       bytes, sqlite3_column_int64(ops, 5), text_or(ops, 6, "-"));
+		fprintf(out, "  %-16s %-14s %-4s %8lld %12s %9lld %9s", text_or(ops, 0, "?"),
+			text_or(ops, 2, "?"), text_or(ops, 1, "?"), sqlite3_column_int64(ops, 3),
+			bytes, sqlite3_column_int64(ops, 5), text_or(ops, 6, "-"));
 		if (sqlite3_column_int64(ops, 8) > 0)
-			printf("  %lld still running", sqlite3_column_int64(ops, 8));
+			fprintf(out, "  %lld still running", sqlite3_column_int64(ops, 8));
 		if (sqlite3_column_int64(ops, 9) > 0)
-			printf("  %lld unreported", sqlite3_column_int64(ops, 9));
+			fprintf(out, "  %lld unreported", sqlite3_column_int64(ops, 9));
 		if (sqlite3_column_int64(ops, 7) > 0)
-			printf("  %lld folded (rings full)", sqlite3_column_int64(ops, 7));
-		printf("\n");
+			fprintf(out, "  %lld folded (rings full)", sqlite3_column_int64(ops, 7));
+		fprintf(out, "\n");
 	}
 	header = false;
 	while (sqlite3_step(pairs) == SQLITE_ROW) {
 		if (!header) {
-			printf("  device pairs (nccl_pair_traffic)\n");
+			fprintf(out, "  device pairs (nccl_pair_traffic)\n");
 			header = true;
 		}
 		char bytes[32];
 		human_bytes(sqlite3_column_int64(pairs, 10), bytes, sizeof(bytes));
-		printf("    comm %s %s rank %s (%s device %s) -> rank %s (%s device %s): %s",
-		       text_or(pairs, 0, "?"), text_or(pairs, 1, "?"), text_or(pairs, 2, "?"),
-		       text_or(pairs, 3, "?"), text_or(pairs, 4, "?"), text_or(pairs, 5, "?"),
-		       text_or(pairs, 6, "?"), text_or(pairs, 7, "?"), bytes);
+		fprintf(out, "    comm %s %s rank %s (%s device %s) -> rank %s (%s device %s): %s",
+			text_or(pairs, 0, "?"), text_or(pairs, 1, "?"), text_or(pairs, 2, "?"),
+			text_or(pairs, 3, "?"), text_or(pairs, 4, "?"), text_or(pairs, 5, "?"),
+			text_or(pairs, 6, "?"), text_or(pairs, 7, "?"), bytes);
 		if (sqlite3_column_type(pairs, 11) != SQLITE_NULL)
-			printf(", %s GB/s on the GPU", text_or(pairs, 11, ""));
-		printf("\n");
+			fprintf(out, ", %s GB/s on the GPU", text_or(pairs, 11, ""));
+		fprintf(out, "\n");
 	}
 }
 

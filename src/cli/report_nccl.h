@@ -8,8 +8,8 @@
 #include <stdio.h>
 
 /* Text: NCCL operations that did not finish, with their diagnosis (said first). */
-void p2pg_report_nccl_stalls(sqlite3 *db, bool brief);
+void p2pg_report_nccl_stalls(sqlite3 *db, FILE *out, bool brief);
 /* Text: communicators, operations per function, device pairs. */
-void p2pg_report_nccl(sqlite3 *db);
+void p2pg_report_nccl(sqlite3 *db, FILE *out);
 /* JSON: the member "nccl": {stalls, communicators, operations, pairs}, with its trailing comma. */
 void p2pg_report_nccl_json(sqlite3 *db, FILE *out);

@@ -141,6 +141,12 @@ static void process_info(struct p2pg_process_info *info)
 	info->local_rank = local && *local ? atoi(local) : -1;
 	info->mode = rec.mode_name;
 	info->record = rec.settings.record;
+	/* The run this process belongs to (`p2pguard run` sets it for the whole process tree it
+	 * starts): kept only when it looks like one, so that a stray value cannot pass for one. */
+	const char *run = getenv("P2PGUARD_RUN_ID");
+	size_t run_len = run ? strspn(run, "0123456789abcdefghijklmnopqrstuvwxyz-") : 0;
+	if (run && run_len > 0 && run_len < sizeof(info->run_id) && run[run_len] == '\0')
+		memcpy(info->run_id, run, run_len + 1);
 	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		ssize_t n = read(fd, info->cmdline, sizeof(info->cmdline) - 1);

@@ -164,25 +164,45 @@ CREATE TABLE IF NOT EXISTS rules (
 );
 
 
+-- Bandwidth per pair and path, only from copies whose copy time is known: GPU-timed ones and
+-- synchronous ones (their gpu_ns is the call's duration, which is the copy's). An asynchronous copy
+-- without gpu_ns is counted in `untimed` and never divided: its host_ns is the enqueue, not the
+-- copy. count = gpu_timed + synchronous (the copies the percentiles are computed from); bytes are
+-- theirs. Successful rows of transfers only (transfer_overflow and transfer_summary hold no times).
+-- Databases made before 0.2 had a view that divided by the enqueue time: store_open.c replaces it.
 CREATE VIEW IF NOT EXISTS peer_bandwidth AS
-WITH timed AS (
-  SELECT src_device, dst_device, path, bytes,
-         COALESCE(gpu_ns, host_ns) AS ns,
-         bytes * 1.0 / COALESCE(gpu_ns, host_ns) AS gbps
+WITH copies AS (
+  SELECT src_device, dst_device, path, bytes, gpu_ns, instr(api, 'Async') = 0 AS synchronous
   FROM transfers
-  WHERE status = 0 AND path IN ('p2p', 'driver', 'staged') AND COALESCE(gpu_ns, host_ns) > 0
+  WHERE status = 0 AND path IN ('p2p', 'driver', 'staged')
 ), ranked AS (
-  SELECT *, ROW_NUMBER() OVER (PARTITION BY src_device, dst_device, path ORDER BY gbps) AS r,
+  SELECT src_device, dst_device, path, bytes, bytes * 1.0 / gpu_ns AS gbps,
+         ROW_NUMBER() OVER (PARTITION BY src_device, dst_device, path ORDER BY bytes * 1.0 / gpu_ns) AS r,
          COUNT(*) OVER (PARTITION BY src_device, dst_device, path) AS n
-  FROM timed
+  FROM copies
+  WHERE gpu_ns > 0
+), percentiles AS (
+  SELECT src_device, dst_device, path, n,
+         SUM(bytes) AS bytes,
+         ROUND(MAX(CASE WHEN r = MAX(1, CAST(0.50 * n + 0.5 AS INTEGER)) THEN gbps END), 3) AS p50_gbps,
+         ROUND(MAX(CASE WHEN r = MAX(1, CAST(0.99 * n + 0.5 AS INTEGER)) THEN gbps END), 3) AS p99_gbps
+  FROM ranked
+  GROUP BY src_device, dst_device, path
+), counted AS (
+  SELECT src_device, dst_device, path,
+         SUM(COALESCE(gpu_ns, 0) > 0 AND NOT synchronous) AS gpu_timed,
+         SUM(COALESCE(gpu_ns, 0) > 0 AND synchronous) AS synchronous,
+         SUM(COALESCE(gpu_ns, 0) <= 0) AS untimed
+  FROM copies
+  GROUP BY src_device, dst_device, path
 )
-SELECT src_device, dst_device, path,
-       n AS count,
-       SUM(bytes) AS bytes,
-       ROUND(MAX(CASE WHEN r = MAX(1, CAST(0.50 * n + 0.5 AS INTEGER)) THEN gbps END), 3) AS p50_gbps,
-       ROUND(MAX(CASE WHEN r = MAX(1, CAST(0.99 * n + 0.5 AS INTEGER)) THEN gbps END), 3) AS p99_gbps
-FROM ranked
-GROUP BY src_device, dst_device, path;
+SELECT c.src_device, c.dst_device, c.path,
+       COALESCE(p.n, 0) AS count,
+       COALESCE(p.bytes, 0) AS bytes,
+       p.p50_gbps, p.p99_gbps,
+       c.gpu_timed, c.synchronous, c.untimed
+FROM counted c LEFT JOIN percentiles p
+  ON p.src_device = c.src_device AND p.dst_device = c.dst_device AND p.path = c.path;
 
 CREATE VIEW IF NOT EXISTS failure_report AS
 SELECT f.id,

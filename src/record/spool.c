@@ -178,6 +178,7 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 	h->record = (uint32_t)info->record + 1;
 	snprintf(h->guard_version, sizeof(h->guard_version), "%s", P2PGUARD_VERSION);
 	snprintf(h->cmdline, sizeof(h->cmdline), "%s", info->cmdline);
+	snprintf(h->run_id, sizeof(h->run_id), "%s", info->run_id);
 	/* The magic goes last: a reader ignores a file whose header is not complete. */
 	atomic_thread_fence(memory_order_release);
 	memcpy(h->magic, P2PG_SPOOL_MAGIC, sizeof(h->magic));

@@ -14,6 +14,7 @@ struct p2pg_process_info {
 	const char *mode;
 	int record; /* enum p2pg_record_mode: how the rows of this spool are to be imported */
 	char cmdline[2048];
+	char run_id[40]; /* "" when the process was not started by `p2pguard run` */
 };
 
 /*

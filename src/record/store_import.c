@@ -149,8 +149,8 @@ static int64_t process_row(sqlite3 *db, const struct p2pg_spool_header *h, bool 
 	if (sqlite3_prepare_v2(
 		db,
 		"INSERT OR IGNORE INTO processes (pid, hostname, rank, local_rank, cmdline, "
-		"started_ns, mode, guard_version, driver_version, boot_id, recovered) "
-		"VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
+		"started_ns, mode, guard_version, driver_version, boot_id, recovered, run_id) "
+		"VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)",
 		-1, &ins, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(
 		db, "SELECT id FROM processes WHERE boot_id=?1 AND pid=?2 AND started_ns=?3", -1,
@@ -172,6 +172,8 @@ static int64_t process_row(sqlite3 *db, const struct p2pg_spool_header *h, bool 
 		sqlite3_bind_int(ins, 9, driver);
 	sqlite3_bind_text(ins, 10, h->boot_id, FIELD_LEN(h->boot_id), SQLITE_STATIC);
 	sqlite3_bind_int(ins, 11, dead ? 1 : 0);
+	if (h->run_id[0])
+		sqlite3_bind_text(ins, 12, h->run_id, FIELD_LEN(h->run_id), SQLITE_STATIC);
 	if (sqlite3_step(ins) != SQLITE_DONE)
 		return -EIO;
 	sqlite3_bind_text(sel, 1, h->boot_id, FIELD_LEN(h->boot_id), SQLITE_STATIC);

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "cleanup.h"
@@ -26,6 +27,8 @@ static int add_missing_columns(sqlite3 *db, char **msg)
 	} added[] = {
 	    {"crashes", "python_stack", "TEXT"},
 	    {"processes", "records_invalid", "INTEGER NOT NULL DEFAULT 0"},
+	    /* the `p2pguard run` that started the process (P2PGUARD_RUN_ID), NULL otherwise */
+	    {"processes", "run_id", "TEXT"},
 	};
 	for (size_t k = 0; k < sizeof(added) / sizeof(added[0]); k++) {
 		if (has_column(db, added[k].table, added[k].column))
@@ -41,6 +44,35 @@ static int add_missing_columns(sqlite3 *db, char **msg)
 			sqlite3_free(*msg);
 			*msg = NULL;
 		}
+	}
+	return SQLITE_OK;
+}
+
+/* Views whose definition changed: dropped when they lack their new column, so that the schema's
+ * CREATE VIEW IF NOT EXISTS makes them anew. peer_bandwidth before 0.2 divided asynchronous copies'
+ * bytes by their enqueue time. */
+static int replace_outdated_views(sqlite3 *db, char **msg)
+{
+	static const struct {
+		const char *view, *marker;
+	} views[] = {{"peer_bandwidth", "untimed"}};
+	for (size_t k = 0; k < sizeof(views) / sizeof(views[0]); k++) {
+		_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+		if (sqlite3_prepare_v2(
+			db, "SELECT sql FROM sqlite_master WHERE type = 'view' AND name = ?1", -1,
+			&st, NULL) != SQLITE_OK)
+			return SQLITE_ERROR;
+		sqlite3_bind_text(st, 1, views[k].view, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) != SQLITE_ROW)
+			continue;
+		const char *sql = (const char *)sqlite3_column_text(st, 0);
+		if (sql && strstr(sql, views[k].marker))
+			continue;
+		char drop[96];
+		snprintf(drop, sizeof(drop), "DROP VIEW IF EXISTS %s", views[k].view);
+		int rc = sqlite3_exec(db, drop, NULL, NULL, msg);
+		if (rc != SQLITE_OK)
+			return rc;
 	}
 	return SQLITE_OK;
 }
@@ -77,6 +109,8 @@ int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t e
 			  "PRAGMA page_size=16384; PRAGMA journal_mode=WAL; PRAGMA "
 			  "synchronous=NORMAL; PRAGMA foreign_keys=OFF;",
 			  NULL, NULL, &msg);
+	if (rc == SQLITE_OK)
+		rc = replace_outdated_views(db, &msg);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(db, p2pg_schema_sql, NULL, NULL, &msg);
 	if (rc == SQLITE_OK)

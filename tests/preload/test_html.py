@@ -1,6 +1,8 @@
 """report --html in a real browser: Debian's headless Chromium (through chromedriver and
 python3-selenium) opens the page from a file, offline; the test reads the page's own DOM and takes
-a screenshot (P2PG_SCREENSHOT=path keeps it, as docs/report.png was made)."""
+screenshots. First the demo's database (2 GPUs), then databases of a cluster job made by
+scripts/make-bigdb.py: 8 GPUs and 64 GPUs, and 1000 processes. P2PG_SCREENSHOT_DIR=folder keeps
+the screenshots (docs/report-2gpu.png, docs/report-8gpu.png, docs/report-64gpu.png were made so)."""
 import os
 import sys
 
@@ -13,6 +15,79 @@ import shutil
 import sqlite3
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+
+
+def page_checks(browser, name, gpus, processes):
+    """What every page must do, whatever its size."""
+    toc = [a.get_attribute("href").split("#")[1] for a in browser.find_elements(By.CSS_SELECTOR, "nav#toc a")]
+    check(len(toc) >= 8 and all(browser.find_elements(By.ID, t) for t in toc),
+          "%s: a table of contents whose every link has its section (%s)" % (name, toc))
+    widths = browser.execute_script("return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    check(widths[0] <= widths[1], "%s: no sideways scrolling of the page (%s)" % (name, widths))
+    rows = browser.find_elements(By.CSS_SELECTOR, "#matrix tr")
+    cells = [len(r.find_elements(By.CSS_SELECTOR, "td")) for r in rows[1:]]
+    equal((len(rows) - 1, set(cells)), (gpus, {gpus}), "%s: the matrix is %d x %d" % (name, gpus, gpus))
+    heights = {r.size["height"] for r in rows[1:]}
+    check(max(heights) <= (24 if gpus > 8 else 60), "%s: matrix rows stay one line high, nothing wraps (%s px)" % (name, sorted(heights)))
+    colours = {td.value_of_css_property("background-color") for td in browser.find_elements(By.CSS_SELECTOR, "#matrix td[data-p50]")}
+    check(len(colours) >= min(2, gpus - 1), "%s: cells heat-coloured by bandwidth (%d colours)" % (name, len(colours)))
+    ticks = browser.find_elements(By.CSS_SELECTOR, "svg text.tick")
+    check(ticks and not any("e+" in t.text or "e-" in t.text for t in ticks), "%s: axis ticks without e-notation" % name)
+    clipped = browser.execute_script("""
+        let bad = [];
+        for (const svg of document.querySelectorAll('details[open] svg, .multiples svg')) {
+          const box = svg.getBoundingClientRect();
+          for (const t of svg.querySelectorAll('text')) {
+            const r = t.getBoundingClientRect();
+            if (r.width && (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 || r.bottom > box.bottom + 1))
+              bad.push(t.textContent);
+          }
+        }
+        return bad;""")
+    equal(clipped, [], "%s: no axis label outside its chart" % name)
+    equal(len(browser.find_elements(By.CSS_SELECTOR, "#ranks tr")) - 1, processes, "%s: a rank row per process" % name)
+    equal(browser.execute_script("return performance.getEntriesByType('resource').length"), 0, "%s: the page fetched nothing" % name)
+
+
+def check_scale(browser, work, shots):
+    """Databases of a cluster job: 8 and 64 GPUs, and 1000 processes."""
+    for name, args in (("8gpu", ["--gpus", "8", "--processes", "16", "--rows", "60000"]),
+                       ("64gpu", ["--gpus", "64", "--processes", "4", "--per-host", "4", "--rows", "60000"]),
+                       ("1000proc", ["--gpus", "8", "--processes", "1000", "--rows", "30000"])):
+        big = os.path.join(work, name + ".db")
+        subprocess.run([sys.executable, os.path.join(SOURCE, "scripts/make-bigdb.py"), big] + args, check=True,
+                       capture_output=True)
+        page = os.path.join(work, name + ".html")
+        proc = cli("report", "--html", page, big)
+        equal(proc.returncode, 0, "%s: report --html (%s)" % (name, proc.stderr.strip()))
+        check(os.path.getsize(page) < 20 << 20, "%s: one file of %.1f MB" % (name, os.path.getsize(page) / 1e6))
+        browser.get("file://" + page)
+        gpus = int(args[1])
+        processes = int(args[3])
+        page_checks(browser, name, gpus, processes)
+        # Past a few thousand points a chart draws percentile bands, not a smear of points.
+        charts = browser.find_elements(By.CSS_SELECTOR, "svg.bw-time, svg.multiple")
+        dense = [c for c in charts if int(c.get_attribute("data-points")) > 2000]
+        check(all(c.get_attribute("data-drawn") == "percentiles" and not c.find_elements(By.CSS_SELECTOR, "circle")
+                  for c in dense), "%s: %d charts past 2000 points drawn as percentile bands" % (name, len(dense)))
+        if name == "1000proc":
+            rank_view = browser.find_element(By.ID, "rank-view")
+            check(rank_view.get_attribute("open") is None, "1000 processes: the rank table starts folded")
+            hosts = browser.find_elements(By.CSS_SELECTOR, "#hosts tr")
+            equal(len(hosts) - 1, 125, "1000 processes: a row per host (8 ranks a host)")
+            fail = browser.find_element(By.CSS_SELECTOR, "#sec-failures .failure")
+            check("ranks" in fail.text and "(900)" in fail.text and "hosts" in fail.text,
+                  "1000 processes: a failure group names its ranks and hosts in a line (%s)" % fail.text[:200])
+            continue
+        # The first pair's detail opened, for the screenshot: real axes with units.
+        first = browser.find_element(By.CSS_SELECTOR, "details.pair")
+        browser.execute_script("arguments[0].open = true", first)
+        titles = [t.text for t in first.find_elements(By.CSS_SELECTOR, "text.axis-title")]
+        check(any("GB/s" in t for t in titles) and any("since" in t and "UTC" in t for t in titles),
+              "%s: a pair's chart names its axes and units (%s)" % (name, titles))
+        browser.execute_script("window.scrollTo(0, document.getElementById('sec-matrix').offsetTop - 8)")
+        shot = os.path.join(shots, "report-%s.png" % name)
+        check(browser.save_screenshot(shot) and os.path.getsize(shot) > 10000, "%s: a screenshot (%s)" % (name, shot))
 
 
 db = tempdb()
@@ -34,7 +109,7 @@ driver_path = shutil.which("chromedriver")
 check(chromium and driver_path, "chromium and chromedriver are installed (scripts/install-deps.sh)")
 opts = selenium.webdriver.ChromeOptions()
 opts.binary_location = chromium
-for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1200,1600",
+for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1400",
           "--user-data-dir=" + os.path.join(work, "chromium-profile")):
     opts.add_argument(a)
 browser = selenium.webdriver.Chrome(service=Service(executable_path=driver_path), options=opts)
@@ -51,9 +126,10 @@ try:
     equal(paths, want, "the matrix cell 0->1 shows each path's bandwidth")
     p50 = scalar(db, "SELECT p50_gbps FROM peer_bandwidth WHERE src_device = 0 AND dst_device = 1 AND path = 'p2p'")
     text = browser.find_element(By.CSS_SELECTOR, '#matrix td[data-pair="0-1"] .bw[data-path="p2p"]').text
-    check(("%.3g GB/s" % p50) in text, "the matrix shows the measured p50 (%s, %s)" % (text, p50))
+    check(("p2p %.3g" % p50) in text, "the matrix shows the measured p50 (%s, %s)" % (text, p50))
     points = browser.find_elements(By.CSS_SELECTOR, "#pair-0-1 svg.bw-time circle.pt")
-    timed = scalar(db, "SELECT count(*) FROM transfers WHERE src_device = 0 AND dst_device = 1 AND status = 0 AND coalesce(gpu_ns, host_ns) > 0")
+    # Only copies whose copy time is known: GPU-timed and synchronous ones (gpu_ns is set for both).
+    timed = scalar(db, "SELECT count(*) FROM transfers WHERE src_device = 0 AND dst_device = 1 AND status = 0 AND gpu_ns > 0 AND path IN ('p2p', 'driver', 'staged')")
     equal(len(points), timed, "bandwidth over time: a point per timed copy of the pair")
     bars = browser.find_elements(By.CSS_SELECTOR, "#pair-0-1 svg.sizes rect.bar")
     equal(sum(int(b.get_attribute("data-count")) for b in bars),
@@ -76,12 +152,11 @@ try:
     check({"0", "1", "2"} <= set(ranks), "processes and ranks table (%s)" % ranks)
     stalls_text = browser.find_element(By.ID, "sec-stalls").text
     check("No stall was recorded" in stalls_text, "stalls: none recorded, and the page says so (%s)" % stalls_text)
-    widths = browser.execute_script("return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
-    check(widths[0] <= widths[1], "the page fits the window's width: no sideways scrolling (%s)" % widths)
-    resources = browser.execute_script("return performance.getEntriesByType('resource').length")
-    equal(resources, 0, "the page fetched nothing")
-    shot = os.environ.get("P2PG_SCREENSHOT") or os.path.join(work, "report.png")
+    page_checks(browser, "2 GPUs", 2, scalar(db, "SELECT count(*) FROM processes"))
+    shots = os.environ.get("P2PG_SCREENSHOT_DIR") or work
+    shot = os.path.join(shots, "report-2gpu.png")
     check(browser.save_screenshot(shot) and os.path.getsize(shot) > 10000, "a screenshot of the rendered page (%s)" % shot)
+    check_scale(browser, work, shots)
 finally:
     browser.quit()
 done()

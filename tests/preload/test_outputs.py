@@ -71,7 +71,8 @@ check("processes: 5 guarded" in proc.stdout and "1 made no peer call" in proc.st
       "report: guarded processes and those without a peer call (%s)" % proc.stdout.splitlines()[1:2])
 check("2 times in 2 processes" in proc.stdout and "first " in proc.stdout, "report: identical failures grouped with a count")
 check("python: train.py:42 in step" in proc.stdout, "report: a crash's Python stack when the column exists")
-check("stalls" in proc.stdout and "waited_ns=31000000000" in proc.stdout, "report: stalls when the table exists")
+check("stalls" in proc.stdout and "1 copy, the longest seen waiting 31.0 s" in proc.stdout,
+      "report: stalls when the table exists (%s)" % proc.stdout[proc.stdout.find("stalls"):])
 rep = json.loads(cli("report", "--json", db).stdout)
 equal(rep["summary"]["processes_without_peer_calls"], 1, "report --json: one process without a peer call")
 check(rep["stalls"] and rep["stalls"][0]["waited_ns"] == 31000000000, "report --json: the stall row")
@@ -266,5 +267,6 @@ fams = {f.name: f for f in prometheus_client.parser.text_string_to_metric_famili
 equal(sorted((s.labels["src"], s.labels["dst"], s.labels["verdict"], s.value) for s in fams["p2pguard_probe_verdicts"].samples),
       [("0", "1", "wrong_data", 1.0), ("1", "0", "wrong_data", 1.0)], "metrics: probe verdicts by pair")
 rep = json.loads(cli("report", "--json", probed).stdout)
-equal(sorted(f["probe"] for f in rep["failures"]), ["wrong_data", "wrong_data"], "report --json: the probe's verdict")
+equal([(f["probe"], f["count"], f["pairs"]) for f in rep["failures"]], [("wrong_data", 2, [[0, 1], [1, 0]])],
+      "report --json: the probe's verdict, both directions in one group")
 done()

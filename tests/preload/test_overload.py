@@ -99,10 +99,11 @@ for n in range(runs):
                         % (calls, total_bytes, totals_failed, totals_folded, rows_all, folded_all, failed_all))
     report = subprocess.run([CLI, "report", db], capture_output=True, text=True, env=environment(preload=False))
     lines = [l.split() for l in report.stdout.splitlines() if l.split()[:1] == ["0->1"]]
-    reported = sum(int(l[3]) for l in lines)
+    reported = sum(int(l[2].replace(",", "")) for l in lines)  # pair, path, calls, ...
     if reported != rows_all + folded_all:
         problems.append("p2pguard report counts %d calls for 0->1, not %d" % (reported, rows_all + folded_all))
-    if folded_all and "%d of these calls were counted without a row" % folded_all not in report.stdout:
+    if folded_all and "%s of the calls found their thread's ring full" % format(folded_all, ",") not in \
+            " ".join(report.stdout.split()):
         problems.append("p2pguard report does not say how many calls were folded")
     folded_total += folded_all
     print("# run %d%s: %d returned, %d rows (%d failed), %d folded"

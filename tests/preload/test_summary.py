@@ -110,22 +110,32 @@ db = tempdb()
 run([program("rt_peer"), "threads", "4", "500"], db=db)
 run([program("rt_peer"), "basic"], db=db)
 run([program("rt_peer"), "basic"], db=db, P2PGUARD_MODE="staged")
-timed = {}
-for src, dst, path, nbytes, ns in query(db, "SELECT src_device, dst_device, path, bytes, COALESCE(gpu_ns, host_ns) "
-                                            "FROM transfers WHERE status = 0 AND path IN ('p2p', 'driver', 'staged')"):
+# Only copies whose copy time is known count: GPU-timed ones and synchronous ones (the guard writes
+# a synchronous copy's call time as its gpu_ns). host_ns of an asynchronous copy is its enqueue.
+timed, rows = {}, {}
+for src, dst, path, nbytes, ns, api in query(db, "SELECT src_device, dst_device, path, bytes, gpu_ns, api "
+                                                 "FROM transfers WHERE status = 0 AND path IN ('p2p', 'driver', 'staged')"):
+    r = rows.setdefault((src, dst, path), [0, 0, 0])
     if ns and ns > 0:
         timed.setdefault((src, dst, path), []).append((nbytes, nbytes / ns))
+        r["Async" not in api] += 1
+    else:
+        r[2] += 1
 view = {(r[0], r[1], r[2]): r[3:] for r in query(db, "SELECT src_device, dst_device, path, count, bytes, p50_gbps, "
-                                                     "p99_gbps FROM peer_bandwidth")}
-equal(set(view), set(timed), "peer_bandwidth: one row per (src, dst, path) with timed transfers")
+                                                     "p99_gbps, gpu_timed, synchronous, untimed FROM peer_bandwidth")}
+equal(set(view), set(rows), "peer_bandwidth: one row per (src, dst, path) with successful copies")
 check({k[2] for k in view} >= {"p2p", "driver", "staged"}, "peer_bandwidth: all three paths present")
-for key in sorted(timed):
+for key in sorted(rows):
     if key not in view:
         continue
-    count, nbytes, p50, p99 = view[key]
+    count, nbytes, p50, p99, gpu_timed, sync, untimed = view[key]
     label = "peer_bandwidth %d->%d %s" % key
-    equal(count, len(timed[key]), label + ": count is the successful timed transfers")
-    equal(nbytes, sum(b for b, _ in timed[key]), label + ": bytes")
+    equal([gpu_timed, sync, untimed], rows[key], label + ": GPU-timed, synchronous and untimed copies counted")
+    equal(count, len(timed.get(key, [])), label + ": count is the successful timed transfers")
+    equal(nbytes, sum(b for b, _ in timed.get(key, [])), label + ": bytes of the timed ones")
+    if key not in timed:
+        check(p50 is None and p99 is None, label + ": nothing timed, no percentile (%s, %s)" % (p50, p99))
+        continue
     rates = sorted(g for _, g in timed[key])
     nearest = lambda q: rates[max(1, int(q * len(rates) + 0.5)) - 1]
     # The view rounds to MB/s: a few hundred bytes that took a slow (sanitised) run 0.2 ms read 0.
@@ -138,5 +148,32 @@ for key in sorted(timed):
           label + ": nearest-rank percentiles (%s, %s; exact %.6g, %.6g)"
           % (p50, p99, nearest(0.50), nearest(0.99)))
 big = view.get((0, 1, "driver"))
-check(big and big[0] >= 2000, "peer_bandwidth: the threads run's 2000 calls are one group (%s)" % (big,))
+check(big and big[0] + big[6] >= 2000, "peer_bandwidth: the threads run's 2000 calls are one group, timed or untimed (%s)" % (big,))
+# An asynchronous copy with no GPU time is never divided: 512 KiB enqueued in 200 ns is no 2,621 GB/s.
+before = query(db, "SELECT p50_gbps, p99_gbps, untimed FROM peer_bandwidth WHERE src_device = 0 AND dst_device = 1 "
+                   "AND path = 'p2p'")[0]
+con = sqlite3.connect(db)
+con.execute("INSERT INTO transfers (process_id, api, src_device, dst_device, bytes, path, status, started_ns, host_ns) "
+            "SELECT process_id, 'cudaMemcpyPeerAsync', 0, 1, 524288, 'p2p', 0, started_ns, 200 FROM transfers LIMIT 1")
+con.commit()
+con.close()
+after = query(db, "SELECT p50_gbps, p99_gbps, untimed FROM peer_bandwidth WHERE src_device = 0 AND dst_device = 1 "
+                  "AND path = 'p2p'")[0]
+equal(after, (before[0], before[1], before[2] + 1), "peer_bandwidth: an untimed async copy is counted, not divided")
+rep = json.loads(cli("report", "--json", db).stdout)
+bw = next(b for b in rep["bandwidth"] if (b["src_device"], b["dst_device"], b["path"]) == (0, 1, "p2p"))
+equal((bw["p50_gbps"], bw["p99_gbps"], bw["max_gbps"] < 1000), (after[0], after[1], True),
+      "report --json: the same percentiles as the view, and no enqueue-time bandwidth")
+# A database made by 0.1 has the old view (bytes over enqueue time): opening it replaces the view.
+old = tempdb("old.db")
+con = sqlite3.connect(old)
+con.executescript(open(os.path.join(SOURCE, "src/record/schema.sql")).read())
+con.execute("DROP VIEW peer_bandwidth")
+con.execute("CREATE VIEW peer_bandwidth AS SELECT src_device, dst_device, path, count(*) AS count, sum(bytes) AS "
+            "bytes, 0.0 AS p50_gbps, 0.0 AS p99_gbps FROM transfers GROUP BY 1, 2, 3")
+con.commit()
+con.close()
+run([program("rt_peer"), "basic"], db=old)
+check("untimed" in [r[1] for r in query(old, "PRAGMA table_info(peer_bandwidth)")],
+      "an older database's peer_bandwidth is replaced when the guard opens it")
 done()

@@ -1,11 +1,16 @@
-"""p2pguard topo against the simulated GPUs: the matrix it prints, its exit status, and what it
-records (a failure row per lying direction, the measured bandwidth per path)."""
+"""p2pguard topo against the simulated GPUs and a fake NVML: the links and affinities it reads, the
+matrices it prints, its exit status, its progress, and what it records (a failure row per lying
+direction, the measured bandwidth per path)."""
 import json
 import os
+import pty
 import re
+import select
 import signal
 import time
 from harness import *
+
+FAKE_NVML = os.environ.get("P2PG_FAKE_NVML_DIR", os.path.join(BUILD, "tests/diagnosis/fakenvml"))
 
 BYTES = 1048576
 
@@ -69,6 +74,9 @@ proc = topo(db, SIMCUDA_P2P_CORRUPT="0-1")
 equal(proc.returncode, 1, "P2P corrupt: exit 1")
 equal(matrix(proc.stdout), {(0, 1): "WRONG", (1, 0): "WRONG"}, "P2P corrupt: the matrix says WRONG")
 check("2 pairs where P2P is claimed but lies" in proc.stdout, "P2P corrupt: and says what to do about it")
+check("0->1 WRONG, 1->0 WRONG" in " ".join(proc.stdout.split()) and
+      "P2PGUARD_MODE=staged P2PGUARD_PAIRS=0-1\n" in proc.stdout,
+      "P2P corrupt: the hint names the bad pairs (%s)" % proc.stdout[proc.stdout.find("pairs where"):].strip())
 rows = query(db, "SELECT device, peer_device, api, rule_id, status FROM failures ORDER BY device")
 equal(rows, [(0, 1, "p2pguard_probe", "p2p/copy-returns-wrong-data", 0),
              (1, 0, "p2pguard_probe", "p2p/copy-returns-wrong-data", 0)],
@@ -100,6 +108,7 @@ equal({k: v for k, v in cells.items() if v != "NO"},
       "four GPUs: only 0-1 and 2-3 can access, 2-3 lies")
 check(all(cells.get(k) in ("OK", "SLOW") for k in ((0, 1), (1, 0))),
       "four GPUs: 0-1 is fine (%s, %s)" % (cells.get((0, 1)), cells.get((1, 0))))
+check("P2PGUARD_PAIRS=2-3\n" in proc.stdout, "four GPUs: the hint names 2-3 only")
 equal(sorted(r[:2] for r in query(db, "SELECT device, peer_device FROM failures WHERE rule_id = 'p2p/copy-returns-wrong-data'")),
       [(2, 3), (3, 2)], "four GPUs: failure rows for 2->3 and 3->2 only")
 
@@ -117,10 +126,7 @@ cells = matrix(proc.stdout)
 equal({k: v if v != "SLOW" else "OK" for k, v in cells.items()},
       {(0, 1): "HANG", (1, 0): "HANG", (0, 2): "OK", (2, 0): "OK", (1, 2): "OK", (2, 1): "OK"},
       "P2P hang: 0-1 marked HANG, every other pair measured (%s)" % cells)
-progress = re.findall(r"^probing (\d+)->(\d+) \((\d+)/(\d+)\)\.\.\.$", proc.stderr, re.M)
-equal(len(progress), 6, "P2P hang: one progress line per pair on stderr")
-check(all(p[3] == "6" for p in progress) and [p[2] for p in progress] == [str(k) for k in range(1, 7)],
-      "P2P hang: progress counts 1/6 to 6/6")
+equal(proc.stderr, "", "P2P hang: nothing on stderr when it is not a terminal (no progress lines)")
 equal(query(db, "SELECT device, peer_device, rule_id FROM failures WHERE rule_id NOT LIKE '%slower%' "
                 "ORDER BY device"),
       [(0, 1, "p2p/copy-never-completes"), (1, 0, "p2p/copy-never-completes")],
@@ -140,9 +146,16 @@ equal(scalar(db, "SELECT count(*) FROM peer_bandwidth WHERE path = 'p2p' AND ((s
 db = tempdb()
 env = environment(preload=False, SIMCUDA_COPY_NS_PER_BYTE=100, P2PGUARD_PROBE_TIMEOUT_MS=3000)
 t0 = time.monotonic()
+# stderr is a terminal here (a pty): progress is drawn there, one line redrawn per pair.
+master, slave = pty.openpty()
 topo_proc = subprocess.Popen([CLI, "topo", "--json", "--db", db, "--bytes", str(BYTES)], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-first = topo_proc.stderr.readline()
+                             stdout=subprocess.PIPE, stderr=slave, text=True)
+os.close(slave)
+seen = b""
+deadline = time.monotonic() + 30
+while b"probing 0->1 (1/2)..." not in seen and time.monotonic() < deadline:
+    if select.select([master], [], [], 0.1)[0]:
+        seen += os.read(master, 4096)
 stopped = []
 deadline = time.monotonic() + 5
 while not stopped and time.monotonic() < deadline:
@@ -156,10 +169,20 @@ while not stopped and time.monotonic() < deadline:
         time.sleep(0.01)
 for pid in stopped:
     os.kill(pid, signal.SIGSTOP)
-out, err = topo_proc.communicate(timeout=100)
+out, _ = topo_proc.communicate(timeout=100)
 took = time.monotonic() - t0
-equal(first.strip(), "probing 0->1 (1/2)...", "stuck child: the first pair's progress line")
-equal(len(stopped), 1, "stuck child: the test stopped the first pair's probing process")
+while True:
+    try:
+        chunk = os.read(master, 4096) if select.select([master], [], [], 0.2)[0] else b""
+    except OSError:
+        chunk = b""
+    if not chunk:
+        break
+    seen += chunk
+os.close(master)
+check(seen.startswith(b"\r\x1b[Kprobing 0->1 (1/2)..."), "stuck child: progress redrawn on the terminal (%r)" % seen[:40])
+check(b"\r\x1b[Kprobing 1->0 (2/2)..." in seen and seen.endswith(b"\r\x1b[K") and b"\n" not in seen,
+      "stuck child: one line, redrawn per pair and cleared at the end (%r)" % seen)
 doc = json.loads(out)
 pairs = {(p["src"], p["dst"]): p for p in doc["pairs"]}
 equal((pairs[(0, 1)]["verdict"], pairs[(0, 1)]["timed_out"]), ("hang", True),
@@ -192,12 +215,56 @@ equal(len(matrix(proc.stdout)), 56, "8 GPUs: 56 ordered pairs in the matrix")
 wide = [l for l in proc.stdout.splitlines() if len(l) > 80]
 equal(wide, [], "8 GPUs: every line fits 80 columns")
 
+# ---- links and affinities from NVML (the fake one): as nvidia-smi topo -m names them ----
+db = tempdb()
+nvml_env = dict(SIMCUDA_DEVICES=4, SIMCUDA_P2P="0-1,2-3", FAKE_NVML_DEVICES=4, FAKE_NVML_NVLINK="0-1:4,2-3:2",
+                FAKE_NVML_LEVEL="0-2:50,1-3:50,*:20",
+                LD_LIBRARY_PATH=FAKE_NVML + ":" + environment(preload=False)["LD_LIBRARY_PATH"])
+proc = topo(db, "--sweep", **nvml_env)
+lines = proc.stdout.splitlines()
+at = lines.index("Links (as nvidia-smi topo -m)") if "Links (as nvidia-smi topo -m)" in lines else -1
+links = {}
+for line in lines[at + 2:at + 6] if at >= 0 else []:
+    m = re.match(r"GPU(\d)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)$", line)
+    if m:
+        links[int(m.group(1))] = m.groups()[1:]
+equal(links, {0: ("X", "NV4", "SYS", "PXB", "0-7", "0"), 1: ("NV4", "X", "PXB", "SYS", "0-7", "0"),
+              2: ("SYS", "PXB", "X", "NV2", "8-15", "1"), 3: ("PXB", "SYS", "NV2", "X", "8-15", "1")},
+      "NVML: NVLink counts, PCIe levels, CPU and NUMA affinity per GPU (%s)" % lines[at:at + 6])
+check("GPU-fa4e0000-0000-0000-0000-000000000003" in proc.stdout, "NVML: each GPU's UUID")
+sweep = [l for l in lines if re.match(r"\d->\d\s+[\d.]+", l)]
+equal(len(sweep), 12, "--sweep: a line per ordered pair")
+check("4K" in proc.stdout and "1M" in proc.stdout, "--sweep: sizes from 4 KiB to --bytes")
+for title in ("both directions at once", "small-copy latency"):
+    check(title in proc.stdout, "the %s matrix" % title)
+doc = json.loads(topo(db, "--json", "--sweep", "--no-record", **nvml_env).stdout)
+pairs = {(p["src"], p["dst"]): p for p in doc["pairs"]}
+equal((pairs[(0, 1)]["link"]["type"], pairs[(0, 1)]["link"]["nvlinks"], pairs[(0, 2)]["link"]["type"],
+       pairs[(0, 2)]["link"]["common_ancestor_level"]), ("NV4", 4, "SYS", 50), "--json: the links")
+equal([(d["cpu_affinity"], d["numa_node"], d["nvidia_smi_index"]) for d in doc["devices"]],
+      [("0-7", 0, 0), ("0-7", 0, 1), ("8-15", 1, 2), ("8-15", 1, 3)], "--json: CPU and NUMA affinity")
+check(all(p["bandwidth_gbps"]["bidirectional"] and p["latency_us"] > 0 for p in pairs.values()),
+      "--json: bidirectional bandwidth and latency for every pair")
+check(all([s["bytes"] for s in p["sweep"]] == [4096, 16384, 65536, 262144, 1048576] for p in pairs.values()),
+      "--json: the sweep's sizes")
+check(pairs[(0, 1)]["bidirectional_over_p2p"] and not pairs[(0, 2)]["bidirectional_over_p2p"],
+      "--json: P2P where the pair has it, the driver's path elsewhere")
+doc = json.loads(topo(db, "--json", "--no-record", SIMCUDA_DEVICES=2, FAKE_NVML_NVLINK="switch:18",
+                      LD_LIBRARY_PATH=nvml_env["LD_LIBRARY_PATH"]).stdout)
+equal([(p["link"]["type"], p["link"]["nvswitch"]) for p in doc["pairs"]], [("NV18", True), ("NV18", True)],
+      "NVSwitch: NV18 both ways")
+doc = json.loads(topo(db, "--json", "--no-record").stdout)
+equal((doc["nvml"]["available"], doc["pairs"][0]["link"]["type"]), (False, None), "no NVML: said, links unknown")
+
 # ---- usage ----
-for args in (["--help"], ["--bogus"], ["extra"]):
+proc = subprocess.run([CLI, "topo", "--help"], capture_output=True, text=True, env=environment(preload=False), timeout=30)
+check(proc.returncode == 0 and proc.stdout.startswith("Usage: p2pguard topo") and "--sweep" in proc.stdout and
+      proc.stderr == "", "topo --help: the usage on stdout, exit 0")
+for args in (["--bogus"], ["extra"]):
     proc = subprocess.run([CLI, "topo"] + args, capture_output=True, text=True, env=environment(preload=False),
                           timeout=30)
     equal((proc.returncode, proc.stdout, len(proc.stderr.strip().splitlines())), (2, "", 1),
-          "topo %s: one usage line on stderr, exit 2 (%s)" % (args[0], proc.stderr.strip()))
+          "topo %s: one line on stderr, exit 2 (%s)" % (args[0], proc.stderr.strip()))
 
 # ---- --no-record ----
 folder = tempfolder()

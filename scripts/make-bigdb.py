@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""Builds a large p2pguard database the way a real cluster job would fill one, for measuring and
+testing the outputs (report, report --html, trace, metrics) at scale.
+
+    scripts/make-bigdb.py OUT.db [--rows 1000000] [--gpus 8] [--processes 100] [--per-host 8]
+                          [--seed-db DB] [--no-devices] [--seed N]
+
+How it is built: direct SQL inserts into the schema of src/record/schema.sql (plus the columns
+src/record/store_open.c adds to older databases, and the `devices` table of the physical-identity
+work), in one transaction. The shape is that of a job of `--processes` ranks, `--per-host` per node,
+each seeing `--gpus` GPUs in two PCIe groups of half the GPUs (pairs within a group do P2P, pairs
+across the groups have no P2P: their enables fail with 217 and their copies take the driver's
+path); a tenth of the ranks run in `staged` mode. Copies are mostly asynchronous, sized by powers
+of two from 4 KiB to 64 MiB, GPU-timed as the default sampling does it (every copy of 1 MiB or
+more, one small copy in eight), synchronous ones carrying their call time as GPU time; bandwidth
+follows size (a fixed latency plus bytes over the link's rate). Each rank also has its
+peer-access calls, its failed enables (one failure row per failing pair), a few identical crashes,
+stalls, overflow aggregates and summary-mode buckets.
+
+The text of failures and crashes (diagnosis, advice, evidence, stacks) and the rules table come
+from --seed-db when given: a database written by the guard on the simulated CUDA (scripts/
+bench-outputs.sh makes one from `rt_peer errors` and `rt_peer crash`), so those rows are real
+rows, multiplied and spread over ranks and pairs. Without it they are short stand-ins.
+"""
+import argparse
+import os
+import random
+import sqlite3
+import sys
+
+SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEVICES_SQL = """CREATE TABLE IF NOT EXISTS devices (process_id INTEGER NOT NULL, ordinal INTEGER
+  NOT NULL, uuid TEXT, pci_bus_id TEXT, name TEXT, physical_index INTEGER,
+  PRIMARY KEY (process_id, ordinal))"""
+# Columns that store_open.c adds to databases made before them.
+ADDED = [("crashes", "python_stack", "TEXT"), ("processes", "records_invalid", "INTEGER NOT NULL DEFAULT 0"),
+         ("processes", "run_id", "TEXT")]
+BUS = ["18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"]
+ASYNC_APIS = [("cudaMemcpyAsync", 70), ("cudaMemcpyPeerAsync", 15), ("cuMemcpyDtoDAsync_v2", 5)]
+SYNC_APIS = [("cudaMemcpyPeer", 7), ("cudaMemcpy", 3)]
+
+
+def seed_texts(path):
+    """Failure and crash texts by kind from a guard-written database, and its rules table."""
+    texts = {"fail": {}, "crash": {}, "rules": []}
+    if not path:
+        return texts
+    con = sqlite3.connect(path)
+    for status, rule, diag, advice, bt, ev in con.execute(
+            "SELECT status, rule_id, diagnosis, advice, backtrace, evidence FROM failures"):
+        texts["fail"].setdefault(status, (rule, diag, advice, bt, ev))
+    for sig, bt in con.execute("SELECT signal, backtrace FROM crashes"):
+        texts["crash"].setdefault(sig, bt)
+    texts["rules"] = con.execute("SELECT * FROM rules").fetchall()
+    # What a rule says, for failures whose seed row was diagnosed by another rule.
+    for rid, cause, advice in con.execute("SELECT id, root_cause, advice FROM rules"):
+        texts.setdefault("rule_text", {})[rid] = (cause, advice)
+    con.close()
+    return texts
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out")
+    ap.add_argument("--rows", type=int, default=1000000)
+    ap.add_argument("--gpus", type=int, default=8)
+    ap.add_argument("--processes", type=int, default=100)
+    ap.add_argument("--per-host", type=int, default=8)
+    ap.add_argument("--seed-db")
+    ap.add_argument("--no-devices", action="store_true", help="an older database: no devices table")
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    rnd = random.Random(a.seed)
+    texts = seed_texts(a.seed_db)
+    if os.path.exists(a.out):
+        os.unlink(a.out)
+    con = sqlite3.connect(a.out, isolation_level=None)
+    con.execute("PRAGMA page_size=16384")
+    con.execute("PRAGMA journal_mode=WAL")
+    con.executescript(open(os.path.join(SOURCE, "src/record/schema.sql")).read())
+    for table, column, kind in ADDED:
+        if column not in [r[1] for r in con.execute("PRAGMA table_info(%s)" % table)]:
+            con.execute("ALTER TABLE %s ADD COLUMN %s %s" % (table, column, kind))
+    if not a.no_devices:
+        con.execute(DEVICES_SQL)
+    con.execute("BEGIN")
+    if texts["rules"]:
+        con.executemany("INSERT OR IGNORE INTO rules VALUES (%s)" % ",".join("?" * len(texts["rules"][0])),
+                        texts["rules"])
+
+    G, P = a.gpus, a.processes
+    half = max(1, G // 2)
+    group = lambda d: d // half if G > 1 else 0
+    pairs = [(s, d) for s in range(G) for d in range(G) if s != d]
+    cross = [(s, d) for s, d in pairs if group(s) != group(d)]
+    t0 = 1795500000 * 10**9
+    span = 3600 * 10**9
+    hosts = (P + a.per_host - 1) // a.per_host
+    procs = []
+    for r in range(P):
+        host = r // a.per_host
+        mode = "staged" if r % 10 == 9 else "observe"
+        record = "summary" if r in (5, 6) else "all"
+        procs.append(dict(id=r + 1, pid=20000 + rnd.randrange(40000), host="gpu-node-%03d" % (host + 1), rank=r,
+                          local=r % a.per_host, started=t0 + rnd.randrange(10**9), mode=mode, record=record,
+                          boot="boot-%04d" % host, recovered=1 if r in (17, 42) else 0,
+                          dropped=1234 if r == 42 else 0))
+    con.executemany(
+        "INSERT INTO processes (id, pid, hostname, rank, local_rank, cmdline, started_ns, mode, guard_version, "
+        "driver_version, boot_id, records_dropped, recovered) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        [(p["id"], p["pid"], p["host"], p["rank"], p["local"], "python train.py --config llama-70b.yaml",
+          p["started"], p["mode"], "0.2.0", 13000, p["boot"], p["dropped"], p["recovered"]) for p in procs])
+    if not a.no_devices:
+        rows = []
+        for p in procs:
+            host = p["rank"] // a.per_host
+            for o in range(G):
+                u = random.Random(host * 1000 + o)
+                uuid = "GPU-%08x-%04x-%04x-%04x-%012x" % (u.getrandbits(32), u.getrandbits(16), u.getrandbits(16),
+                                                         u.getrandbits(16), u.getrandbits(48))
+                bus = "00000000:%s:00.0" % (BUS[o] if o < len(BUS) else "%02X" % (0x10 + o))
+                rows.append((p["id"], o, uuid, bus, "NVIDIA H100 80GB HBM3", o))
+        con.executemany("INSERT INTO devices VALUES (?,?,?,?,?,?)", rows)
+
+    # Peer access: every rank asks every pair, then enables the ones that can.
+    pa = []
+    for p in procs:
+        t = p["started"] + 10**9
+        for s, d in pairs:
+            can = 0 if (s, d) in cross or p["mode"] == "staged" else 1
+            pa.append((p["id"], p["pid"], "cudaDeviceCanAccessPeer", s, d, 0, 0, t, can,
+                       "staged" if p["mode"] == "staged" else None))
+            t += 1000
+            if p["mode"] != "staged":
+                pa.append((p["id"], p["pid"], "cudaDeviceEnablePeerAccess", s, d, 0, 217 if (s, d) in cross else 0,
+                           t, None, None))
+                t += 1000
+    con.executemany("INSERT INTO peer_access (process_id, thread_id, api, device, peer_device, flags, status, "
+                    "started_ns, result, action) VALUES (?,?,?,?,?,?,?,?,?,?)", pa)
+
+    # Failures: the cross-group enables (217) in every observing rank, a second enable (704) in a
+    # few, and two probe verdicts.
+    def fail_text(status, rule, what):
+        if status in texts["fail"]:
+            seed = texts["fail"][status]
+            if seed[0] == rule or rule not in texts.get("rule_text", {}):
+                return seed
+            cause, advice = texts["rule_text"][rule]
+            return (rule, cause, advice) + seed[3:]
+        return (rule, "%s: the driver said no (stand-in diagnosis)." % what,
+                "Stand-in advice for %s." % what, "#0 train.so+0x1234 enable_peers+0x10\n#1 python3+0x5678", "{}")
+
+    frows = []
+    for p in procs:
+        if p["mode"] == "staged":
+            continue
+        t = p["started"] + 2 * 10**9
+        for s, d in cross:
+            rule, diag, adv, bt, ev = fail_text(217, "cuda/peer-access-across-cpu-sockets", "217 across sockets")
+            frows.append((p["id"], p["pid"], "cudaDeviceEnablePeerAccess", "peerDevice=%d flags=0" % d, 217,
+                          "cudaErrorPeerAccessUnsupported", "peer access is not supported between these two devices",
+                          s, d, rule, diag, adv, bt, "distributed.py:%d in enable_peers\ntrain.py:88 in main" % (40 + s % 2),
+                          ev, "passed", t))
+            t += 5000
+        if p["rank"] % 16 == 3:
+            rule, diag, adv, bt, ev = fail_text(704, "cuda/peer-access-already-enabled", "704")
+            frows.append((p["id"], p["pid"], "cudaDeviceEnablePeerAccess", "peerDevice=1 flags=0", 704,
+                          "cudaErrorPeerAccessAlreadyEnabled", "peer access is already enabled", 0, 1, rule, diag,
+                          adv, bt, "train.py:90 in main", ev, "passed", t))
+    con.executemany("INSERT INTO failures (process_id, thread_id, api, args, status, error_name, error_string, "
+                    "device, peer_device, rule_id, diagnosis, advice, backtrace, python_stack, evidence, action, "
+                    "started_ns) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", frows)
+    if P > 1 and G > 1:
+        con.execute("INSERT INTO failures (process_id, api, args, status, device, peer_device, rule_id, diagnosis, "
+                    "advice, evidence, action, started_ns) VALUES (1, 'p2pguard_probe', 'p2pguard topo: p2p WRONG "
+                    "DATA at 21.0 GB/s, staged 18.0 GB/s', 0, 0, 1, 'p2p/copy-returns-wrong-data', 'P2P between "
+                    "the pair delivers wrong data.', 'Run the pair staged.', '{\"p2p_probe\": \"wrong_data\"}', "
+                    "'passed', ?)", (t0 + 5 * 10**9,))
+
+    # Crashes: six ranks die in the same place, one elsewhere.
+    bt11 = texts["crash"].get(11) or "#0 libtrain.so+0x3ec0 crash_here+0x0\n#1 libtrain.so+0x3032 step+0xd02\n#2 python3+0x2724a"
+    for r in [7, 15, 23, 31, 39, 47][: max(0, P - 1)]:
+        p = procs[r % P]
+        addr_shift = "\n".join(l.replace("+0x", "+0x%x" % (r % 7), 1) if k == 0 else l
+                               for k, l in enumerate(bt11.splitlines()))
+        con.execute("INSERT INTO crashes (process_id, thread_id, signal, backtrace, started_ns, python_stack) "
+                    "VALUES (?,?,?,?,?,?)", (p["id"], p["pid"], 11, addr_shift, p["started"] + span // 2 + r,
+                                             "train.py:120 in step\ntrain.py:200 in main"))
+    if P > 2:
+        con.execute("INSERT INTO crashes (process_id, thread_id, signal, backtrace, started_ns) VALUES (?,?,6,?,?)",
+                    (procs[2]["id"], procs[2]["pid"], "#0 libc.so.6+0x8ae3c __pthread_kill_implementation+0x10c\n"
+                     "#1 libc.so.6+0x3cfb2 raise+0x12\n#2 libc.so.6+0x27472 abort+0xd3", procs[2]["started"] + span))
+
+    # Transfers.
+    apis = ASYNC_APIS + SYNC_APIS
+    api_names = [x for x, w in apis]
+    api_weights = [w for x, w in apis]
+    sync = {x for x, w in SYNC_APIS}
+    same = [pr for pr in pairs if pr not in cross] or pairs
+    per_proc = a.rows // P
+    rows = []
+    row_id = 0
+    buckets = {}
+    for p in procs:
+        n = per_proc + (1 if p["rank"] < a.rows % P else 0)
+        t = p["started"] + 3 * 10**9
+        step = span // max(1, n)
+        serial = {}
+        for k in range(n):
+            s, d = rnd.choice(same) if rnd.random() < 0.9 else rnd.choice(pairs)
+            api = rnd.choices(api_names, api_weights)[0]
+            size = 1 << rnd.randrange(12, 27)
+            size += rnd.randrange(size // 8 + 1) if rnd.random() < 0.3 else 0
+            if p["mode"] == "staged":
+                path, rate = "staged", 18.0
+            elif (s, d) in cross:
+                path, rate = "driver", 11.0
+            else:
+                path, rate = "p2p", 45.0
+            copy_ns = int(6000 + size / (rate * rnd.uniform(0.85, 1.1)))
+            is_sync = api in sync
+            host_ns = copy_ns if is_sync else rnd.randrange(1800, 9000)
+            timed = is_sync or size >= (1 << 20) or rnd.random() < 0.125
+            gpu_ns = copy_ns if timed else None
+            thread = p["pid"] + (k % 3)
+            sq = serial.get(thread, 0)
+            serial[thread] = sq + 1
+            t += step
+            if p["record"] == "summary":
+                # Summary mode: every call in its bucket, a row only for an outlier (1 in 100).
+                key = (p["id"], api, s, d, path, size.bit_length() - 1)
+                b = buckets.setdefault(key, [0, 0, 0])
+                b[0] += 1
+                b[1] += size
+                b[2] += host_ns
+                if k % 100:
+                    continue
+            row_id += 1
+            rows.append((row_id, p["id"], thread, api, s, d, size, 0x7f0000 + 16 * (k % 4), path, 0,
+                         t + rnd.randrange(step // 2 + 1), host_ns, gpu_ns, k % 3, sq))
+            if len(rows) >= 50000:
+                con.executemany("INSERT INTO transfers VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+                rows = []
+    con.executemany("INSERT INTO transfers VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+
+    # Summary-mode ranks: their buckets, which count their outliers' rows too.
+    con.executemany("INSERT INTO transfer_summary VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    [k + (v[0], v[1], 0, v[2], "[]") for k, v in buckets.items()])
+    # Overflow: three ranks whose rings filled up.
+    for r in (11, 12, 13):
+        if r < P:
+            for s, d in same[:4]:
+                con.execute("INSERT INTO transfer_overflow VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                            (procs[r]["id"], 0, procs[r]["pid"], "cudaMemcpyAsync", s, d, "p2p", 0, 12, 5000,
+                             5000 * 4096, 5000 * 2500))
+    # Stalls: one pair hung in two ranks.
+    for r in (21, 22):
+        if r < P and G > 1:
+            tid = con.execute("SELECT id, started_ns, bytes, stream FROM transfers WHERE process_id = ? AND "
+                              "src_device = 0 AND dst_device = 1 LIMIT 1", (procs[r]["id"],)).fetchone()
+            if tid:
+                con.execute("INSERT INTO stalls (process_id, transfer_id, thread_id, api, src_device, dst_device, "
+                            "bytes, stream, path, started_ns, waited_ns, evidence, rule_id, diagnosis, advice) "
+                            "VALUES (?,?,?,'cudaMemcpyAsync',0,1,?,?,'p2p',?,31000000000,'{}',"
+                            "'p2p/copy-never-completes','A P2P copy never completed.','Run the pair staged.')",
+                            (procs[r]["id"], tid[0], procs[r]["pid"], tid[2], tid[3], tid[1]))
+    con.execute("COMMIT")
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    print("%s: %d transfers, %d processes on %d hosts, %d GPUs each" % (a.out, a.rows, P, hosts, G))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

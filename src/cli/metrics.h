@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/* p2pguard metrics: the exposition (cmd_metrics.c) and its HTTP server (metrics_serve.c). */
+#pragma once
+
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdio.h>
+
+/* The exposition of db. Returns 0 or a negative errno after saying why. */
+int p2pg_metrics_write(sqlite3 *db, FILE *out);
+/* The exposition of the database at db_path as it is now (its dead spools imported first), in a
+ * malloc'd buffer of *len bytes; NULL after saying why. */
+char *p2pg_metrics_render(const char *db_path, size_t *len);
+
+struct p2pg_listen {
+	char host[256]; /* "" -> 127.0.0.1 */
+	char port[8];	/* 0-65535 */
+};
+
+/* "[HOST:]PORT", "[v6]:PORT": checked (the port a number from 0 to 65535). Returns 0, or -EINVAL
+ * after one line on stderr. */
+int p2pg_metrics_parse_listen(const char *addr, struct p2pg_listen *ret);
+
+/* Serves GET /metrics until SIGINT or SIGTERM. Returns the exit status. */
+int p2pg_metrics_serve(const char *db_path, const struct p2pg_listen *where);

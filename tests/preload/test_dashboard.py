@@ -1,0 +1,34 @@
+"""The Grafana dashboard in docs/grafana is built on what `p2pguard metrics` writes: its model, its
+PromQL (promtool) and every metric name and label it uses, checked by scripts/check-dashboard.py
+against the metrics of a cluster job's database (scripts/make-bigdb.py); and a dashboard that names
+a metric the command does not write is caught."""
+import json
+import os
+import sys
+
+from harness import *
+
+work = tempfolder()
+db = os.path.join(work, "job.db")
+subprocess.run([sys.executable, os.path.join(SOURCE, "scripts/make-bigdb.py"), db, "--rows", "5000",
+                "--processes", "24"], check=True, capture_output=True)
+prom = os.path.join(work, "p2pguard.prom")
+equal(cli("metrics", db, "-o", prom).returncode, 0, "metrics -o")
+dashboard = os.path.join(SOURCE, "docs/grafana/p2pguard-dashboard.json")
+check_script = os.path.join(SOURCE, "scripts/check-dashboard.py")
+proc = subprocess.run([sys.executable, check_script, dashboard, prom], capture_output=True, text=True)
+check(proc.returncode == 0 and proc.stdout.startswith("dashboard ok: 12 panels"),
+      "the shipped dashboard passes (%s)" % (proc.stdout + proc.stderr).strip())
+# The check catches a wrong name, a wrong label and PromQL that does not parse.
+bad = json.load(open(dashboard))
+bad["panels"][0]["targets"][0]["expr"] = "sum by (gpu_name) (rate(p2pguard_peer_copy_bytes[5m])"
+path = os.path.join(work, "bad.json")
+json.dump(bad, open(path, "w"))
+proc = subprocess.run([sys.executable, check_script, path, prom], capture_output=True, text=True)
+check(proc.returncode == 1 and "p2pguard_peer_copy_bytes is not written" in proc.stdout and
+      "promtool check rules" in proc.stdout, "a broken dashboard is caught (%s)" % proc.stdout.strip())
+bad["panels"][0]["targets"][0]["expr"] = "sum by (gpu_name) (rate(p2pguard_peer_copy_bytes_total[5m]))"
+json.dump(bad, open(path, "w"))
+proc = subprocess.run([sys.executable, check_script, path, prom], capture_output=True, text=True)
+check(proc.returncode == 1 and "has no label gpu_name" in proc.stdout, "a label the metric lacks is caught")
+done()
