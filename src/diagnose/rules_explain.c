@@ -1,102 +1,55 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The rules that explain a line pasted from a log, best first (rules/README.md, "Explain").
+ * The rules that explain a line pasted from a log, best first (rules/README.md, "Explain"). What
+ * the line names decides before how much of it a rule accounts for: a status it names rules out
+ * the rules about other statuses, and a rule's "context" (calls, source files, frameworks) must
+ * be named for the rule to be listed at all, the more of it the better.
  */
 #include "p2pguard/rules.h"
 
-#include <ctype.h>
 #include <regex.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver.h"
+#include "explain-line.h"
 #include "rules-private.h"
 
-static bool is_word_char(char c)
+/* A line that names statuses is about them: a rule about other statuses, or about none (codes
+ * []), does not explain it. */
+static bool status_fits(const struct p2pg_rule *r, const struct line_clues *clues)
 {
-	return isalnum((unsigned char)c) || c == '_';
-}
-
-/* Finds word in text, ignoring case, where it is not part of a longer identifier. */
-static bool find_word(const char *text, const char *word)
-{
-	size_t n = strlen(word);
-	for (const char *p = text; (p = strcasestr(p, word)); p++) {
-		bool left = p == text || !is_word_char(p[-1]) || !is_word_char(word[0]);
-		bool right = !is_word_char(p[n]) || !is_word_char(word[n - 1]);
-		if (left && right)
-			return true;
-	}
-	return false;
-}
-
-/* A number is read as a status when it is all the text, or when it follows a word that
- * introduces one ("Error 802", "Cuda failure 217", "status=700"); other numbers in a log line
- * are device ordinals, bus ids and sizes. */
-static bool number_is_status(const char *text, const char *start, const char *end)
-{
-	static const char *const words[] = {"error",  "err",	  "code", "status", "failure",
-					    "result", "returned", "rc",	  NULL};
-	const char *p = text, *q = end;
-
-	while (*p && isspace((unsigned char)*p))
-		p++;
-	while (*q && isspace((unsigned char)*q))
-		q++;
-	if (p == start && *q == '\0')
+	if (clues->n_statuses == 0)
 		return true;
-
-	p = start;
-	while (p > text && strchr(" \t:=#(", p[-1]))
-		p--;
-	const char *word_end = p;
-	while (p > text && isalpha((unsigned char)p[-1]))
-		p--;
-	size_t n = (size_t)(word_end - p);
-	for (size_t k = 0; words[k]; k++)
-		if (n == strlen(words[k]) && strncasecmp(p, words[k], n) == 0)
+	for (size_t k = 0; k < r->n_codes; k++)
+		if (line_names_status(clues, r->codes[k]))
 			return true;
 	return false;
 }
 
-static bool mentions_number(const char *text, int code)
+/* How many kinds of the rule's context the line names (0 to 3); -1 when the rule has a context
+ * and the line names none of it. */
+static int context_clues(const struct p2pg_rule *r, const struct line_clues *clues)
 {
-	for (const char *p = text; *p;) {
-		if (!isdigit((unsigned char)*p)) {
-			p++;
-			continue;
+	int found = 0;
+	if (!r->has_context)
+		return 0;
+	for (size_t k = 0; k < r->n_context_apis; k++)
+		if (line_names_api(clues, r->context_apis[k])) {
+			found++;
+			break;
 		}
-		const char *start = p;
-		while (isdigit((unsigned char)*p))
-			p++;
-		if ((start > text && (is_word_char(start[-1]) || start[-1] == '.')) ||
-		    is_word_char(*p) || (*p == '.' && isdigit((unsigned char)p[1])))
-			continue;
-		if (p - start <= 6 && atoi(start) == code && number_is_status(text, start, p))
-			return true;
-	}
-	return false;
+	for (size_t k = 0; k < r->n_context_files; k++)
+		if (line_names_file(clues, r->context_files[k])) {
+			found++;
+			break;
+		}
+	if (r->context_frameworks & clues->frameworks)
+		found++;
+	return found ? found : -1;
 }
 
-/* How much of the text a mention of code accounts for: the longest of its names or message
- * found, or the digits of a bare status number. */
-static size_t code_score(const char *text, int code)
-{
-	size_t best = 0;
-	const char *names[3];
-	if (p2pg_status_spellings(code, &names[0], &names[1], &names[2]))
-		for (size_t m = 0; m < 3; m++)
-			if (names[m] && strlen(names[m]) > best && find_word(text, names[m]))
-				best = strlen(names[m]);
-	if (best == 0 && mentions_number(text, code)) {
-		char digits[16];
-		best = (size_t)snprintf(digits, sizeof(digits), "%d", code);
-	}
-	return best;
-}
-
-static size_t explain_score(const struct p2pg_rule *r, const char *text)
+static size_t explain_score(const struct p2pg_rule *r, const char *text,
+			    const struct line_clues *clues)
 {
 	size_t score = 0;
 	regmatch_t m;
@@ -109,7 +62,7 @@ static size_t explain_score(const struct p2pg_rule *r, const char *text)
 	/* Text-only rules are about one framework's wording; a bare status says nothing about
 	 * the framework, so only rules about the status itself are found through it. */
 	for (size_t k = 0; r->has_match && k < r->n_codes; k++) {
-		size_t s = code_score(text, r->codes[k]);
+		size_t s = line_status_span(clues, r->codes[k]);
 		if (s > score)
 			score = s;
 	}
@@ -119,11 +72,14 @@ static size_t explain_score(const struct p2pg_rule *r, const char *text)
 struct candidate {
 	const struct p2pg_rule *rule;
 	size_t score;
+	int clues;
 };
 
 static int compare_candidates(const void *a, const void *b)
 {
 	const struct candidate *x = a, *y = b;
+	if (x->clues != y->clues)
+		return x->clues > y->clues ? -1 : 1;
 	if (x->score != y->score)
 		return x->score > y->score ? -1 : 1;
 	/* Text carries no evidence: the general rule first, the narrower causes after it. */
@@ -138,6 +94,7 @@ size_t p2pg_ruleset_explain(const struct p2pg_ruleset *rs, const char *text,
 			    const struct p2pg_rule **out, size_t max)
 {
 	struct candidate *c;
+	struct line_clues clues;
 	size_t n = 0;
 
 	if (!rs || !text || rs->count == 0)
@@ -145,10 +102,17 @@ size_t p2pg_ruleset_explain(const struct p2pg_ruleset *rs, const char *text,
 	c = calloc(rs->count, sizeof(*c));
 	if (!c)
 		return 0;
+	explain_line_read(text, &clues);
 	for (size_t k = 0; k < rs->count; k++) {
-		size_t score = explain_score(rs->rules[k], text);
+		const struct p2pg_rule *r = rs->rules[k];
+		if (!status_fits(r, &clues))
+			continue;
+		int found = context_clues(r, &clues);
+		if (found < 0)
+			continue;
+		size_t score = explain_score(r, text, &clues);
 		if (score > 0)
-			c[n++] = (struct candidate){rs->rules[k], score};
+			c[n++] = (struct candidate){r, score, found};
 	}
 	qsort(c, n, sizeof(*c), compare_candidates);
 	for (size_t k = 0; out && k < n && k < max; k++)

@@ -20,7 +20,7 @@
 
 /* The api the program called may carry its ABI suffix (cuMemcpyPeer_ptds, cuMemcpyDtoD_v2);
  * rules name the plain function. */
-static bool api_matches(const char *listed, const char *api)
+bool rules_api_matches(const char *listed, const char *api)
 {
 	char plain[96];
 	size_t n;
@@ -55,7 +55,7 @@ static bool value_equals(const struct value *v, const struct p2pg_fact *f)
 	return false;
 }
 
-static bool condition_holds(const struct condition *c, const struct p2pg_facts *facts)
+bool rules_condition_holds(const struct condition *c, const struct p2pg_facts *facts)
 {
 	const struct p2pg_fact *f = facts ? p2pg_facts_get(facts, c->key->name) : NULL;
 
@@ -89,7 +89,7 @@ static bool rule_holds(const struct p2pg_rule *r, const char *api, int status,
 	if (r->n_apis) {
 		bool any = false;
 		for (size_t k = 0; api && k < r->n_apis && !any; k++)
-			any = api_matches(r->apis[k], api);
+			any = rules_api_matches(r->apis[k], api);
 		if (!any)
 			return false;
 	}
@@ -101,7 +101,7 @@ static bool rule_holds(const struct p2pg_rule *r, const char *api, int status,
 			return false;
 	}
 	for (size_t k = 0; k < r->n_conditions; k++)
-		if (!condition_holds(&r->conditions[k], facts))
+		if (!rules_condition_holds(&r->conditions[k], facts))
 			return false;
 	return true;
 }
