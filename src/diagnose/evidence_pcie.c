@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define BDF_CHARS      12 /* "0000:1b:00.0", the shape sysfs names a function by */
@@ -33,7 +34,6 @@
 #define CONFIG_SIZE    4096
 #define EXT_CAP_START  0x100
 #define EXT_CAP_ACS    0x000d
-#define ACS_CTL_OFFSET 6
 #define ACS_REQ_REDIR  (1u << 2)
 #define ACS_CMPL_REDIR (1u << 3)
 
@@ -129,44 +129,61 @@ static bool folder_of(const struct chain *c, size_t k, const char *file, char *o
 
 enum { ACS_UNREADABLE = -1, ACS_ABSENT = -2 };
 
-/* The ACS control register of function k, ACS_ABSENT without the capability, or ACS_UNREADABLE
- * when the extended configuration space cannot be read (not root, no such file). */
+/* A little-endian dword of configuration space; false when it cannot be read. */
+static bool config_dword(int fd, unsigned at, uint32_t *value)
+{
+	uint8_t b[4];
+
+	if (pread(fd, b, sizeof(b), (off_t)at) != (ssize_t)sizeof(b))
+		return false;
+	*value = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+	return true;
+}
+
+/*
+ * The ACS control register of function k, ACS_ABSENT without the capability, or ACS_UNREADABLE
+ * when the extended configuration space cannot be read (not root, no such file). Only the
+ * capability headers on the way are read: every dword of configuration space is a transaction on
+ * the bus, so reading all 4 KiB of each bridge would cost far more.
+ */
 static int acs_control(const struct chain *c, size_t k)
 {
 	char path[PATH_MAX];
-	uint8_t config[CONFIG_SIZE];
-	size_t have = 0;
-	ssize_t got;
+	struct stat st;
+	uint32_t header, control;
+	int result = ACS_UNREADABLE;
 
 	if (!folder_of(c, k, "config", path, sizeof(path)))
 		return ACS_UNREADABLE;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return ACS_UNREADABLE;
-	while (have < sizeof(config) &&
-	       (got = pread(fd, config + have, sizeof(config) - have, (off_t)have)) > 0)
-		have += (size_t)got;
-	close(fd);
-	/* 256 bytes is all a conventional PCI function has: no extended space, so no ACS. Any
-	 * other short read is sysfs hiding the rest from an unprivileged reader. */
-	if (have == 256)
-		return ACS_ABSENT;
-	if (have < CONFIG_SIZE)
-		return ACS_UNREADABLE;
+	/* A conventional PCI function has 256 bytes and no extended space, so no ACS. A PCIe one
+	 * shows 4096 but sysfs reads only the first 64 to a reader without CAP_SYS_ADMIN. */
+	if (fstat(fd, &st) == 0 && st.st_size == 256) {
+		result = ACS_ABSENT;
+		goto out;
+	}
 	unsigned at = EXT_CAP_START;
-	for (int hops = 0; hops < (CONFIG_SIZE - EXT_CAP_START) / 4; hops++) {
-		uint32_t header = (uint32_t)config[at] | (uint32_t)config[at + 1] << 8 |
-				  (uint32_t)config[at + 2] << 16 | (uint32_t)config[at + 3] << 24;
+	for (int hops = 0; hops < 128; hops++) { /* a malformed list may loop */
+		if (!config_dword(fd, at, &header))
+			goto out;
 		if (header == 0 || header == 0xffffffffu)
-			return ACS_ABSENT;
-		if ((header & 0xffff) == EXT_CAP_ACS)
-			return config[at + ACS_CTL_OFFSET] | config[at + ACS_CTL_OFFSET + 1] << 8;
+			break;
+		if ((header & 0xffff) == EXT_CAP_ACS) {
+			if (config_dword(fd, at + 4, &control))
+				result = (int)(control >> 16);
+			goto out;
+		}
 		unsigned next = (header >> 20) & 0xffc;
 		if (next < EXT_CAP_START || next > CONFIG_SIZE - 8)
-			return ACS_ABSENT;
+			break;
 		at = next;
 	}
-	return ACS_ABSENT;
+	result = ACS_ABSENT;
+out:
+	close(fd);
+	return result;
 }
 
 /* The number of the IOMMU group of the chain's device, -1 without one. */
