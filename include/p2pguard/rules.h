@@ -85,6 +85,17 @@ const char *p2pg_rule_json(const struct p2pg_rule *rule); /* the whole entry as 
 double p2pg_rule_confidence(const struct p2pg_rule *rule);
 const char *p2pg_rule_dead_ends(const struct p2pg_rule *rule); /* one a line; NULL when none */
 
+/*
+ * The root cause followed by each of the rule's notes whose conditions hold for facts, their {key}
+ * placeholders filled in from facts (rules/README.md, "Notes"). A malloc'd string the caller
+ * frees; NULL for a NULL rule or when memory runs out. facts may be NULL (no note then).
+ */
+char *p2pg_rule_root_cause_for(const struct p2pg_rule *rule, const struct p2pg_facts *facts);
+
+/* True when the rule's match has conditions on evidence ("facts"): pasted text cannot show
+ * them, so explain lists such a rule as a narrower cause rather than as the answer. */
+bool p2pg_rule_needs_evidence(const struct p2pg_rule *rule);
+
 /* The CUDA statuses the rule is about; *ret_codes stays valid as long as the rule set. */
 size_t p2pg_rule_codes(const struct p2pg_rule *rule, const int **ret_codes);
 

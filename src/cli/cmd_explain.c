@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "dbread.h"
+#include "explain_log.h"
 #include "explain_text.h"
 #include "p2pguard/rules.h"
 
@@ -61,6 +62,72 @@ static char *join(int argc, char **argv)
 	return text;
 }
 
+static void print_match(const struct p2pg_rule *rule, bool first)
+{
+	printf("%s\n  {\"id\": ", first ? "" : ",");
+	p2pg_cli_json_string(stdout, p2pg_rule_id(rule));
+	printf(", \"title\": ");
+	p2pg_cli_json_string(stdout, p2pg_rule_title(rule));
+	printf(", \"confidence\": %.3g, \"rule\": %s}", p2pg_rule_confidence(rule),
+	       p2pg_rule_json(rule) ?: "null");
+}
+
+/*
+ * {"text", "matches", "lines", "first"}. A single line: "matches" are its rules, best first. A
+ * log: "matches" are the rules of its lines, each once, in the order of the lines (each line's
+ * best first); "lines" the distinct lines a rule explains, in order, with their rules' ids;
+ * "first" the number of the first of them (null when none).
+ */
+static int print_json(const struct p2pg_ruleset *rs, const char *text)
+{
+	const struct p2pg_rule *found[MAX_FOUND];
+	struct p2pg_explain_log log;
+	size_t n = 0;
+
+	if (p2pg_explain_log_read(rs, text, &log) < 0) {
+		fprintf(stderr, "p2pguard: explain: out of memory\n");
+		return 2;
+	}
+	if (p2pg_explain_is_log(text)) {
+		for (size_t k = 0; k < log.n_listed; k++)
+			for (size_t j = 0; j < log.lines[k].n_rules && n < MAX_FOUND; j++) {
+				size_t seen = 0;
+				while (seen < n && found[seen] != log.lines[k].rules[j])
+					seen++;
+				if (seen == n)
+					found[n++] = log.lines[k].rules[j];
+			}
+	} else {
+		n = p2pg_ruleset_explain(rs, text, found, MAX_FOUND);
+		if (n > MAX_FOUND)
+			n = MAX_FOUND;
+	}
+	printf("{\"text\": ");
+	p2pg_cli_json_string(stdout, text);
+	printf(", \"matches\": [");
+	for (size_t k = 0; k < n; k++)
+		print_match(found[k], k == 0);
+	printf("],\n \"lines\": [");
+	for (size_t k = 0; k < log.n_listed; k++) {
+		const struct p2pg_explain_line *line = &log.lines[k];
+		printf("%s\n  {\"line\": %zu, \"repeats\": %zu, \"text\": ", k ? "," : "",
+		       line->number, line->repeats);
+		p2pg_cli_json_string(stdout, line->text);
+		printf(", \"matches\": [");
+		for (size_t j = 0; j < line->n_rules; j++) {
+			printf("%s", j ? ", " : "");
+			p2pg_cli_json_string(stdout, p2pg_rule_id(line->rules[j]));
+		}
+		printf("]}");
+	}
+	if (log.n_listed)
+		printf("],\n \"first\": %zu}\n", log.lines[0].number);
+	else
+		printf("],\n \"first\": null}\n");
+	p2pg_explain_log_done(&log);
+	return n ? 0 : 1;
+}
+
 static void usage(FILE *out)
 {
 	fprintf(
@@ -68,13 +135,23 @@ static void usage(FILE *out)
 	    "Usage: p2pguard explain [--all] [--json] \"<error text or code>\"\n"
 	    "       p2pguard explain [--all] [--json] - < log.txt\n"
 	    "\n"
-	    "Prints the rules that explain a line pasted from a log (a PyTorch, TensorFlow, JAX\n"
-	    "or NCCL message, an error name such as cudaErrorPeerAccessUnsupported or\n"
-	    "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, or a bare status such as 217), best first: root\n"
-	    "cause, what to do, dead ends, documentation. --all prints every match in full.\n"
+	    "Prints the rules that explain a line pasted from a log (a PyTorch, TensorFlow, JAX,\n"
+	    "vLLM, SGLang, CuPy or NCCL message, a CUDA sample's output, a kernel log line, an "
+	    "error\n"
+	    "name such as cudaErrorPeerAccessUnsupported or CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, or "
+	    "a\n"
+	    "bare status such as 217 or 0x2c0), best first: root cause, what to do, dead ends,\n"
+	    "documentation; the narrower causes the guard tells apart at run time are named.\n"
+	    "A text of several lines (explain - < log.txt) is a log: each distinct line a rule\n"
+	    "explains is listed in order with its rule, the first one is named, and each rule is\n"
+	    "printed once. --all prints every match in full.\n"
 	    "--json prints {\"text\", \"matches\": [{\"id\", \"title\", \"confidence\", "
-	    "\"rule\"}]},\n"
-	    "best first, \"rule\" being the whole knowledge-base entry.\n"
+	    "\"rule\"}],\n"
+	    "\"lines\": [{\"line\", \"repeats\", \"text\", \"matches\": [ids]}], \"first\"}, "
+	    "best first,\n"
+	    "\"rule\" being the whole knowledge-base entry, \"first\" the number of the first "
+	    "line\n"
+	    "explained.\n"
 	    "P2PGUARD_RULES names a folder of extra rules. Exits 0 when something matched, 1\n"
 	    "when nothing did.\n");
 }
@@ -123,25 +200,10 @@ int p2pg_cmd_explain(int argc, char **argv)
 		return 2;
 	}
 	if (json) {
-		const struct p2pg_rule *found[MAX_FOUND];
-		size_t n = p2pg_ruleset_explain(rs, text, found, MAX_FOUND);
-		if (n > MAX_FOUND)
-			n = MAX_FOUND;
-		printf("{\"text\": ");
-		p2pg_cli_json_string(stdout, text);
-		printf(", \"matches\": [");
-		for (size_t k = 0; k < n; k++) {
-			printf("%s\n  {\"id\": ", k ? "," : "");
-			p2pg_cli_json_string(stdout, p2pg_rule_id(found[k]));
-			printf(", \"title\": ");
-			p2pg_cli_json_string(stdout, p2pg_rule_title(found[k]));
-			printf(", \"confidence\": %.3g, \"rule\": %s}",
-			       p2pg_rule_confidence(found[k]), p2pg_rule_json(found[k]) ?: "null");
-		}
-		printf("]}\n");
+		int status = print_json(rs, text);
 		p2pg_ruleset_free(rs);
 		free(text);
-		return n ? 0 : 1;
+		return status;
 	}
 	int status = p2pg_explain_text(stdout, rs, text, all);
 	p2pg_ruleset_free(rs);

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "explain_log.h"
 #include "p2pguard/rules.h"
 
 #define WIDTH	  100
@@ -98,10 +99,33 @@ static void print_rule(FILE *out, const struct p2pg_rule *rule)
 		fprintf(out, "\n  Documentation: %s\n", doc);
 }
 
-int p2pg_explain_text(FILE *out, const struct p2pg_ruleset *rs, const char *text, bool all)
+/* The rules not printed in full whose need of evidence is `evidence`, one a line, under head. */
+static void print_named(FILE *out, const char *head, const struct p2pg_rule **found, size_t n,
+			const bool *printed, bool evidence)
+{
+	bool any = false;
+
+	for (size_t k = 0; k < n; k++) {
+		if (printed[k] || p2pg_rule_needs_evidence(found[k]) != evidence)
+			continue;
+		if (!any)
+			fprintf(out, "\n%s\n", head);
+		any = true;
+		fprintf(out, "  %s: %s\n", p2pg_rule_id(found[k]), p2pg_rule_title(found[k]));
+	}
+}
+
+/*
+ * One line: the best rule in full, then, in full, the next rules that pasted text can support.
+ * Rules whose match needs evidence (the own device, a VM, a host bridge behind 217) are narrower
+ * causes: printing them in full under a line that cannot tell them apart would contradict the
+ * answer above them, so they are named, and the guard tells them apart at run time.
+ */
+static int explain_line(FILE *out, const struct p2pg_ruleset *rs, const char *text, bool all)
 {
 	const struct p2pg_rule *found[MAX_FOUND];
-	size_t n, shown;
+	bool printed[MAX_FOUND] = {false};
+	size_t n, shown = 0;
 
 	n = p2pg_ruleset_explain(rs, text, found, MAX_FOUND);
 	if (n == 0) {
@@ -111,17 +135,88 @@ int p2pg_explain_text(FILE *out, const struct p2pg_ruleset *rs, const char *text
 	}
 	if (n > MAX_FOUND)
 		n = MAX_FOUND;
-	shown = all || n < SHOWN ? n : SHOWN;
-	for (size_t k = 0; k < shown; k++) {
-		if (k)
+	for (size_t k = 0; k < n; k++) {
+		if (!all && k && (shown == SHOWN || p2pg_rule_needs_evidence(found[k])))
+			continue;
+		if (shown++)
 			fprintf(out, "\n");
 		print_rule(out, found[k]);
+		printed[k] = true;
 	}
-	if (shown < n) {
-		fprintf(out, "\nAlso possible (p2pguard explain --all shows them):\n");
-		for (size_t k = shown; k < n; k++)
-			fprintf(out, "  %s: %s\n", p2pg_rule_id(found[k]),
-				p2pg_rule_title(found[k]));
-	}
+	print_named(out,
+		    "Narrower causes the guard tells apart at run time (`p2pguard run` records the "
+		    "evidence):",
+		    found, n, printed, true);
+	print_named(out, "Also possible (p2pguard explain --all shows them):", found, n, printed,
+		    false);
 	return 0;
+}
+
+/* At most this much of a line is quoted in the list of a log's lines. */
+#define QUOTED 160
+
+/*
+ * A log: the distinct lines a rule explains, in the order they came, each with its best rule;
+ * which came first (what followed may be its consequence); then each of those rules once in
+ * full (--all: every rule found for those lines).
+ */
+static int explain_log(FILE *out, const struct p2pg_ruleset *rs, const char *text, bool all)
+{
+	struct p2pg_explain_log log;
+	const struct p2pg_rule *printed[MAX_FOUND];
+	size_t n_printed = 0;
+
+	if (p2pg_explain_log_read(rs, text, &log) < 0) {
+		fprintf(stderr, "p2pguard: explain: out of memory\n");
+		return 2;
+	}
+	if (log.n_listed == 0) {
+		fprintf(
+		    out,
+		    "No rule explains any of these %zu lines. `p2pguard rules list` shows what is "
+		    "known.\n",
+		    log.n_lines);
+		p2pg_explain_log_done(&log);
+		return 1;
+	}
+	fprintf(out, "%zu of %zu lines explained, in the order they came:\n",
+		log.n_listed + log.n_unlisted, log.n_lines);
+	for (size_t k = 0; k < log.n_listed; k++) {
+		const struct p2pg_explain_line *line = &log.lines[k];
+		size_t len = strlen(line->text);
+		fprintf(out, "\n  line %zu", line->number);
+		if (line->repeats)
+			fprintf(out, " (and %zu more like it)", line->repeats);
+		fprintf(out, ": %s\n    %.*s%s\n", p2pg_rule_id(line->rules[0]),
+			(int)(len > QUOTED ? QUOTED : len), line->text, len > QUOTED ? "..." : "");
+	}
+	if (log.n_unlisted)
+		fprintf(out, "\n  (%zu more distinct lines explained, not listed)\n",
+			log.n_unlisted);
+	fprintf(out,
+		"\nFirst: line %zu (%s). Errors after it may be its consequences: start there.\n",
+		log.lines[0].number, p2pg_rule_id(log.lines[0].rules[0]));
+
+	for (size_t k = 0; k < log.n_listed; k++) {
+		const struct p2pg_explain_line *line = &log.lines[k];
+		for (size_t j = 0; j < (all ? line->n_rules : 1); j++) {
+			size_t seen = 0;
+			while (seen < n_printed && printed[seen] != line->rules[j])
+				seen++;
+			if (seen < n_printed || n_printed == MAX_FOUND)
+				continue;
+			printed[n_printed++] = line->rules[j];
+			fprintf(out, "\n");
+			print_rule(out, line->rules[j]);
+		}
+	}
+	p2pg_explain_log_done(&log);
+	return 0;
+}
+
+int p2pg_explain_text(FILE *out, const struct p2pg_ruleset *rs, const char *text, bool all)
+{
+	if (p2pg_explain_is_log(text))
+		return explain_log(out, rs, text, all);
+	return explain_line(out, rs, text, all);
 }

@@ -7,6 +7,7 @@
  */
 #include "evidence.h"
 #include "driver.h"
+#include "evidence-pcie.h"
 #include "evidence-private.h"
 
 #include <dirent.h>
@@ -532,6 +533,7 @@ void p2pg_evidence_gather(const struct p2pg_failure_context *ctx, struct p2pg_fa
 	else
 		p2pg_facts_set_str(facts, "sysfs", "unavailable");
 	p2pg_facts_set_str(facts, "iommu_cmdline", proc.iommu_cmdline);
+	p2pg_evidence_pcie_gather(dev.pci, distinct ? peer.pci : "", facts);
 
 	/* The environment, read on each failure: a launcher may set it per process. */
 	set_env(facts, "nccl_p2p_disable", "NCCL_P2P_DISABLE");

@@ -93,8 +93,11 @@ void p2pg_failure_record(const struct p2pg_failure *f)
 	p2pg_spool_blob_add(blob, p2pg_cuda_error_name(f->status));
 	p2pg_spool_blob_add(blob, p2pg_cuda_error_string(f->status));
 	p2pg_spool_blob_add(blob, rule ? p2pg_rule_id(rule) : "");
-	p2pg_spool_blob_add(blob,
-			    rule && p2pg_rule_root_cause(rule) ? p2pg_rule_root_cause(rule) : "");
+	/* With the notes whose evidence holds: "ACS redirects peer traffic on bridge ...". */
+	char *root_cause = rule ? p2pg_rule_root_cause_for(rule, facts) : NULL;
+	const char *plain = rule ? p2pg_rule_root_cause(rule) : NULL;
+	p2pg_spool_blob_add(blob, root_cause ? root_cause : plain ? plain : "");
+	free(root_cause);
 	p2pg_spool_blob_add(blob, rule && p2pg_rule_advice(rule) ? p2pg_rule_advice(rule) : "");
 
 	uintptr_t ips[P2PG_BACKTRACE_MAX];

@@ -31,6 +31,11 @@ bool ld_expect_strings(struct loader *ld, const struct p2pg_json *v, const char 
 /* A scalar JSON value as a fact value of the key's kind. */
 bool ld_parse_value(struct loader *ld, const struct fact_key *key, const struct p2pg_json *v,
 		    struct value *ret);
+/* cu or cuda followed by letters, digits and '_'. */
+bool ld_valid_api_name(const char *api);
+/* One condition of "facts" (match.facts, notes[N].facts) into *c. */
+bool ld_parse_condition(struct loader *ld, const char *name, const struct p2pg_json *v,
+			struct condition *c);
 /* A fact key a rule may name in its conditions or examples, or NULL (reported). */
 const struct fact_key *ld_parse_fact_key(struct loader *ld, const char *name, int line);
 
@@ -47,6 +52,10 @@ const char *rules_kind_name(enum kind kind);
 #define REGEX_MAX_SIZE 10000
 /* How many copies of its atoms an extended regex makes once repetitions are spelt out. */
 double rules_regex_size(const char *regex);
+
+/* The "context" object (rules_context.c) and the "notes" array (rules_notes.c), into r. */
+bool rules_parse_context(struct loader *ld, const struct p2pg_json *v, struct p2pg_rule *r);
+bool rules_parse_notes(struct loader *ld, const struct p2pg_json *v, struct p2pg_rule *r);
 
 /* The "examples" object: its matches and near misses, into r. */
 bool rules_parse_examples(struct loader *ld, const struct p2pg_json *v, struct p2pg_rule *r);

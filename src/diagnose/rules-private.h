@@ -59,6 +59,13 @@ struct example {
 	size_t n_facts;
 };
 
+/* One of "notes": text added to the root cause when its conditions hold for the evidence. */
+struct note {
+	struct condition *facts;
+	size_t n_facts;
+	char *text; /* may name facts as {key} */
+};
+
 struct workaround {
 	char *action;
 	char *how;
@@ -94,6 +101,17 @@ struct p2pg_rule {
 	char **aliases;
 	size_t n_aliases;
 
+	/* "context": what a pasted line must name for explain to list the rule. */
+	bool has_context;
+	char **context_apis;
+	size_t n_context_apis;
+	char **context_files;
+	size_t n_context_files;
+	unsigned context_frameworks; /* bit k: enum framework k (explain-line.h) */
+
+	struct note *notes;
+	size_t n_notes;
+
 	struct workaround *workarounds;
 	size_t n_workarounds;
 	struct workaround *dead_ends; /* action, why (in how), fail rate */
@@ -111,6 +129,12 @@ struct p2pg_ruleset {
 };
 
 void rules_rule_free(struct p2pg_rule *r); /* accepts NULL */
+void rules_conditions_free(struct condition *c, size_t n);
+
+/* listed is a rule's plain call name; api may carry its ABI suffix (_ptds, _ptsz, _v2). */
+bool rules_api_matches(const char *listed, const char *api);
+/* Whether one condition holds for the evidence (a missing fact holds only for exists: false). */
+bool rules_condition_holds(const struct condition *c, const struct p2pg_facts *facts);
 void rules_strings_free(char **s, size_t n);
 
 static inline bool has_suffix(const char *s, const char *suffix)

@@ -21,7 +21,7 @@ static void values_free(struct value *values, size_t n)
 	free(values);
 }
 
-static void conditions_free(struct condition *c, size_t n)
+void rules_conditions_free(struct condition *c, size_t n)
 {
 	for (size_t k = 0; k < n; k++)
 		values_free(c[k].values, c[k].n_values);
@@ -33,7 +33,7 @@ static void examples_free(struct example *e, size_t n)
 	for (size_t k = 0; k < n; k++) {
 		free(e[k].text);
 		free(e[k].api);
-		conditions_free(e[k].facts, e[k].n_facts);
+		rules_conditions_free(e[k].facts, e[k].n_facts);
 	}
 	free(e);
 }
@@ -69,7 +69,14 @@ void rules_rule_free(struct p2pg_rule *r)
 	free(r->codes);
 	rules_strings_free(r->apis, r->n_apis);
 	free(r->statuses);
-	conditions_free(r->conditions, r->n_conditions);
+	rules_conditions_free(r->conditions, r->n_conditions);
+	rules_strings_free(r->context_apis, r->n_context_apis);
+	rules_strings_free(r->context_files, r->n_context_files);
+	for (size_t k = 0; k < r->n_notes; k++) {
+		rules_conditions_free(r->notes[k].facts, r->notes[k].n_facts);
+		free(r->notes[k].text);
+	}
+	free(r->notes);
 	if (r->has_regex)
 		regfree(&r->regex);
 	rules_strings_free(r->aliases, r->n_aliases);
@@ -182,6 +189,11 @@ size_t p2pg_rule_codes(const struct p2pg_rule *rule, const int **ret_codes)
 	if (ret_codes)
 		*ret_codes = rule->codes;
 	return rule->n_codes;
+}
+
+bool p2pg_rule_needs_evidence(const struct p2pg_rule *rule)
+{
+	return rule && rule->n_conditions > 0;
 }
 
 int p2pg_rule_specificity(const struct p2pg_rule *rule)

@@ -22,6 +22,7 @@ static const char *const mode_values[] = {"observe", "fallback", "staged", NULL}
 static const char *const probe_values[] = {"ok", "wrong_data", "slow", "hang", NULL};
 static const char *const nccl_peer_values[] = {"waiting",   "ahead", "unknown",
 					       "elsewhere", "gone",  NULL};
+static const char *const acs_redirect_values[] = {"yes", "no", "unknown", NULL};
 
 static const struct fact_key fact_keys[] = {
     {"api", KIND_STR, NULL},
@@ -64,6 +65,14 @@ static const struct fact_key fact_keys[] = {
     /* NCCL: an operation whose kernel never finishes (the drainer's watch, record/nccl_watch.c) */
     {"nccl_op", KIND_STR, NULL},
     {"nccl_peer_state", KIND_STR, nccl_peer_values},
+    /* The PCIe path between the two GPUs (evidence_pcie.c): ACS, IOMMU groups, a shared switch. */
+    {"pcie_acs_redirect", KIND_STR, acs_redirect_values},
+    {"pcie_acs_bridge", KIND_STR, NULL},
+    {"pcie_acs_ctl", KIND_STR, NULL},
+    {"iommu_group", KIND_INT, NULL},
+    {"peer_iommu_group", KIND_INT, NULL},
+    {"iommu_group_shared", KIND_BOOL, NULL},
+    {"pcie_switch_shared", KIND_BOOL, NULL},
 };
 
 #define N_FACT_KEYS (sizeof(fact_keys) / sizeof(fact_keys[0]))

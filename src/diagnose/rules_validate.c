@@ -110,7 +110,7 @@ static bool valid_id(const char *id)
 	return segments >= 2;
 }
 
-static bool valid_api_name(const char *api)
+bool ld_valid_api_name(const char *api)
 {
 	if (strncmp(api, "cu", 2) != 0 || strlen(api) < 4 || strlen(api) > 64)
 		return false;
@@ -169,6 +169,8 @@ static const struct field {
     {"aliases", F_STRINGS, false},
     {"codes", F_CHECKED_LATER, false},
     {"match", F_CHECKED_LATER, false},
+    {"context", F_CHECKED_LATER, false},
+    {"notes", F_CHECKED_LATER, false},
     {"examples", F_CHECKED_LATER, true},
 };
 
@@ -302,8 +304,8 @@ const struct fact_key *ld_parse_fact_key(struct loader *ld, const char *name, in
 	return key;
 }
 
-static bool parse_condition(struct loader *ld, const char *name, const struct p2pg_json *v,
-			    struct condition *c)
+bool ld_parse_condition(struct loader *ld, const char *name, const struct p2pg_json *v,
+			struct condition *c)
 {
 	const struct fact_key *key = ld_parse_fact_key(ld, name, v->line);
 	if (!key)
@@ -434,7 +436,7 @@ static bool parse_match(struct loader *ld, const struct p2pg_json *m, struct p2p
 		if (!r->apis)
 			return false;
 		for (size_t k = 0; k < v->count; k++) {
-			if (!valid_api_name(v->items[k]->string)) {
+			if (!ld_valid_api_name(v->items[k]->string)) {
 				ld_problem(ld, v->items[k]->line, "invalid API name \"%s\"",
 					   v->items[k]->string);
 				ok = false;
@@ -461,7 +463,7 @@ static bool parse_match(struct loader *ld, const struct p2pg_json *m, struct p2p
 			return false;
 		for (size_t k = 0; k < v->count; k++) {
 			struct condition *c = &r->conditions[r->n_conditions];
-			bool good = parse_condition(ld, v->keys[k], v->items[k], c);
+			bool good = ld_parse_condition(ld, v->keys[k], v->items[k], c);
 			r->n_conditions++; /* counted even when bad, so it is freed */
 			ok &= good;
 		}
@@ -706,6 +708,12 @@ static struct p2pg_rule *rule_from_json(struct loader *ld, const struct p2pg_jso
 			r->aliases[r->n_aliases++] = ld_copy(ld, v->items[k]->string);
 		}
 	}
+	v = member(root, "context");
+	if (v)
+		rules_parse_context(ld, v, r);
+	v = member(root, "notes");
+	if (v)
+		rules_parse_notes(ld, v, r);
 	if (!r->has_match && !member(root, "regex") && r->n_aliases == 0)
 		ld_problem(ld, root->line,
 			   "a rule without \"match\" needs \"regex\" or \"aliases\"");

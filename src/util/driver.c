@@ -67,7 +67,8 @@ struct error_names {
 };
 
 /* The statuses a peer call can end with (driver and runtime share these values), plus the common
- * ones a copy can return. */
+ * ones a copy can return and those users paste most from other failures (so that explain can tell
+ * a line about them from a peer failure). */
 static const struct error_names error_table[] = {
     {0, "CUDA_SUCCESS", "cudaSuccess", "no error"},
     {1, "CUDA_ERROR_INVALID_VALUE", "cudaErrorInvalidValue", "invalid argument"},
@@ -83,13 +84,21 @@ static const struct error_names error_table[] = {
     {201, "CUDA_ERROR_INVALID_CONTEXT", "cudaErrorDeviceUninitialized", "invalid device context"},
     {205, "CUDA_ERROR_MAP_FAILED", "cudaErrorMapBufferObjectFailed",
      "mapping of buffer object failed"},
+    {208, "CUDA_ERROR_ALREADY_MAPPED", "cudaErrorAlreadyMapped", "resource already mapped"},
+    {209, "CUDA_ERROR_NO_BINARY_FOR_GPU", "cudaErrorNoKernelImageForDevice",
+     "no kernel image is available for execution on the device"},
     {217, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", "cudaErrorPeerAccessUnsupported",
      "peer access is not supported between these two devices"},
     {220, "CUDA_ERROR_NVLINK_UNCORRECTABLE", "cudaErrorNvlinkUncorrectable",
      "uncorrectable NVLink error detected during the execution"},
     {226, "CUDA_ERROR_CONTAINED", "cudaErrorContained",
      "an error occurred that was contained to the affected device"},
+    {304, "CUDA_ERROR_OPERATING_SYSTEM", "cudaErrorOperatingSystem",
+     "OS call failed or operation not supported on this OS"},
     {400, "CUDA_ERROR_INVALID_HANDLE", "cudaErrorInvalidResourceHandle", "invalid resource handle"},
+    {401, "CUDA_ERROR_ILLEGAL_STATE", "cudaErrorIllegalState",
+     "the operation cannot be performed in the present state"},
+    {500, "CUDA_ERROR_NOT_FOUND", "cudaErrorSymbolNotFound", "named symbol not found"},
     {600, "CUDA_ERROR_NOT_READY", "cudaErrorNotReady", "device not ready"},
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "cudaErrorIllegalAddress",
      "an illegal memory access was encountered"},
@@ -98,7 +107,10 @@ static const struct error_names error_table[] = {
     {705, "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED", "cudaErrorPeerAccessNotEnabled",
      "peer access has not been enabled"},
     {709, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "cudaErrorContextIsDestroyed", "context is destroyed"},
+    {710, "CUDA_ERROR_ASSERT", "cudaErrorAssert", "device-side assert triggered"},
     {711, "CUDA_ERROR_TOO_MANY_PEERS", "cudaErrorTooManyPeers", "peer mapping resources exhausted"},
+    {719, "CUDA_ERROR_LAUNCH_FAILED", "cudaErrorLaunchFailure", "unspecified launch failure"},
+    {800, "CUDA_ERROR_NOT_PERMITTED", "cudaErrorNotPermitted", "operation not permitted"},
     {801, "CUDA_ERROR_NOT_SUPPORTED", "cudaErrorNotSupported", "operation not supported"},
     {802, "CUDA_ERROR_SYSTEM_NOT_READY", "cudaErrorSystemNotReady", "system not yet initialized"},
     {900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "cudaErrorStreamCaptureUnsupported",
@@ -124,6 +136,11 @@ bool p2pg_status_spellings(int status, const char **ret_driver, const char **ret
 	*ret_runtime = e->cuda_name;
 	*ret_message = e->message;
 	return true;
+}
+
+int p2pg_status_at(size_t index)
+{
+	return index < sizeof(error_table) / sizeof(error_table[0]) ? error_table[index].code : -1;
 }
 
 const char *p2pg_cu_error_name(int status)

@@ -2,8 +2,10 @@
 /*
  * What loading the knowledge base costs: every rule compiled into the binary (the shipped rules/
  * folder), parsed, validated and added to a fresh set, repeated; then the check of every rule's
- * examples against the set. Prints one table of medians.
- *   build/tests/bench/bench_rules [REPEATS]
+ * examples against the set. Prints one table of medians. Then what `p2pguard explain` costs a
+ * line: every line of the explain corpus (tests/explain/corpus.jsonl, real lines pasted from
+ * public issue threads) explained on its own, and the whole corpus read as one log (`explain -`).
+ *   build/tests/bench/bench_rules [REPEATS [CORPUS.jsonl]]
  * No GPU involved: rules load in the guard's process when a failure is first diagnosed, in every
  * `p2pguard explain` and `p2pguard rules validate`. Times are the thread's CPU time, so that a
  * busy machine's preemptions do not count.
@@ -11,8 +13,10 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
+#include "explain_log.h"
 #include "json.h"
 #include "p2pguard/rules.h"
 #include "rules-builtin.h"
@@ -34,6 +38,104 @@ static double median(double *v, int n)
 {
 	qsort(v, (size_t)n, sizeof(*v), compare_doubles);
 	return v[n / 2];
+}
+
+/* The "text" of every line of a JSON-lines corpus, joined by newlines into *ret_log. */
+static char **read_corpus(const char *path, size_t *ret_n, char **ret_log)
+{
+	FILE *f = fopen(path, "r");
+	char buf[65536], **texts = NULL, *log = NULL;
+	size_t n = 0, log_len = 0;
+
+	if (!f)
+		return NULL;
+	while (fgets(buf, sizeof(buf), f)) {
+		json_t *root = json_loads(buf, 0, NULL);
+		const char *text = json_string_value(json_object_get(root, "text"));
+		if (text) {
+			size_t len = strlen(text);
+			char **more = realloc(texts, (n + 1) * sizeof(*texts));
+			char *longer = realloc(log, log_len + len + 2);
+			if (!more || !longer)
+				abort();
+			texts = more;
+			log = longer;
+			texts[n++] = strdup(text);
+			memcpy(log + log_len, text, len);
+			log_len += len;
+			log[log_len++] = '\n';
+			log[log_len] = '\0';
+		}
+		json_decref(root);
+	}
+	fclose(f);
+	*ret_n = n;
+	*ret_log = log;
+	return texts;
+}
+
+/* Per line: the median of `repeats` explains of it; then the median, 90th percentile and
+ * maximum over the lines, and the corpus as one log. */
+static int bench_explain(int repeats, const char *path)
+{
+	struct p2pg_ruleset *rs = p2pg_ruleset_new();
+	const struct p2pg_rule *found[64];
+	size_t n = 0, matched = 0;
+	char *log = NULL, **texts = read_corpus(path, &n, &log);
+
+	if (!rs || p2pg_ruleset_load_builtin(rs, NULL, NULL) != 0)
+		return 1;
+	if (!texts || n == 0) {
+		fprintf(stderr, "bench_rules: cannot read the corpus %s\n", path);
+		return 1;
+	}
+	double *per_line = calloc(n, sizeof(double)),
+	       *runs = calloc((size_t)repeats, sizeof(double));
+	double *whole = calloc((size_t)repeats, sizeof(double));
+	if (!per_line || !runs || !whole)
+		return 2;
+	for (size_t k = 0; k < n; k++) {
+		for (int r = 0; r < repeats; r++) {
+			double t0 = now_us();
+			size_t found_n = p2pg_ruleset_explain(rs, texts[k], found, 64);
+			runs[r] = now_us() - t0;
+			if (r == 0 && found_n)
+				matched++;
+		}
+		per_line[k] = median(runs, repeats);
+	}
+	for (int r = 0; r < repeats; r++) {
+		struct p2pg_explain_log parsed;
+		double t0 = now_us();
+		if (p2pg_explain_log_read(rs, log, &parsed) < 0)
+			return 2;
+		whole[r] = now_us() - t0;
+		p2pg_explain_log_done(&parsed);
+	}
+	double sum = 0;
+	for (size_t k = 0; k < n; k++)
+		sum += per_line[k];
+	qsort(per_line, n, sizeof(*per_line), compare_doubles);
+	double w = median(whole, repeats);
+	printf("\nbench_rules: explain, %zu corpus lines (%zu explained by a rule), %d repeats "
+	       "each (medians of CPU time)\n",
+	       n, matched, repeats);
+	printf("| what | median a line | p90 a line | max a line | all lines |\n"
+	       "|---|---|---|---|---|\n");
+	printf("| explain one line (p2pg_ruleset_explain) | %.0f us | %.0f us | %.0f us | %.1f ms "
+	       "|\n",
+	       per_line[n / 2], per_line[n * 9 / 10], per_line[n - 1], sum / 1000.0);
+	printf("| the corpus as one log (explain -) | %.0f us | | | %.1f ms |\n", w / (double)n,
+	       w / 1000.0);
+	for (size_t k = 0; k < n; k++)
+		free(texts[k]);
+	free(texts);
+	free(log);
+	free(per_line);
+	free(runs);
+	free(whole);
+	p2pg_ruleset_free(rs);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -108,5 +210,5 @@ int main(int argc, char **argv)
 	free(check);
 	free(parse);
 	free(jansson);
-	return 0;
+	return bench_explain(repeats > 20 ? 20 : repeats, argc > 2 ? argv[2] : EXPLAIN_CORPUS);
 }

@@ -62,6 +62,15 @@ static void test_quality(void)
 static const int peer_codes[] = {1,   46,  101, 201, 205, 217, 220, 226,
 				 700, 704, 705, 709, 711, 801, 802};
 
+static bool is_peer_status(int status)
+{
+	static const int only_peer[] = {217, 220, 704, 705, 711, 802};
+	for (size_t k = 0; k < sizeof(only_peer) / sizeof(only_peer[0]); k++)
+		if (only_peer[k] == status)
+			return true;
+	return false;
+}
+
 static void test_coverage(void)
 {
 	for (size_t c = 0; c < sizeof(peer_codes) / sizeof(peer_codes[0]); c++) {
@@ -77,9 +86,14 @@ static void test_coverage(void)
 			fprintf(stderr, "no rule with a match covers status %d\n", peer_codes[c]);
 		check(found);
 
-		/* A bare status is explained. */
-		char text[16];
+		/* A status that only peer work returns is explained bare; one that any CUDA work
+		 * can return (1, 700, 101 ...) only when the line names a peer call, so that a line
+		 * about an ordinary kernel or allocation gets no P2P advice. */
+		char text[64];
 		snprintf(text, sizeof(text), "%d", peer_codes[c]);
+		bool bare = p2pg_ruleset_explain(rs, text, NULL, 0) > 0;
+		check(bare == is_peer_status(peer_codes[c]));
+		snprintf(text, sizeof(text), "cudaMemcpyPeerAsync returned %d", peer_codes[c]);
 		check(p2pg_ruleset_explain(rs, text, NULL, 0) > 0);
 	}
 }
@@ -143,6 +157,15 @@ static const char *const messages[] = {
     "example text is explained first by ",
     "near miss selects this rule",
     "near-miss text is explained first by this rule",
+    "unknown context clue ",
+    "invalid source file name ",
+    "unknown framework ",
+    "context needs at least one clue",
+    "\"notes\" needs \"match\"",
+    "empty object for ",
+    "unclosed \"{\" in note text",
+    "note text names unknown fact ",
+    "which the note's facts do not require",
 };
 
 static void test_readme(void)

@@ -6,6 +6,7 @@
     test-cli.py RULES_CLI RULES_DIR
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -118,13 +119,62 @@ check("explain: sections", all(s in out for s in ("Root cause:", "What to do:", 
 rc, out, err = run("explain", "217")
 check("explain: a bare status", rc == 0
       and out.startswith("cuda/peer-access-unsupported-by-hardware\n"), out + err)
-check("explain: the others are named", "Also possible" in out, out)
+# The rules that need evidence (the own device, a VM, a host bridge...) are named as narrower
+# causes, not printed in full under a line that cannot tell them apart.
+narrower = out.split("Narrower causes the guard tells apart at run time", 1)
+check("explain: the narrower causes are named after the answer",
+      len(narrower) == 2 and "  cuda/peer-access-to-own-device: " in narrower[1]
+      and "cuda/peer-access-to-own-device\n" not in out, out)
 rc, out, err = run("explain", "--all", "217")
-check("explain --all", rc == 0 and "Also possible" not in out, out)
+check("explain --all", rc == 0 and "Also possible" not in out and "Narrower causes" not in out
+      and "cuda/peer-access-to-own-device\n" in out, out)
 
 rc, out, err = run("explain", "-", stdin="[0] NCCL WARN Cuda failure 'peer access is not supported "
                    "between these two devices'\n")
 check("explain: text from stdin", rc == 0 and out.startswith("nccl/"), out + err)
+
+# A log of several errors, the way a user pastes it: every distinct error line in order, the
+# first one named, repeats from other ranks counted, each rule printed once.
+LOG = """\
+[2024-05-01 10:00:01] INFO: starting training on 8 GPUs
+node1:1234:1300 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>
+node1:1234:1300 [0] transport/shm.cc:590 NCCL WARN Cuda failure 217 'peer access is not supported between these two devices'
+node1:1235:1301 [1] transport/shm.cc:590 NCCL WARN Cuda failure 217 'peer access is not supported between these two devices'
+
+[rank0]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5
+[rank1]:[E ProcessGroupNCCL.cpp:563] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600051 milliseconds before timing out.
+"""
+rc, out, err = run("explain", "-", stdin=LOG)
+order = [out.find(s) for s in ("line 3 (and 1 more like it): nccl/shm-cumem-host-peer-unsupported",
+                               "line 6: nccl/unhandled-cuda-error",
+                               "line 7: pytorch/nccl-watchdog-timeout")]
+check("explain -: a log's error lines in order, repeats counted",
+      rc == 0 and out.startswith("3 of 6 lines explained") and -1 not in order and order == sorted(order),
+      out + err)
+check("explain -: the first error is named",
+      "First: line 3 (nccl/shm-cumem-host-peer-unsupported)" in out, out)
+check("explain -: each rule once in full",
+      out.count("\nnccl/shm-cumem-host-peer-unsupported\n") == 1
+      and out.count("\nnccl/unhandled-cuda-error\n") == 1 and out.count("Root cause:") == 3, out)
+rc, out, err = run("explain", "--json", "-", stdin=LOG)
+try:
+    doc = json.loads(out)
+except ValueError:
+    doc = {}
+check("explain --json -: lines, their rules and the first",
+      rc == 0 and [(l["line"], l["repeats"], l["matches"][0]) for l in doc.get("lines", [])] == [
+          (3, 1, "nccl/shm-cumem-host-peer-unsupported"), (6, 0, "nccl/unhandled-cuda-error"),
+          (7, 0, "pytorch/nccl-watchdog-timeout-first-collectives")]
+      and doc.get("first") == 3 and doc["matches"][0]["id"] == "nccl/shm-cumem-host-peer-unsupported"
+      and doc["lines"][1]["text"].startswith("[rank0]: torch.distributed"), out + err)
+rc, out, err = run("explain", "--json", "217")
+doc = json.loads(out) if rc == 0 else {}
+check("explain --json: one line is one entry of lines",
+      [l["line"] for l in doc.get("lines", [])] == [1] and doc.get("first") == 1
+      and [m["id"] for m in doc["matches"]] == doc["lines"][0]["matches"], out + err)
+rc, out, err = run("explain", "-", stdin="all good\nstill fine\n")
+check("explain -: a log without errors is status 1", rc == 1 and "any of these 2 lines" in out,
+      out + err)
 
 rc, out, err = run("explain", "the weather is fine")
 check("explain: nothing matched is status 1", rc == 1, out + err)

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A pasted log, explained a line at a time: which lines a rule explains, in the order they came.
+ * A log repeats itself (every rank prints the same warning, with its own rank, pid and time), so
+ * lines that differ only in their digits are explained once and counted.
+ */
+#include "explain_log.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "p2pguard/rules.h"
+
+static bool is_blank(const char *s)
+{
+	return s[strspn(s, " \t\r\f\v")] == '\0';
+}
+
+bool p2pg_explain_is_log(const char *text)
+{
+	size_t non_blank = 0;
+
+	for (const char *p = text; *p;) {
+		size_t len = strcspn(p, "\n");
+		if (len > strspn(p, " \t\r\f\v") && ++non_blank > 1)
+			return true;
+		p += len;
+		if (*p)
+			p++;
+	}
+	return false;
+}
+
+/* Digits read as one '0' each run, so that "rank 3 pid 1234" and "rank 12 pid 77" are alike. */
+static uint64_t shape_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c >= '0' && c <= '9') {
+			while (s[1] >= '0' && s[1] <= '9')
+				s++;
+			c = '0';
+		}
+		h = (h ^ c) * 1099511628211ULL;
+	}
+	return h;
+}
+
+static bool same_shape(const char *a, const char *b)
+{
+	for (;;) {
+		bool da = *a >= '0' && *a <= '9', db = *b >= '0' && *b <= '9';
+		if (da != db)
+			return false;
+		if (da) {
+			a += strspn(a, "0123456789");
+			b += strspn(b, "0123456789");
+			continue;
+		}
+		if (*a != *b)
+			return false;
+		if (!*a)
+			return true;
+		a++, b++;
+	}
+}
+
+/* Open addressing over every distinct line seen, explained or not: a line seen before is
+ * neither explained again nor listed again. */
+struct seen {
+	size_t cap;
+	struct seen_slot {
+		uint64_t hash;
+		const char *line; /* NULL: free */
+		long listed;	  /* index in the log's lines[], -1 when not listed */
+	} * slots;
+};
+
+static int seen_grow(struct seen *set)
+{
+	size_t cap = set->cap ? set->cap * 2 : 256;
+	struct seen_slot *slots = calloc(cap, sizeof(*slots));
+
+	if (!slots)
+		return -ENOMEM;
+	for (size_t k = 0; k < set->cap; k++) {
+		if (!set->slots[k].line)
+			continue;
+		size_t at = set->slots[k].hash & (cap - 1);
+		while (slots[at].line)
+			at = (at + 1) & (cap - 1);
+		slots[at] = set->slots[k];
+	}
+	free(set->slots);
+	set->slots = slots;
+	set->cap = cap;
+	return 0;
+}
+
+/* The slot of line: found (its line set) or free (its line NULL, to be filled by the caller). */
+static struct seen_slot *seen_find(struct seen *set, const char *line, uint64_t hash)
+{
+	size_t at = hash & (set->cap - 1);
+
+	for (; set->slots[at].line; at = (at + 1) & (set->cap - 1))
+		if (set->slots[at].hash == hash && same_shape(set->slots[at].line, line))
+			return &set->slots[at];
+	set->slots[at].hash = hash;
+	return &set->slots[at];
+}
+
+int p2pg_explain_log_read(const struct p2pg_ruleset *rs, const char *text,
+			  struct p2pg_explain_log *ret)
+{
+	struct p2pg_explain_log log = {0};
+	struct seen set = {0};
+	size_t used = 0, number = 0;
+	int r = -ENOMEM;
+
+	log.buf = strdup(text);
+	log.lines = calloc(P2PG_EXPLAIN_LOG_LINES, sizeof(*log.lines));
+	if (!log.buf || !log.lines || seen_grow(&set) < 0)
+		goto out;
+
+	for (char *p = log.buf; *p;) {
+		char *line = p;
+		size_t len = strcspn(p, "\n");
+		p += len;
+		if (*p)
+			*p++ = '\0';
+		if (len && line[len - 1] == '\r')
+			line[len - 1] = '\0';
+		number++;
+		if (is_blank(line))
+			continue;
+		log.n_lines++;
+
+		uint64_t hash = shape_hash(line);
+		struct seen_slot *slot = seen_find(&set, line, hash);
+		if (slot->line) {
+			if (slot->listed >= 0)
+				log.lines[slot->listed].repeats++;
+			continue;
+		}
+		slot->line = line;
+		slot->listed = -1;
+		if (++used * 2 > set.cap && seen_grow(&set) < 0)
+			goto out;
+		/* slot may have moved: look it up again only when it is needed below */
+
+		const struct p2pg_rule *found[P2PG_EXPLAIN_LINE_RULES];
+		size_t n = p2pg_ruleset_explain(rs, line, found, P2PG_EXPLAIN_LINE_RULES);
+		if (n == 0)
+			continue;
+		if (log.n_listed == P2PG_EXPLAIN_LOG_LINES) {
+			log.n_unlisted++;
+			continue;
+		}
+		struct p2pg_explain_line *entry = &log.lines[log.n_listed];
+		entry->text = line;
+		entry->number = number;
+		entry->n_rules = n < P2PG_EXPLAIN_LINE_RULES ? n : P2PG_EXPLAIN_LINE_RULES;
+		memcpy(entry->rules, found, entry->n_rules * sizeof(found[0]));
+		seen_find(&set, line, hash)->listed = (long)log.n_listed++;
+	}
+	*ret = log;
+	log = (struct p2pg_explain_log){0};
+	r = 0;
+out:
+	free(set.slots);
+	p2pg_explain_log_done(&log);
+	return r;
+}
+
+void p2pg_explain_log_done(struct p2pg_explain_log *log)
+{
+	free(log->buf);
+	free(log->lines);
+	*log = (struct p2pg_explain_log){0};
+}

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct p2pg_rule;
+struct p2pg_ruleset;
+
+#define P2PG_EXPLAIN_LINE_RULES 16  /* rules kept for each line, best first */
+#define P2PG_EXPLAIN_LOG_LINES	256 /* distinct explained lines listed */
+
+/* One distinct line of a log that a rule explains. */
+struct p2pg_explain_line {
+	const char *text; /* the line, NUL-terminated, without its end of line */
+	size_t number;	  /* 1-based, of its first occurrence */
+	size_t repeats;	  /* further lines that differ from it only in their digits */
+	size_t n_rules;
+	const struct p2pg_rule *rules[P2PG_EXPLAIN_LINE_RULES];
+};
+
+struct p2pg_explain_log {
+	char *buf;			 /* the log's copy the lines point into */
+	size_t n_lines;			 /* non-blank lines read */
+	size_t n_listed;		 /* entries of lines[] */
+	size_t n_unlisted;		 /* distinct explained lines past the cap, counted only */
+	struct p2pg_explain_line *lines; /* in the order they came: lines[0] came first */
+};
+
+/*
+ * Splits text at its ends of line and explains each line on its own with rs, keeping the
+ * distinct lines a rule explains (lines that differ only in their digits, such as the same
+ * warning from another rank or at another time, count as one). Returns 0, or -ENOMEM.
+ */
+int p2pg_explain_log_read(const struct p2pg_ruleset *rs, const char *text,
+			  struct p2pg_explain_log *ret);
+void p2pg_explain_log_done(struct p2pg_explain_log *log);
+
+/* True when text holds more than one non-blank line: explain reads it as a log. */
+bool p2pg_explain_is_log(const char *text);

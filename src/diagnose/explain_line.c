@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What a pasted line names (explain-line.h). The line is free text from any tool, so every reading
+ * is conservative: a word is taken for a status, a call or a file only where its spelling leaves
+ * no doubt, because a status named in the line rules out every rule about other statuses.
+ */
+#include "explain-line.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "driver.h"
+#include "rules-private.h"
+
+/* ---- Frameworks ---- */
+
+/* Words only a framework's own messages carry. "CUDART error" is vLLM's CudaRTLibrary wrapper
+ * (vllm/distributed/device_communicators/cuda_wrapper.py), which SGLang copied; "LogicError: cu"
+ * is how PyCUDA raises a failed driver call. */
+static const struct {
+	const char *name;
+	const char *markers[6];
+} frameworks[FW_COUNT] = {
+    [FW_NCCL] = {"nccl", {"nccl", NULL}},
+    [FW_PYTORCH] = {"pytorch",
+		    {"torch", "c10d", "c10::", "RuntimeError: CUDA error", "AcceleratorError",
+		     NULL}},
+    [FW_VLLM] = {"vllm", {"vllm", "CUDART error", NULL}},
+    [FW_SGLANG] = {"sglang", {"sglang", "sgl-kernel", "sgl_kernel", NULL}},
+    [FW_TENSORRT_LLM] = {"tensorrt-llm",
+			 {"tensorrt_llm", "tensorrt-llm", "trt-llm", "trtllm", NULL}},
+    [FW_JAX] = {"jax", {"jax", "xla", NULL}},
+    [FW_TENSORFLOW] = {"tensorflow", {"tensorflow", "stream_executor", NULL}},
+    [FW_CUPY] = {"cupy", {"cupy", NULL}},
+    [FW_PYCUDA] = {"pycuda", {"pycuda", "LogicError: cu", NULL}},
+    [FW_CUDA_SAMPLES] = {"cuda-samples",
+			 {"simpleP2P", "p2pBandwidthLatencyTest", "helper_cuda", NULL}},
+    [FW_NVBANDWIDTH] = {"nvbandwidth", {"nvbandwidth", NULL}},
+};
+
+int explain_framework_lookup(const char *name)
+{
+	for (int k = 0; k < FW_COUNT; k++)
+		if (strcmp(frameworks[k].name, name) == 0)
+			return k;
+	return -1;
+}
+
+const char *explain_framework_names(void)
+{
+	static char list[256];
+	if (!list[0])
+		for (int k = 0; k < FW_COUNT; k++)
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+				 k ? ", " : "", frameworks[k].name);
+	return list;
+}
+
+static unsigned read_frameworks(const char *text)
+{
+	unsigned found = 0;
+	for (int k = 0; k < FW_COUNT; k++)
+		for (size_t m = 0; frameworks[k].markers[m]; m++)
+			if (strcasestr(text, frameworks[k].markers[m]))
+				found |= 1u << k;
+	return found;
+}
+
+/* ---- Statuses ---- */
+
+static bool is_word_char(char c)
+{
+	return isalnum((unsigned char)c) || c == '_';
+}
+
+/* Finds word in text where it is not part of a longer identifier; case-insensitive unless
+ * exact. */
+static bool find_word(const char *text, const char *word, bool exact)
+{
+	size_t n = strlen(word);
+	for (const char *p = text; (p = exact ? strstr(p, word) : strcasestr(p, word)); p++) {
+		bool left = p == text || !is_word_char(p[-1]) || !is_word_char(word[0]);
+		bool right = !is_word_char(p[n]) || !is_word_char(word[n - 1]);
+		if (left && right)
+			return true;
+	}
+	return false;
+}
+
+static void add_status(struct line_clues *c, int status, size_t span)
+{
+	if (status <= 0)
+		return;
+	for (size_t k = 0; k < c->n_statuses; k++)
+		if (c->statuses[k] == status) {
+			if (span > c->spans[k])
+				c->spans[k] = span;
+			return;
+		}
+	if (c->n_statuses >= LINE_STATUSES_MAX)
+		return;
+	c->statuses[c->n_statuses] = status;
+	c->spans[c->n_statuses++] = span;
+}
+
+/* The word just before p (skipping the separators of "Error 802", "status=700", "failure: 1",
+ * "returned (0x2c0)"), as [*ret_start, p'). */
+static size_t word_before(const char *text, const char *p, const char **ret_start)
+{
+	while (p > text && strchr(" \t:=#(", p[-1]))
+		p--;
+	const char *end = p;
+	while (p > text && isalpha((unsigned char)p[-1]))
+		p--;
+	*ret_start = p;
+	return (size_t)(end - p);
+}
+
+/*
+ * A number is read as a status when it is all the text, or when it follows a word that introduces
+ * one ("Error 802", "Cuda failure 217", "status=700", "returned (0x2c0)"); other numbers in a log
+ * line are device ordinals, bus ids and sizes. NCCL's own results ("NCCL error 1") are not CUDA
+ * statuses.
+ */
+static bool number_is_status(const char *text, const char *start, const char *end)
+{
+	static const char *const words[] = {"error",  "err",	  "code", "status", "failure",
+					    "result", "returned", "rc",	  NULL};
+	const char *p = text, *q = end;
+
+	while (*p && isspace((unsigned char)*p))
+		p++;
+	while (*q && isspace((unsigned char)*q))
+		q++;
+	if (p == start && *q == '\0')
+		return true;
+
+	const char *word;
+	size_t n = word_before(text, start, &word);
+	bool introduced = false;
+	for (size_t k = 0; words[k] && !introduced; k++)
+		introduced = n == strlen(words[k]) && strncasecmp(word, words[k], n) == 0;
+	if (!introduced)
+		return false;
+	const char *before;
+	size_t m = word_before(text, word, &before);
+	return !(m == 4 && strncasecmp(before, "nccl", 4) == 0);
+}
+
+/* Decimal numbers (at most six digits) and 0x-prefixed hexadecimal ones read as statuses. */
+static void read_numbers(const char *text, struct line_clues *c)
+{
+	for (const char *p = text; *p;) {
+		if (!isdigit((unsigned char)*p)) {
+			p++;
+			continue;
+		}
+		const char *start = p;
+		long value;
+		bool hex =
+		    p[0] == '0' && (p[1] == 'x' || p[1] == 'X') && isxdigit((unsigned char)p[2]);
+		if (hex) {
+			p += 2;
+			while (isxdigit((unsigned char)*p))
+				p++;
+		} else {
+			while (isdigit((unsigned char)*p))
+				p++;
+		}
+		if ((start > text && (is_word_char(start[-1]) || start[-1] == '.')) ||
+		    is_word_char(*p) || (*p == '.' && isdigit((unsigned char)p[1])))
+			continue;
+		/* Dates and times ("ERROR 03-28 21:38:23", vLLM's log prefix) are not statuses. */
+		if ((*p == '-' || *p == ':') && isdigit((unsigned char)p[1]))
+			continue;
+		if (p - start > (hex ? 10 : 6))
+			continue;
+		value = strtol(start, NULL, hex ? 16 : 10);
+		if (value > 0 && value < 100000 && number_is_status(text, start, p))
+			add_status(c, (int)value, (size_t)(p - start));
+	}
+}
+
+/* Status names and runtime messages. A short message is matched with its case, because strerror
+ * spells the same words capitalised ("Invalid argument", "Operation not supported") for errno
+ * values that have nothing to do with CUDA. */
+static void read_status_words(const char *text, struct line_clues *c)
+{
+	for (size_t k = 0;; k++) {
+		int status = p2pg_status_at(k);
+		const char *names[3];
+		if (status < 0)
+			break;
+		if (status == 0 || !p2pg_status_spellings(status, &names[0], &names[1], &names[2]))
+			continue;
+		size_t span = 0;
+		for (size_t m = 0; m < 3; m++) {
+			bool exact = m == 2 && strlen(names[m]) < 24;
+			if (strlen(names[m]) > span && find_word(text, names[m], exact))
+				span = strlen(names[m]);
+		}
+		if (span)
+			add_status(c, status, span);
+	}
+}
+
+size_t line_status_span(const struct line_clues *c, int status)
+{
+	for (size_t k = 0; k < c->n_statuses; k++)
+		if (c->statuses[k] == status)
+			return c->spans[k];
+	return 0;
+}
+
+bool line_names_status(const struct line_clues *c, int status)
+{
+	return line_status_span(c, status) > 0;
+}
+
+/* ---- Calls and files ---- */
+
+static void add_name(char list[][LINE_NAME_LEN], size_t *n, const char *start, size_t len)
+{
+	if (*n >= LINE_NAMES_MAX || len == 0 || len >= LINE_NAME_LEN)
+		return;
+	for (size_t k = 0; k < *n; k++)
+		if (strlen(list[k]) == len && strncmp(list[k], start, len) == 0)
+			return;
+	memcpy(list[*n], start, len);
+	list[*n][len] = '\0';
+	(*n)++;
+}
+
+/* cuFoo and cudaFoo identifiers that name calls: an upper-case letter after the prefix, and not
+ * a status (cudaErrorX, cudaSuccess). */
+static void read_apis(const char *text, struct line_clues *c)
+{
+	for (const char *p = text; *p; p++) {
+		if ((p > text && is_word_char(p[-1])) || strncmp(p, "cu", 2) != 0)
+			continue;
+		const char *q = p + 2;
+		if (strncmp(q, "da", 2) == 0 && isupper((unsigned char)q[2]))
+			q += 2;
+		if (!isupper((unsigned char)*q) || strncmp(q, "Error", 5) == 0 ||
+		    strncmp(q, "Success", 7) == 0)
+			continue;
+		const char *end = q;
+		while (is_word_char(*end))
+			end++;
+		add_name(c->apis, &c->n_apis, p, (size_t)(end - p));
+		p = end - 1;
+	}
+}
+
+static const char *const source_extensions[] = {"c", "cc",  "cpp", "cu",  "cuh",
+						"h", "hpp", "py",  "pyx", NULL};
+
+static bool is_source_extension(const char *ext, size_t len)
+{
+	for (size_t k = 0; source_extensions[k]; k++)
+		if (strlen(source_extensions[k]) == len &&
+		    strncmp(ext, source_extensions[k], len) == 0)
+			return true;
+	return false;
+}
+
+static bool is_file_char(char c)
+{
+	return is_word_char(c) || c == '-' || c == '.';
+}
+
+/* "transport/shm.cc:590", "/workspace/csrc/custom_all_reduce.cuh:307": the name after the last
+ * folder. */
+static void read_files(const char *text, struct line_clues *c)
+{
+	for (const char *p = text; (p = strchr(p, '.')); p++) {
+		const char *ext = p + 1, *end = ext;
+		while (isalnum((unsigned char)*end))
+			end++;
+		if (!is_source_extension(ext, (size_t)(end - ext)) || is_file_char(*end))
+			continue;
+		const char *start = p;
+		while (start > text && is_file_char(start[-1]))
+			start--;
+		if (start < p && (is_word_char(*start) || *start == '-'))
+			add_name(c->files, &c->n_files, start, (size_t)(end - start));
+	}
+}
+
+bool line_names_api(const struct line_clues *c, const char *api)
+{
+	for (size_t k = 0; k < c->n_apis; k++)
+		if (rules_api_matches(api, c->apis[k]))
+			return true;
+	return false;
+}
+
+bool line_names_file(const struct line_clues *c, const char *file)
+{
+	for (size_t k = 0; k < c->n_files; k++)
+		if (strcasecmp(c->files[k], file) == 0)
+			return true;
+	return false;
+}
+
+bool explain_valid_file_name(const char *file)
+{
+	const char *dot = strrchr(file, '.');
+	if (!dot || dot == file || strlen(file) >= LINE_NAME_LEN)
+		return false;
+	for (const char *p = file; p < dot; p++)
+		if (!is_file_char(*p))
+			return false;
+	return is_source_extension(dot + 1, strlen(dot + 1));
+}
+
+void explain_line_read(const char *text, struct line_clues *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	read_numbers(text, ret);
+	read_status_words(text, ret);
+	read_apis(text, ret);
+	read_files(text, ret);
+	ret->frameworks = read_frameworks(text);
+}

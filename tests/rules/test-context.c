@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What explain reads in a pasted line and how it ranks rules by it (rules/README.md, "Explain"):
+ * statuses by name, message and number (hex included, dates and errno texts not), calls, source
+ * files and frameworks, a rule's "context", and the validator messages of "context" and "notes";
+ * then notes rendered into a failure's root cause.
+ */
+#include <errno.h>
+#include <stdbool.h>
+
+#include "p2pguard/facts.h"
+#include "p2pguard/rules.h"
+#include "rules-test.h"
+
+struct captured {
+	int n;
+	int line;
+	char message[512];
+};
+
+static void capture(void *userdata, const char *file, int line, const char *message)
+{
+	struct captured *c = userdata;
+	(void)file;
+	if (c->n++ == 0) {
+		c->line = line;
+		snprintf(c->message, sizeof(c->message), "%s", message);
+	}
+	fprintf(stderr, "  (reported %s:%d: %s)\n", file, line, message);
+}
+
+/* An entry with the given extra members (each ending in ",\n"), on lines after line 4. */
+static const char *entry(const char *id, const char *codes, const char *extra)
+{
+	static char buf[8][4096];
+	static int next;
+	char *out = buf[next++ % 8];
+	snprintf(out, sizeof(buf[0]),
+		 "{\n"
+		 "  \"id\": \"%s\",\n"
+		 "  \"signature\": \"s\",\n"
+		 "  \"root_cause\": \"Root cause.\",\n"
+		 "  \"codes\": %s,\n"
+		 "%s"
+		 "  \"workarounds\": [{\"action\": \"a\", \"success_rate\": 0.5}],\n"
+		 "  \"examples\": {\"matches\": [{\"text\": \"x\"}], \"near_misses\": [{\"text\": "
+		 "\"y\"}]}\n"
+		 "}\n",
+		 id, codes, extra);
+	return out;
+}
+
+static void expect_problem(const char *text, int line, const char *message)
+{
+	struct p2pg_ruleset *rs = p2pg_ruleset_new();
+	struct captured c = {0};
+	check_int(p2pg_ruleset_add_text(rs, "t.json", text, strlen(text), capture, &c), -EINVAL);
+	check_int(c.n, 1);
+	check_int(c.line, line);
+	check_str(c.message, message);
+	p2pg_ruleset_free(rs);
+}
+
+static void add_ok(struct p2pg_ruleset *rs, const char *text)
+{
+	struct captured c = {0};
+	check_int(p2pg_ruleset_add_text(rs, "t.json", text, strlen(text), capture, &c), 0);
+	check_int(c.n, 0);
+}
+
+static void test_messages(void)
+{
+	const char *regex = "  \"regex\": \"peer\",\n";
+	char extra[512];
+
+	snprintf(extra, sizeof(extra), "%s  \"context\": {\"calls\": [\"cudaMemcpyPeer\"]},\n",
+		 regex);
+	expect_problem(entry("t/a", "[1]", extra), 7,
+		       "unknown context clue \"calls\" (expected api, file or framework)");
+	snprintf(extra, sizeof(extra), "%s  \"context\": {},\n", regex);
+	expect_problem(entry("t/a", "[1]", extra), 7, "context needs at least one clue");
+	snprintf(extra, sizeof(extra), "%s  \"context\": {\"file\": [\"transport/shm.cc\"]},\n",
+		 regex);
+	expect_problem(entry("t/a", "[1]", extra), 7,
+		       "invalid source file name \"transport/shm.cc\" (expected a name such as "
+		       "shm.cc or custom_all_reduce.cuh, without folders)");
+	snprintf(extra, sizeof(extra), "%s  \"context\": {\"file\": [\"notes.txt\"]},\n", regex);
+	expect_problem(entry("t/a", "[1]", extra), 7,
+		       "invalid source file name \"notes.txt\" (expected a name such as shm.cc or "
+		       "custom_all_reduce.cuh, without folders)");
+	snprintf(extra, sizeof(extra), "%s  \"context\": {\"framework\": [\"torch\"]},\n", regex);
+	expect_problem(entry("t/a", "[1]", extra), 7,
+		       "unknown framework \"torch\" (expected one of nccl, pytorch, vllm, sglang, "
+		       "tensorrt-llm, jax, tensorflow, cupy, pycuda, cuda-samples, nvbandwidth)");
+	snprintf(extra, sizeof(extra), "%s  \"context\": {\"api\": [\"MemcpyPeer\"]},\n", regex);
+	expect_problem(entry("t/a", "[1]", extra), 7, "invalid API name \"MemcpyPeer\"");
+	snprintf(extra, sizeof(extra), "%s  \"context\": {\"api\": []},\n", regex);
+	expect_problem(entry("t/a", "[1]", extra), 7, "empty list for \"context.api\"");
+	snprintf(extra, sizeof(extra), "%s  \"context\": {\"framework\": [3]},\n", regex);
+	expect_problem(entry("t/a", "[1]", extra), 7,
+		       "field \"context.framework\" must be an array of strings");
+
+	/* notes */
+	snprintf(extra, sizeof(extra),
+		 "%s  \"notes\": [{\"facts\": {\"p2p_probe\": \"hang\"}, "
+		 "\"text\": \"t\"}],\n",
+		 regex);
+	expect_problem(entry("t/a", "[1]", extra), 7, "\"notes\" needs \"match\"");
+	const char *match = "  \"match\": {\"facts\": {\"p2p_probe\": \"hang\"}},\n";
+	snprintf(extra, sizeof(extra), "%s  \"notes\": [{\"facts\": {}, \"text\": \"t\"}],\n",
+		 match);
+	expect_problem(entry("t/a", "[]", extra), 7, "empty object for \"notes[0].facts\"");
+	snprintf(extra, sizeof(extra), "%s  \"notes\": [{\"text\": \"t\"}],\n", match);
+	expect_problem(entry("t/a", "[]", extra), 7, "missing required field \"notes[0].facts\"");
+	snprintf(
+	    extra, sizeof(extra),
+	    "%s  \"notes\": [{\"facts\": {\"topology\": \"SYS\"}, \"text\": \"t\", \"x\": 1}],\n",
+	    match);
+	expect_problem(entry("t/a", "[]", extra), 7, "unknown field \"notes[0].x\"");
+	snprintf(extra, sizeof(extra),
+		 "%s  \"notes\": [{\"facts\": {\"colour\": \"red\"}, \"text\": \"t\"}],\n", match);
+	expect_problem(entry("t/a", "[]", extra), 7, "unknown fact key \"colour\"");
+	snprintf(
+	    extra, sizeof(extra),
+	    "%s  \"notes\": [{\"facts\": {\"topology\": \"SYS\"}, \"text\": \"on {topology\"}],\n",
+	    match);
+	expect_problem(entry("t/a", "[]", extra), 7, "unclosed \"{\" in note text");
+	snprintf(
+	    extra, sizeof(extra),
+	    "%s  \"notes\": [{\"facts\": {\"topology\": \"SYS\"}, \"text\": \"on {bridge}\"}],\n",
+	    match);
+	expect_problem(entry("t/a", "[]", extra), 7, "note text names unknown fact \"{bridge}\"");
+	snprintf(
+	    extra, sizeof(extra),
+	    "%s  \"notes\": [{\"facts\": {\"topology\": \"SYS\"}, \"text\": \"on {peer_pci}\"}],\n",
+	    match);
+	expect_problem(entry("t/a", "[]", extra), 7,
+		       "note text names {peer_pci}, which the note's facts do not require");
+	snprintf(extra, sizeof(extra),
+		 "%s  \"notes\": [{\"facts\": {\"peer_pci\": {\"exists\": false}}, \"text\": \"on "
+		 "{peer_pci}\"}],\n",
+		 match);
+	expect_problem(entry("t/a", "[]", extra), 7,
+		       "note text names {peer_pci}, which the note's facts do not require");
+}
+
+static const char *first(const struct p2pg_ruleset *rs, const char *text)
+{
+	const struct p2pg_rule *found[8];
+	size_t n = p2pg_ruleset_explain(rs, text, found, 8);
+	return n ? p2pg_rule_id(found[0]) : "(none)";
+}
+
+static void test_reading(void)
+{
+	struct p2pg_ruleset *rs = p2pg_ruleset_new();
+	add_ok(rs, entry("t/already", "[704]", "  \"match\": {\"status\": [704]},\n"));
+	add_ok(rs, entry("t/unsupported", "[217]", "  \"match\": {\"status\": [217]},\n"));
+	add_ok(rs, entry("t/notsupported", "[801]", "  \"match\": {\"status\": [801]},\n"));
+	add_ok(rs, entry("t/nostatus", "[]", "  \"regex\": \"unhandled cuda error\",\n"));
+	add_ok(rs, entry("t/triage217", "[217]", "  \"regex\": \"NCCL WARN Cuda failure.*\",\n"));
+
+	/* Hexadecimal statuses after a status word; cuda-gdb prints them so. */
+	check_str(first(rs, "warning: Cuda API error detected: cudaDeviceEnablePeerAccess returned "
+			    "(0x2c0)"),
+		  "t/already");
+	check_str(first(rs, "status 0xd9"), "t/unsupported");
+	check_str(first(rs, "pointer 0x2c0"), "(none)");
+	/* errno's capitalised texts are not CUDA's messages. */
+	check_str(first(rs, "ibv_reg_dmabuf_mr failed with error Operation not supported"),
+		  "(none)");
+	check_str(first(rs, "cuMemMap: operation not supported"), "t/notsupported");
+	/* A line naming no status is explained by a rule about none; naming one rules it out. */
+	check_str(first(rs, "NCCL error in: x.cpp:1, unhandled cuda error, NCCL version 2.7.8"),
+		  "t/nostatus");
+	check_str(first(rs, "failed: unhandled cuda error. Last error: 'Cuda failure 2 'out of "
+			    "memory''"),
+		  "(none)");
+	/* NCCL's own result numbers and log dates are not CUDA statuses. */
+	check_str(first(rs, "RuntimeError: NCCL Error 1: unhandled cuda error"), "t/nostatus");
+	check_str(first(rs, "(Worker pid=7) ERROR 03-28 21:38:23 x.py:44] unhandled cuda error"),
+		  "t/nostatus");
+	/* A status named in the line beats a framework's wording about another status. */
+	check_str(first(rs, "NCCL WARN Cuda failure 'peer access is already enabled'"),
+		  "t/already");
+	check_str(first(rs, "NCCL WARN Cuda failure 'peer access is not supported between these "
+			    "two devices'"),
+		  "t/triage217");
+	p2pg_ruleset_free(rs);
+}
+
+static void test_context(void)
+{
+	struct p2pg_ruleset *rs = p2pg_ruleset_new();
+	add_ok(rs, entry("t/general", "[217]", "  \"match\": {\"status\": [217]},\n"));
+	add_ok(rs,
+	       entry("t/copy", "[1]",
+		     "  \"match\": {\"status\": [1]},\n"
+		     "  \"context\": {\"api\": [\"cudaMemcpyPeer\", \"cudaMemcpyPeerAsync\"]},\n"));
+	add_ok(rs, entry("t/shm", "[217]",
+			 "  \"regex\": \"Cuda failure( [0-9]+)? 'peer access is not supported\",\n"
+			 "  \"context\": {\"file\": [\"shm.cc\"]},\n"));
+	add_ok(rs, entry("t/nccl", "[217]",
+			 "  \"regex\": \"NCCL WARN Cuda failure( [0-9]+)? 'peer access is not "
+			 "supported between these two devices'\",\n"));
+	add_ok(rs, entry("t/sgl", "[217]",
+			 "  \"regex\": \"peer access is not supported\",\n"
+			 "  \"context\": {\"file\": [\"custom_all_reduce.cuh\"], \"framework\": "
+			 "[\"sglang\"]},\n"));
+
+	/* A rule with a context needs it named: a bare invalid argument is not a copy's. */
+	check_str(first(rs, "RuntimeError: CUDA error: invalid argument"), "(none)");
+	check_str(first(rs, "cudaMemcpyPeerAsync failed: invalid argument"), "t/copy");
+	check_str(first(rs, "cudaMemcpyPeerAsync_ptsz returned 1"), "t/copy");
+	check_str(first(rs, "cudaIpcOpenMemHandle failed: invalid argument"), "(none)");
+	/* The named file comes before the length of the match. */
+	check_str(first(rs, "host:1:2 [0] transport/shm.cc:590 NCCL WARN Cuda failure 217 'peer "
+			    "access is not supported between these two devices'"),
+		  "t/shm");
+	check_str(first(rs, "host:1:2 [0] transport/p2p.cc:590 NCCL WARN Cuda failure 217 'peer "
+			    "access is not supported between these two devices'"),
+		  "t/nccl");
+	/* Two clues named beat one. */
+	check_str(first(rs,
+			"sglang: Failed: Cuda error /x/custom_all_reduce.cuh:307 'peer access is "
+			"not supported between these two devices'"),
+		  "t/sgl");
+	check_str(first(rs, "peer access is not supported between these two devices"), "t/general");
+	p2pg_ruleset_free(rs);
+}
+
+static void test_notes(void)
+{
+	struct p2pg_ruleset *rs = p2pg_ruleset_new();
+	add_ok(
+	    rs,
+	    entry("t/hang", "[]",
+		  "  \"match\": {\"facts\": {\"p2p_probe\": \"hang\"}},\n"
+		  "  \"notes\": [\n"
+		  "    {\"facts\": {\"topology\": [\"PIX\", \"PXB\"], \"peer_pci\": {\"exists\": "
+		  "true}}, \"text\": \"The peer is {peer_pci}.\"},\n"
+		  "    {\"facts\": {\"nvml\": \"unavailable\"}, \"text\": \"No NVML.\"},\n"
+		  "    {\"facts\": {\"peers_enabled\": {\"gte\": 2}, \"peer_access_enabled\": "
+		  "true}, \"text\": \"{peers_enabled} "
+		  "peers, {peer_access_enabled}.\"}\n"
+		  "  ],\n"));
+	const struct p2pg_rule *r = p2pg_ruleset_find(rs, "t/hang");
+	check(r != NULL);
+	struct p2pg_facts facts = {0};
+	p2pg_facts_set_str(&facts, "p2p_probe", "hang");
+	char *text = p2pg_rule_root_cause_for(r, &facts);
+	check_str(text, "Root cause.");
+	free(text);
+	p2pg_facts_set_str(&facts, "topology", "PXB");
+	p2pg_facts_set_str(&facts, "peer_pci", "0000:1c:00.0");
+	p2pg_facts_set_int(&facts, "peers_enabled", 3);
+	p2pg_facts_set_bool(&facts, "peer_access_enabled", true);
+	text = p2pg_rule_root_cause_for(r, &facts);
+	check_str(text, "Root cause. The peer is 0000:1c:00.0. 3 peers, true.");
+	free(text);
+	text = p2pg_rule_root_cause_for(r, NULL);
+	check_str(text, "Root cause.");
+	free(text);
+	check(p2pg_rule_root_cause_for(NULL, &facts) == NULL);
+	check(p2pg_rule_needs_evidence(r));
+	p2pg_ruleset_free(rs);
+}
+
+int main(void)
+{
+	RUN(test_messages);
+	RUN(test_reading);
+	RUN(test_context);
+	RUN(test_notes);
+	return test_failures ? 1 : 0;
+}
