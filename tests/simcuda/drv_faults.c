@@ -149,6 +149,5 @@ __attribute__((destructor)) static void report_leaks(void)
 		device,
 		sim_mem_used(SIM_REGION_HOST) +
 		    __atomic_load_n(&sim_released_host_bytes, __ATOMIC_RELAXED),
-		atomic_load(&sim_live_events),
-		atomic_load(&sim_live_streams));
+		atomic_load(&sim_live_events), atomic_load(&sim_live_streams));
 }

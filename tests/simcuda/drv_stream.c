@@ -119,7 +119,8 @@ static void *worker(void *arg)
 			 * again, queries say not ready and every wait on it waits for ever, as on
 			 * a machine whose IOMMU swallows the peer writes. */
 			s->stuck = true;
-			pthread_cond_broadcast(&sim_progress); /* a teardown waiting for it gives up */
+			pthread_cond_broadcast(
+			    &sim_progress); /* a teardown waiting for it gives up */
 			for (;;)
 				pthread_cond_wait(&s->wake, &sim_mu);
 		} else {
