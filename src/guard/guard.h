@@ -29,6 +29,9 @@ bool p2pg_init_slow(void);
 /* The program is initialising the driver (cuInit), which has not happened yet on this path: the
  * moment to start CUPTI (see cupti_timing.h). After p2pg_enter, whatever it returned. */
 void p2pg_driver_initialising(void);
+/* The program's cuInit returned status (after p2pg_leave: makes no CUDA call). The first success
+ * arms the exit's GPU-time pass and gathers the devices' identity (in the drainer). */
+void p2pg_driver_initialised(CUresult status);
 
 /*
  * Returns true when the call is the guard's to handle. False means: go straight through — a call

@@ -66,8 +66,24 @@ void p2pg_recorder_set_driver_version(int version);
  */
 void p2pg_recorder_atfork_child(void);
 
-/* Called by an atexit handler registered after the CUDA runtime's own: from then on the drainer
- * makes no CUDA call (the runtime is about to tear its contexts down). */
+/*
+ * When the guard registers the exit's last pass with CUDA (the GPU times pending at exit: events
+ * asked, CUPTI's buffers handed over). exit() runs atexit handlers last registered first, and the
+ * CUDA runtime registers the one that destroys its primary contexts (and their events) when it
+ * initialises; the driver registers its own in cuInit. So the guard registers after both: when the
+ * program's first cuInit has returned and again at its first GPU-timed copy (by then any runtime
+ * the copy went through has initialised). START is the guard's own start, used only under
+ * P2PGUARD_TEST=exit-early, to show what the teardown leaves.
+ */
+enum p2pg_exit_arm {
+	P2PG_EXIT_ARM_START,
+	P2PG_EXIT_ARM_DRIVER_READY,
+	P2PG_EXIT_ARM_TIMED_COPY,
+};
+void p2pg_recorder_arm_exit(enum p2pg_exit_arm when);
+
+/* Called by an atexit handler registered when the guard starts (so run after the runtime's): from
+ * then on the drainer makes no CUDA call, whether or not the last pass above ran. */
 void p2pg_recorder_exit_begins(void);
 
 /* Exit: a final drain, bounded to one second; no CUDA call. */
