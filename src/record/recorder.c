@@ -766,6 +766,7 @@ static void exit_flush(void)
 	if (atomic_exchange(&ran, true) || atomic_load(&rec.exiting))
 		return;
 	bool answered = false;
+	struct p2pg_exit_report report = {0};
 	if (atomic_load(&rec.spool) && atomic_load(&rec.drainer_tid)) {
 		struct timespec until;
 		clock_gettime(CLOCK_REALTIME, &until);
@@ -777,11 +778,12 @@ static void exit_flush(void)
 			if (pthread_cond_timedwait(&rec.flushed, &rec.lock, &until) == ETIMEDOUT)
 				break;
 		answered = rec.flush_answered >= asked;
+		report = rec.exit_report;
 		pthread_mutex_unlock(&rec.lock);
 	}
 	atomic_store(&rec.exiting, true);
 	if (rec.settings.test_hooks & P2PG_TEST_EXIT_REPORT)
-		report_exit(&rec.exit_report, answered);
+		report_exit(&report, answered);
 }
 
 void p2pg_recorder_arm_exit(enum p2pg_exit_arm when)
