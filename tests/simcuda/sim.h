@@ -27,7 +27,9 @@
 #define SIM_REGION_PAGEABLE (-2) /* anything else: ordinary host memory, unknown to the driver */
 
 struct sim_config {
-	int ndev;
+	int ndev;		   /* devices the process sees (CUDA_VISIBLE_DEVICES) */
+	int nphys;		   /* devices of the simulated machine (SIMCUDA_DEVICES) */
+	int phys[SIM_MAX_DEVICES]; /* ordinal -> the simulated machine's device */
 	unsigned char p2p[SIM_MAX_DEVICES][SIM_MAX_DEVICES];
 	unsigned char corrupt[SIM_MAX_DEVICES][SIM_MAX_DEVICES];
 	unsigned char hang[SIM_MAX_DEVICES][SIM_MAX_DEVICES];
@@ -36,6 +38,8 @@ struct sim_config {
 };
 
 extern struct sim_config sim_cfg;
+/* The UUID of the simulated machine's device phys (cuDeviceGetUuid's bytes). */
+void sim_device_uuid(int phys, unsigned char out[16]);
 /* 0: cuInit not called, 1: ready, 2: failed (no device), 3: a child forked after cuInit */
 extern int sim_init_state;
 

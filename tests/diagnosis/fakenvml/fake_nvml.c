@@ -2,12 +2,15 @@
 /*
  * A stand-in libnvidia-ml.so.1 with just the calls the evidence gatherer makes, answering
  * differently for each question so that the test sees every answer mapped to its own fact.
- * It knows the simulated driver's first two devices by PCI bus id (0000:10:00.0, 0000:11:00.0);
- * any other bus id is "not found", as for a GPU NVML cannot see.
+ * It knows the simulated machine's first two devices by PCI bus id (0000:10:00.0, 0000:11:00.0)
+ * and by UUID (the simulated driver's: "SimCUDA-device-" and the device's number as bytes,
+ * printed as nvidia-smi does), at NVML indices 0 and 1 whatever CUDA_VISIBLE_DEVICES says; any
+ * other GPU is "not found", as for a GPU NVML cannot see.
  * FAKE_NVML_INIT_FAIL=1 makes nvmlInit_v2 fail (NVML_ERROR_DRIVER_NOT_LOADED).
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define FAKE_API __attribute__((visibility("default")))
 
@@ -26,6 +29,8 @@ FAKE_API int nvmlDeviceGetTopologyCommonAncestor(struct nvml_device *a, struct n
 FAKE_API int nvmlDeviceGetNvLinkState(struct nvml_device *device, unsigned int link, int *active);
 FAKE_API int nvmlDeviceGetVirtualizationMode(struct nvml_device *device, int *mode);
 FAKE_API int nvmlShutdown(void);
+FAKE_API int nvmlDeviceGetHandleByUUID(const char *uuid, struct nvml_device **device);
+FAKE_API int nvmlDeviceGetIndex(struct nvml_device *device, unsigned int *index);
 
 int nvmlInit_v2(void)
 {
@@ -80,6 +85,37 @@ int nvmlDeviceGetVirtualizationMode(struct nvml_device *device, int *mode)
 	if (!device || !mode)
 		return 2;
 	*mode = device->index == 0 ? 1 : 0; /* passthrough, none */
+	return 0;
+}
+
+int nvmlDeviceGetHandleByUUID(const char *uuid, struct nvml_device **device)
+{
+	if (!uuid || !device)
+		return 2;
+	for (int k = 0; k < 2; k++) {
+		static const char base[16] = "SimCUDA-device-";
+		unsigned char u[16];
+		char text[48];
+		for (int b = 0; b < 16; b++)
+			u[b] = (unsigned char)base[b];
+		u[15] = (unsigned char)k;
+		snprintf(text, sizeof(text),
+			 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+			 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
+			 u[12], u[13], u[14], u[15]);
+		if (strcmp(text, uuid) == 0) {
+			*device = &devices[k];
+			return 0;
+		}
+	}
+	return 6; /* NVML_ERROR_NOT_FOUND */
+}
+
+int nvmlDeviceGetIndex(struct nvml_device *device, unsigned int *index)
+{
+	if (!device || !index)
+		return 2;
+	*index = (unsigned int)device->index;
 	return 0;
 }
 
