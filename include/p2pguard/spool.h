@@ -123,6 +123,9 @@ enum p2pg_slot_state {
 enum p2pg_blob_kind {
 	P2PG_BLOB_FAILURE = 1,
 	P2PG_BLOB_CRASH = 2,
+	/* The process's devices (record/devices.c): device = how many; per device five fields:
+	 * ordinal, UUID, PCI bus id, name, physical index ("" where unknown). */
+	P2PG_BLOB_DEVICES = 6,
 };
 
 enum p2pg_blob_state {

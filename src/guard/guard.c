@@ -183,6 +183,7 @@ void p2pg_driver_initialised(CUresult status)
 		return;
 	/* The driver registered its exit handler inside the call that just returned. */
 	p2pg_recorder_arm_exit(P2PG_EXIT_ARM_DRIVER_READY);
+	p2pg_recorder_driver_ready();
 }
 
 bool p2pg_init_slow(void)

@@ -19,6 +19,7 @@
 #include "cleanup.h"
 #include "clock.h"
 #include "cupti_timing.h"
+#include "devices.h"
 #include "driver.h"
 #include "notice.h"
 #include "reentry.h"
@@ -63,8 +64,10 @@ static struct {
 	pthread_t drainer;
 	bool drainer_running;
 	bool stop;
-	bool drained_all;     /* the last pass before shutdown imported everything */
-	_Atomic bool exiting; /* exit has begun: the drainer makes no more CUDA calls */
+	bool drained_all;	   /* the last pass before shutdown imported everything */
+	_Atomic bool exiting;	   /* exit has begun: the drainer makes no more CUDA calls */
+	_Atomic bool driver_ready; /* the program's cuInit succeeded: the devices can be read */
+	_Atomic bool devices_done; /* drainer: the devices blob is published (or there is none) */
 	/* A fatal signal's handler waits for a final import: the drainer's thread id while it runs
 	 * and has a database or may still open one (0 otherwise), and its import passes, counted as
 	 * they begin and as they succeed. */
@@ -310,6 +313,11 @@ struct p2pg_spool_blob *p2pg_recorder_blob(void)
 	if (!blob)
 		atomic_fetch_add_explicit(&spool->header.dropped_no_slot, 1, memory_order_relaxed);
 	return blob;
+}
+
+void p2pg_recorder_driver_ready(void)
+{
+	atomic_store(&rec.driver_ready, true);
 }
 
 void p2pg_recorder_set_driver_version(int version)
@@ -572,6 +580,15 @@ static void reopen_database(sqlite3 **db, struct p2pg_importer *im, struct stat 
 		    rec.settings.db_path);
 }
 
+/* Drainer, pass_lock held: once per process, off the program's calls, the ordinals' physical
+ * GPUs go into the spool (imported with the next pass, or by recovery). */
+static void note_devices(struct p2pg_spool_layout *spool)
+{
+	if (!atomic_load(&rec.devices_done) && !atomic_load(&rec.exiting) &&
+	    atomic_load(&rec.driver_ready))
+		atomic_store(&rec.devices_done, p2pg_devices_record(spool));
+}
+
 static void *drainer_main(void *arg)
 {
 	/* Whatever the drainer calls (SQLite, the driver for event queries) must never be taken for
@@ -588,6 +605,7 @@ static void *drainer_main(void *arg)
 	int rc;
 	while ((rc = p2pg_store_open_wait(rec.settings.db_path, &db, err, sizeof(err), 100)) ==
 	       -EBUSY) {
+		note_devices(spool); /* into the spool, whatever the database does */
 		pthread_mutex_unlock(&pass_lock);
 		pthread_mutex_lock(&rec.lock);
 		if (!rec.stop)
@@ -602,6 +620,19 @@ static void *drainer_main(void *arg)
 		    "cannot use the database %s (%s); records stay in %s for `p2pguard recover`, "
 		    "the program runs on",
 		    rec.settings.db_path, err, rec.spool_path);
+		/* The spool is what recovery will read: the devices go there too, once the
+		 * program's cuInit has made them readable (it may not have returned yet). */
+		pthread_mutex_lock(&rec.lock);
+		while (!rec.stop && !rec.devices_done && !atomic_load(&rec.exiting)) {
+			pthread_mutex_unlock(&rec.lock);
+			pthread_mutex_lock(&pass_lock);
+			note_devices(spool);
+			pthread_mutex_unlock(&pass_lock);
+			pthread_mutex_lock(&rec.lock);
+			if (!rec.stop && !rec.devices_done)
+				nap_locked(50);
+		}
+		pthread_mutex_unlock(&rec.lock);
 		return NULL;
 	}
 	/* A pass holds pass_lock, which a fork() in the program waits for: a pass must never sit in
@@ -649,6 +680,7 @@ static void *drainer_main(void *arg)
 		if (rec.match)
 			collect_cupti(db, stopping || no_cuda, flush ? &report : NULL);
 		atomic_store(&rec.passes_timed, pass);
+		note_devices(spool);
 		if (flush) {
 			/* The contexts go next: no CUDA call from here on. */
 			atomic_store(&rec.exiting, true);
@@ -845,6 +877,8 @@ void p2pg_recorder_atfork_child(void)
 	rec.drainer_running = false;
 	atomic_store(&rec.drainer_tid, 0); /* the parent's drainer is not in the child */
 	rec.flush_asked = rec.flush_answered = 0;
+	atomic_store(&rec.driver_ready, false); /* the child's own cuInit decides */
+	atomic_store(&rec.devices_done, false);
 	pthread_cond_init(&rec.flushed, NULL);
 	rec.stop = false;
 	rec.drained_all = false;

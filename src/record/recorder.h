@@ -59,6 +59,10 @@ void p2pg_recorder_process_seen(void);
  */
 bool p2pg_recorder_await_signal_safe(uint64_t timeout_ns);
 
+/* The program's first cuInit succeeded: the drainer records the devices the process sees and
+ * the physical GPU behind each (record/devices.h), once. */
+void p2pg_recorder_driver_ready(void);
+
 /* Stores the driver version in the process row once known. */
 void p2pg_recorder_set_driver_version(int version);
 

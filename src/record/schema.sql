@@ -187,9 +187,13 @@ GROUP BY src_device, dst_device, path;
 CREATE VIEW IF NOT EXISTS failure_report AS
 SELECT f.id,
        datetime(f.started_ns / 1000000000, 'unixepoch') AS time,
-       p.pid, p.rank,
+       p.hostname, p.pid, p.rank,
        f.api, f.status, f.error_name,
        f.device || '->' || f.peer_device AS pair,
+       (SELECT d.uuid FROM devices d
+        WHERE d.process_id = f.process_id AND d.ordinal = f.device) AS device_uuid,
+       (SELECT d.uuid FROM devices d
+        WHERE d.process_id = f.process_id AND d.ordinal = f.peer_device) AS peer_uuid,
        f.action,
        f.rule_id,
        f.diagnosis,
@@ -219,3 +223,16 @@ SELECT process_id, src_device, dst_device, api, path,
        SUM(failures) AS failures, SUM(folded) AS folded
 FROM parts
 GROUP BY process_id, src_device, dst_device, api, path;
+
+-- Each process's devices as it numbered them (CUDA_VISIBLE_DEVICES renumbers per process) and the
+-- physical GPU behind each ordinal: its UUID as nvidia-smi prints it (GPU-...), its PCI bus id as
+-- NVML prints it (00000000:1B:00.0), its name, and nvidia-smi's index (NULL without NVML).
+CREATE TABLE IF NOT EXISTS devices (
+  process_id INTEGER NOT NULL,
+  ordinal INTEGER NOT NULL,
+  uuid TEXT,
+  pci_bus_id TEXT,
+  name TEXT,
+  physical_index INTEGER,
+  PRIMARY KEY (process_id, ordinal)
+);

@@ -24,6 +24,7 @@
 	X(cuDeviceGet, 2000, (CUdevice * device, int ordinal))                                   \
 	X(cuDeviceGetName, 2000, (char *name, int len, CUdevice dev))                            \
 	X(cuDeviceGetPCIBusId, 4010, (char *busid, int len, CUdevice dev))                       \
+	X(cuDeviceGetUuid, 11040, (CUuuid * uuid, CUdevice dev))                                 \
 	X(cuDeviceGetAttribute, 2000, (int *value, CUdevice_attribute attrib, CUdevice dev))     \
 	X(cuDeviceCanAccessPeer, 4000, (int *can, CUdevice dev, CUdevice peer))                  \
 	X(cuDeviceGetP2PAttribute, 8000,                                                         \
