@@ -770,7 +770,7 @@ bool p2pg_recorder_await_signal_safe(uint64_t timeout_ns)
 
 /* ---- exit ---- */
 
-static void report_exit(const struct p2pg_exit_report *r, bool answered)
+static void report_exit(const struct p2pg_exit_report *r, bool answered, uint64_t took_ns)
 {
 	if (!answered) {
 		p2pg_notice("test: exit: the drainer did not answer within 1 s; GPU times pending "
@@ -779,9 +779,10 @@ static void report_exit(const struct p2pg_exit_report *r, bool answered)
 	}
 	const char *error = r->failed ? p2pg_cu_error_name(r->first_error) : "none";
 	p2pg_notice("test: exit: event-timed copies pending %zu, resolved %zu, still running %zu, "
-		    "unreadable %zu (first error %s); CUPTI-timed rows waiting %zu, left %zu",
+		    "unreadable %zu (first error %s); CUPTI-timed rows waiting %zu, left %zu; "
+		    "%.2f ms",
 		    r->pending, r->resolved, r->unfinished, r->failed, error, r->cupti_rows,
-		    r->cupti_left);
+		    r->cupti_left, (double)took_ns / 1e6);
 }
 
 /*
@@ -799,6 +800,7 @@ static void exit_flush(void)
 		return;
 	bool answered = false;
 	struct p2pg_exit_report report = {0};
+	uint64_t began = p2pg_now_ns();
 	if (atomic_load(&rec.spool) && atomic_load(&rec.drainer_tid)) {
 		struct timespec until;
 		clock_gettime(CLOCK_REALTIME, &until);
@@ -815,7 +817,7 @@ static void exit_flush(void)
 	}
 	atomic_store(&rec.exiting, true);
 	if (rec.settings.test_hooks & P2PG_TEST_EXIT_REPORT)
-		report_exit(&report, answered);
+		report_exit(&report, answered, p2pg_now_ns() - began);
 }
 
 void p2pg_recorder_arm_exit(enum p2pg_exit_arm when)

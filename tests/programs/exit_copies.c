@@ -10,6 +10,7 @@
  *                           cudaStreamSynchronize, return from main
  *   exit_copies local N     the same as cudaMemcpyAsync device to device within device 0 (one
  *                           GPU: a peer copy only to the guard's P2PGUARD_TEST=local-copies)
+ *   exit_copies MODE N local   exit, nosync or crash with those copies within device 0
  *   exit_copies nosync N    as peer, but returning at once without a synchronize: copies may
  *                           still run while the process ends (the exit must not wait for them)
  *   exit_copies exit N      as peer, leaving through exit(0) from a function instead of main's
@@ -35,9 +36,9 @@ static int fail(const char *what, cudaError_t e)
 	return 1;
 }
 
-static int copies(const char *mode, int n)
+static int copies(const char *mode, int n, int local)
 {
-	int local = strcmp(mode, "local") == 0, hang = strcmp(mode, "hang") == 0;
+	int hang = strcmp(mode, "hang") == 0;
 	int devices = 0;
 	cudaError_t e = cudaGetDeviceCount(&devices);
 	if (e != cudaSuccess)
@@ -78,10 +79,12 @@ int main(int argc, char **argv)
 	int leave = strcmp(mode, "exit") == 0, crash = strcmp(mode, "crash") == 0;
 	if (strcmp(mode, "peer") && strcmp(mode, "local") && strcmp(mode, "nosync") && !leave &&
 	    !crash && strcmp(mode, "hang")) {
-		fprintf(stderr, "usage: exit_copies peer|local|nosync|exit|crash|hang [N]\n");
+		fprintf(stderr,
+			"usage: exit_copies peer|local|nosync|exit|crash|hang [N [local]]\n");
 		return 2;
 	}
-	int rc = copies(leave || crash ? "peer" : mode, n);
+	int local = strcmp(mode, "local") == 0 || (argc > 3 && strcmp(argv[3], "local") == 0);
+	int rc = copies(mode, n, local);
 	if (leave)
 		exit(rc);
 	if (crash && rc == 0)
