@@ -26,6 +26,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -274,6 +275,9 @@ static struct {
 static atomic_bool py_ready;
 static _Atomic(const void *) py_refused; /* a _PyRuntime found unusable, not looked at again */
 
+static pthread_mutex_t py_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool prepare_locked(const void *runtime);
+
 bool p2pg_pyoffsets_prepare(void)
 {
 	if (atomic_load_explicit(&py_ready, memory_order_acquire))
@@ -281,6 +285,17 @@ bool p2pg_pyoffsets_prepare(void)
 	const void *runtime = p2pg_real_dlsym(RTLD_DEFAULT, "_PyRuntime");
 	if (!runtime || atomic_load(&py_refused) == runtime)
 		return false;
+	/* Two failing threads may prepare at once; py is written once, before py_ready. */
+	pthread_mutex_lock(&py_lock);
+	bool ready = prepare_locked(runtime);
+	pthread_mutex_unlock(&py_lock);
+	return ready;
+}
+
+static bool prepare_locked(const void *runtime)
+{
+	if (atomic_load(&py_ready))
+		return true;
 	is_initialized_fn init =
 	    (is_initialized_fn)p2pg_real_dlsym(RTLD_DEFAULT, "Py_IsInitialized");
 	thread_state_fn state =
@@ -481,7 +496,7 @@ struct table {
 	struct reader *r;
 	uintptr_t data;
 	uint64_t size, at; /* bytes in the table, the next one's index */
-	unsigned char buf[256];
+	unsigned char buf[512];
 	uint64_t buf_start, buf_len;
 };
 
@@ -530,7 +545,9 @@ static long line_of(struct reader *r, uintptr_t linetable, long firstlineno, uin
 	if (!type_is(head, have, py.bytes_type) || py.o.bytes_size + 8 > have)
 		return -1;
 	memcpy(&t.size, head + py.o.bytes_size, 8);
-	if (t.size > (1u << 24))
+	/* A table this long (a function of some hundred thousand lines) is not read through on a
+	 * signal stack: the line is unknown. */
+	if (t.size > (1u << 20))
 		return -1;
 	t.data = linetable + py.o.bytes_data;
 	if (py.o.bytes_data < have) {
