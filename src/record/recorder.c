@@ -37,7 +37,6 @@ struct pending {
 
 /* What the exit's last GPU-time pass found, for P2PGUARD_TEST=exit-report. */
 struct p2pg_exit_report {
-	bool ran;
 	size_t pending;	   /* event-timed rows waiting when it began */
 	size_t resolved;   /* of those, read and written */
 	size_t unfinished; /* still running on the GPU */
@@ -672,7 +671,7 @@ static void *drainer_main(void *arg)
 		/* A fatal signal's wait does not stop the GPU times: events are only asked, and
 		 * what has completed is taken; the wait is bounded if the driver blocks. */
 		bool no_cuda = atomic_load(&rec.exiting);
-		struct p2pg_exit_report report = {.ran = flush != 0};
+		struct p2pg_exit_report report = {0};
 		/* GPU times before the housekeeping below (the first pass writes the rules): a
 		 * short program's copies are read while it still runs. */
 		if (rec.npending && !stopping && !no_cuda)

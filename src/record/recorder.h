@@ -53,9 +53,11 @@ void p2pg_recorder_process_seen(void);
 /*
  * Async-signal-safe, for a fatal signal's handler after it published its crash blob: waits, up to
  * timeout_ns, for the drainer (another thread) to finish an import pass begun after this call, so
- * that the crash and every record published before it are in the database. Returns false at once
- * when no drainer runs (or its database cannot be opened), when the caller is the drainer, and when
- * the time runs out.
+ * that the crash and every record published before it are in the database, and then, within the
+ * same bound, for that pass's GPU times (the events of copies that completed, CUPTI's finished
+ * records). Returns whether the import was done: false at once when no drainer runs (or its
+ * database cannot be opened) and when the caller is the drainer, false when the time ran out
+ * before the import.
  */
 bool p2pg_recorder_await_signal_safe(uint64_t timeout_ns);
 
