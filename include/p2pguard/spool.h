@@ -128,6 +128,9 @@ enum p2pg_blob_kind {
 	P2PG_BLOB_FAILURE = 1,
 	P2PG_BLOB_CRASH = 2,
 	P2PG_BLOB_NCCL_COMM = 4, /* an NCCL communicator (src/record/nccl_codes.h) */
+	/* The process's devices (record/devices.c): device = how many; per device five fields:
+	 * ordinal, UUID, PCI bus id, name, physical index ("" where unknown). */
+	P2PG_BLOB_DEVICES = 6,
 };
 
 enum p2pg_blob_state {

@@ -4,17 +4,21 @@
  * time. libpython is never linked: the guard must load into any process, and a Python process
  * already exports them from its executable or its libpython, which RTLD_DEFAULT finds either way.
  *
- * Two ways, best first:
+ * Three ways, best first:
  *  - The traceback writer faulthandler uses (_Py_DumpTraceback, exported by 3.8-3.12;
  *    PyUnstable_DumpTraceback where a later version exports it again). It needs no GIL, takes no
  *    lock, allocates nothing and is async-signal-safe: it only follows the thread's own frame
  *    chain, which cannot change while that thread is in here. It writes text to an fd (a pipe
  *    here), which is turned into our format in place.
- *  - Without it (3.13 and 3.14 keep it hidden), the stable frame API of 3.9+, which touches
- *    reference counts and so is used only when the calling thread holds the GIL.
+ *  - Without it (3.13 and 3.14 keep it hidden), the same walk done here from the interpreter's
+ *    debug offsets (pystack_offsets.c): no GIL, async-signal-safe as well.
+ *  - Where neither can be had (an interpreter without both, a free-threaded build), the stable
+ *    frame API of 3.9+, which touches reference counts and so is used only when the calling
+ *    thread holds the GIL.
  */
 #include "pystack.h"
 #include "driver.h"
+#include "pystack_offsets.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -172,6 +176,14 @@ void p2pg_python_stack_prepare(void)
 {
 	if (atomic_load_explicit(&dump_traceback, memory_order_acquire))
 		return;
+	/* Resolved below only where the interpreter exports a writer (3.8-3.12, 3.15+): else the
+	 * walk by the debug offsets (3.13, 3.14). */
+	bool writer = p2pg_real_dlsym(RTLD_DEFAULT, "PyUnstable_DumpTraceback") ||
+		      p2pg_real_dlsym(RTLD_DEFAULT, "_Py_DumpTraceback");
+	if (!writer) {
+		p2pg_pyoffsets_prepare();
+		return;
+	}
 	is_initialized_fn init =
 	    (is_initialized_fn)p2pg_real_dlsym(RTLD_DEFAULT, "Py_IsInitialized");
 	this_thread_state_fn state =
@@ -291,7 +303,7 @@ size_t p2pg_python_stack_signal_safe(char *buf, size_t len)
 	buf[0] = '\0';
 	dump_traceback_fn dump = atomic_load_explicit(&dump_traceback, memory_order_acquire);
 	if (!dump)
-		return 0;
+		return p2pg_pyoffsets_stack(buf, len, PYSTACK_MAX_FRAMES);
 	is_initialized_fn init = atomic_load_explicit(&is_initialized, memory_order_relaxed);
 	this_thread_state_fn state = atomic_load_explicit(&this_thread_state, memory_order_relaxed);
 	if (!init())
@@ -325,7 +337,7 @@ size_t p2pg_python_stack(char *buf, size_t len)
 		return 0;
 	buf[0] = '\0';
 	p2pg_python_stack_prepare();
-	if (atomic_load_explicit(&dump_traceback, memory_order_acquire))
+	if (atomic_load_explicit(&dump_traceback, memory_order_acquire) || p2pg_pyoffsets_prepare())
 		return p2pg_python_stack_signal_safe(buf, len);
 	return python_stack_with_gil(buf, len);
 }

@@ -7,7 +7,8 @@
 /*
  * The Python stack of the calling thread, innermost frame first, one a line:
  * "train.py:42 in forward". Found through the interpreter's exports at run time (libpython is never
- * linked): with its signal-safe traceback writer where the interpreter exports one, whether or not
+ * linked): with its signal-safe traceback writer where the interpreter exports one (3.8-3.12), or
+ * by walking the thread's frames from the interpreter's debug offsets (3.13, 3.14), whether or not
  * the thread holds the GIL; else through the frame API, only while the thread holds the GIL.
  * Returns the length written, 0 when there is no Python stack to read.
  */
@@ -18,9 +19,9 @@ size_t p2pg_python_stack(char *buf, size_t len);
 void p2pg_python_stack_prepare(void);
 
 /*
- * Async-signal-safe: the same as p2pg_python_stack, through the traceback writer found by the last
- * p2pg_python_stack_prepare (nothing when none was). Takes no lock and allocates nothing; uses a
- * pipe (or a memfd) for the writer's text.
+ * Async-signal-safe: the same as p2pg_python_stack, through the traceback writer or the debug
+ * offsets found by the last p2pg_python_stack_prepare (nothing when neither was). Takes no lock
+ * and allocates nothing; uses a pipe (or a memfd) for the writer's text.
  */
 size_t p2pg_python_stack_signal_safe(char *buf, size_t len);
 

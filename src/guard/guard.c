@@ -114,14 +114,17 @@ static void init(void)
 		return;
 	}
 	pthread_atfork(NULL, NULL, atfork_child);
-	/* exit() runs atexit handlers before any library destructor: from there on the drainer asks
-	 * no more timing events, so nothing of the guard's touches CUDA while it is torn down. (A
-	 * runtime whose own atexit teardown was registered later runs first; an event query racing
-	 * it fails with an error and nothing else.) */
+	/* exit() runs atexit handlers before any library destructor, the last registered first.
+	 * This one, registered before any CUDA runtime initialised, runs after the runtime's
+	 * teardown: from there on the drainer asks no more timing events, so nothing of the
+	 * guard's touches CUDA while it is torn down. The GPU times pending at exit are resolved
+	 * by a handler registered later, which runs before the teardown (p2pg_recorder_arm_exit).
+	 */
 	atexit(p2pg_recorder_exit_begins);
 	/* Fatal signals are watched in processes that use CUDA only: a shell or a compiler that
 	 * inherited the preload keeps its handlers to itself. */
 	p2pg_crash_install();
+	p2pg_recorder_arm_exit(P2PG_EXIT_ARM_START);
 	__atomic_store_n(&active, 1, __ATOMIC_RELEASE);
 }
 
@@ -159,6 +162,17 @@ void p2pg_guard_driver_initialising(void)
 		p2pg_python_stack_prepare();
 		p2pg_recorder_process_seen();
 	}
+}
+
+void p2pg_guard_driver_initialised(CUresult status)
+{
+	static atomic_bool seen;
+	if (status != CUDA_SUCCESS || !__atomic_load_n(&active, __ATOMIC_ACQUIRE) ||
+	    atomic_load_explicit(&seen, memory_order_relaxed) || atomic_exchange(&seen, true))
+		return;
+	/* The driver registered its exit handler inside the call that just returned. */
+	p2pg_recorder_arm_exit(P2PG_EXIT_ARM_DRIVER_READY);
+	p2pg_recorder_driver_ready();
 }
 
 bool p2pg_guard_start(const struct p2pg_guard_start *start)
@@ -247,9 +261,13 @@ static bool classify(struct p2pg_copy *c)
 	if (s < 0)
 		return false;
 	int d = pointer_device(c->dst);
-	if (d < 0 || d == s)
+	/* P2PGUARD_TEST=local-copies: a copy within one device is taken for a peer copy, so that
+	 * one GPU can show how the guard records and times them. */
+	bool local = d == s && (p2pg_settings_get()->test_hooks & P2PG_TEST_LOCAL_COPIES);
+	if (d < 0 || (d == s && !local))
 		return false;
-	if (!c->device_pointers && (!is_device_memory(c->src) || !is_device_memory(c->dst)))
+	if ((!c->device_pointers || local) &&
+	    (!is_device_memory(c->src) || !is_device_memory(c->dst)))
 		return false;
 	c->src_device = s;
 	c->dst_device = d;
@@ -394,6 +412,14 @@ int p2pg_copy_end(struct p2pg_copy *c, int status)
 	/* Folded or dropped: no row, so no drainer will ever free the pair. */
 	if ((seq == UINT64_MAX || seq == P2PG_SEQ_FOLDED) && (r.flags & P2PG_REC_F_TIMED))
 		p2pg_timing_cancel(c->timing);
+	/* Whatever runtime this copy went through has initialised, and registered its exit
+	 * teardown, by now: the guard's exit pass registers after it. */
+	static atomic_bool exit_armed;
+	if ((r.flags & (P2PG_REC_F_TIMED | P2PG_REC_F_CUPTI)) &&
+	    __builtin_expect(!atomic_load_explicit(&exit_armed, memory_order_relaxed), 0)) {
+		atomic_store(&exit_armed, true);
+		p2pg_recorder_arm_exit(P2PG_EXIT_ARM_TIMED_COPY);
+	}
 	if (status != 0) {
 		char args[160];
 		snprintf(args, sizeof(args), "dst=0x%llx src=0x%llx bytes=%zu stream=%p",

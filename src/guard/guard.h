@@ -41,6 +41,9 @@ P2PG_CORE_API bool p2pg_guard_start(const struct p2pg_guard_start *start);
 /* The program is initialising the driver (cuInit), which has not happened yet on this path: the
  * moment to start CUPTI (see cupti_timing.h). */
 P2PG_CORE_API void p2pg_guard_driver_initialising(void);
+/* The program's cuInit returned status (makes no CUDA call). The first success arms the exit's
+ * GPU-time pass and gathers the devices' identity (in the drainer). */
+P2PG_CORE_API void p2pg_guard_driver_initialised(CUresult status);
 /* At the preload's unloading: the bounded final flush. */
 P2PG_CORE_API void p2pg_guard_shutdown(void);
 

@@ -72,6 +72,7 @@ int p2pg_active;
 /* The core's start and its two other hooks; NULL until the core is loaded. */
 static bool (*core_start)(const struct p2pg_guard_start *);
 static void (*core_driver_initialising)(void);
+static void (*core_driver_initialised)(CUresult);
 static void (*core_shutdown)(void);
 static pthread_once_t core_once = PTHREAD_ONCE_INIT;
 
@@ -133,12 +134,16 @@ static void load_core(void)
 	    (bool (*)(const struct p2pg_guard_start *))p2pg_real_dlsym(core, "p2pg_guard_start");
 	core_driver_initialising =
 	    (void (*)(void))p2pg_real_dlsym(core, "p2pg_guard_driver_initialising");
+	core_driver_initialised =
+	    (void (*)(CUresult))p2pg_real_dlsym(core, "p2pg_guard_driver_initialised");
 	core_shutdown = (void (*)(void))p2pg_real_dlsym(core, "p2pg_guard_shutdown");
-	if (!core_start || !core_driver_initialising || !core_shutdown) {
+	if (!core_start || !core_driver_initialising || !core_driver_initialised ||
+	    !core_shutdown) {
 		p2pg_notice("%s is not the guard's core; the guard passes every call through "
 			    "unrecorded",
 			    path);
 		core_driver_initialising = NULL;
+		core_driver_initialised = NULL;
 		core_shutdown = NULL;
 		return;
 	}
@@ -160,6 +165,12 @@ void p2pg_core_driver_initialising(void)
 {
 	if (__atomic_load_n(&p2pg_active, __ATOMIC_ACQUIRE))
 		core_driver_initialising();
+}
+
+void p2pg_core_driver_initialised(CUresult status)
+{
+	if (__atomic_load_n(&p2pg_active, __ATOMIC_ACQUIRE))
+		core_driver_initialised(status);
 }
 
 void p2pg_core_shutdown(void)

@@ -4,6 +4,7 @@
  * cuGetProcAddress hand out for these symbols.
  */
 #include <cuda.h>
+#include <errno.h>
 
 #include "driver_hooks.h"
 #include "entry.h"
@@ -41,7 +42,11 @@ P2PG_EXPORT CUresult CUDAAPI cuInit(unsigned int Flags)
 	struct p2pg_scope scope;
 	p2pg_enter(&scope); /* the guard's own initialisation, if this is its first call */
 	p2pg_core_driver_initialising();
-	return P2PG_PASS_THROUGH(scope, real(Flags));
+	CUresult status = P2PG_PASS_THROUGH(scope, real(Flags));
+	int saved = errno;
+	p2pg_core_driver_initialised(status);
+	errno = saved;
+	return status;
 }
 
 /* ---- peer access ---- */

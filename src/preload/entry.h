@@ -63,6 +63,8 @@ int p2pg_core_path(char *buf, size_t len);
 void p2pg_nccl_offer(void);
 /* The program is initialising the driver: tells the core, if it started. */
 void p2pg_core_driver_initialising(void);
+/* The program's cuInit returned status: tells the core, if it started. No CUDA call. */
+void p2pg_core_driver_initialised(CUresult status);
 /* From the destructor: the core's bounded final flush, if it started. */
 void p2pg_core_shutdown(void);
 

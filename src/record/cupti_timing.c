@@ -148,6 +148,25 @@ static void keep_half(const CUpti_ActivityMemcpy6 *m)
 			      .end = m->end};
 }
 
+/* P2PGUARD_TEST=local-copies: a copy within one device counts as a peer copy (set once, before
+ * CUPTI starts). */
+static bool time_local_copies;
+
+void p2pg_cupti_time_local_copies(bool on)
+{
+	time_local_copies = on;
+}
+
+/* With cu.lock held. A copy between two buffers of one device (only for the test hook above). */
+static void keep_local(const CUpti_ActivityMemcpy6 *m)
+{
+	if (m->copyKind != CUPTI_ACTIVITY_MEMCPY_KIND_DTOD || m->graphId != 0)
+		return;
+	struct p2pg_gpu_copy c = copy_of(m->start, m->end, m->bytes, m->contextId, m->streamId,
+					 m->deviceId, m->deviceId);
+	keep(&c);
+}
+
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
 				      size_t size, size_t valid)
 {
@@ -162,6 +181,10 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
 	while (parse && buffer && valid && cu.GetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
 		if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY2)
 			keep_peer((const CUpti_ActivityMemcpyPtoP4 *)rec);
+		else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY && time_local_copies &&
+			 ((const CUpti_ActivityMemcpy6 *)rec)->copyKind ==
+			     CUPTI_ACTIVITY_MEMCPY_KIND_DTOD)
+			keep_local((const CUpti_ActivityMemcpy6 *)rec);
 		else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY)
 			keep_half((const CUpti_ActivityMemcpy6 *)rec);
 	}

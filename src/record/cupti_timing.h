@@ -51,3 +51,6 @@ size_t p2pg_cupti_collect(struct p2pg_gpu_match *m, bool flush);
 void p2pg_cupti_give_up(void);
 
 void p2pg_cupti_after_fork_child(void);
+
+/* P2PGUARD_TEST=local-copies: CUPTI's records of copies within one device time their rows too. */
+void p2pg_cupti_time_local_copies(bool on);

@@ -19,6 +19,7 @@
 #include "cleanup.h"
 #include "clock.h"
 #include "cupti_timing.h"
+#include "devices.h"
 #include "driver.h"
 #include "nccl_watch.h"
 #include "notice.h"
@@ -32,6 +33,18 @@ struct pending {
 	unsigned slot;
 	uint64_t started_ns; /* CLOCK_REALTIME, the copy's start */
 	bool stalled;	     /* its stalls row is written */
+	uint64_t gpu_ns;     /* read from the events, not yet written (the database was busy) */
+};
+
+/* What the exit's last GPU-time pass found, for P2PGUARD_TEST=exit-report. */
+struct p2pg_exit_report {
+	size_t pending;	   /* event-timed rows waiting when it began */
+	size_t resolved;   /* of those, read and written */
+	size_t unfinished; /* still running on the GPU */
+	size_t failed;	   /* the driver refused to answer */
+	int first_error;   /* its first refusal */
+	size_t cupti_rows; /* rows waiting for a CUPTI record when it began */
+	size_t cupti_left; /* of those, still without one after it */
 };
 
 static struct {
@@ -51,16 +64,23 @@ static struct {
 	pthread_t drainer;
 	bool drainer_running;
 	bool stop;
-	bool drained_all;     /* the last pass before shutdown imported everything */
-	_Atomic bool exiting; /* exit has begun: the drainer makes no more CUDA calls */
-	/* A fatal signal's handler waits for a final import: the drainer makes no CUDA call then
-	 * (the faulting thread may hold the driver's locks). */
-	_Atomic bool crashing;
-	/* For that wait: the drainer's thread id while it runs and has a database or may still open
-	 * one (0 otherwise), and its import passes, counted as they begin and as they succeed. */
+	bool drained_all;	   /* the last pass before shutdown imported everything */
+	_Atomic bool exiting;	   /* exit has begun: the drainer makes no more CUDA calls */
+	_Atomic bool driver_ready; /* the program's cuInit succeeded: the devices can be read */
+	_Atomic bool devices_done; /* drainer: the devices blob is published (or there is none) */
+	/* A fatal signal's handler waits for a final import: the drainer's thread id while it runs
+	 * and has a database or may still open one (0 otherwise), and its import passes, counted as
+	 * they begin and as they succeed. */
 	_Atomic uint32_t drainer_tid;
 	_Atomic uint64_t passes_begun;
 	_Atomic uint64_t passes_imported;
+	_Atomic uint64_t passes_timed; /* passes whose GPU-time work (after the import) ended */
+
+	/* The exit's request for a last pass that resolves the GPU times (rec.lock): asked,
+	 * answered, and the drainer's answer's signal. */
+	uint64_t flush_asked, flush_answered;
+	pthread_cond_t flushed;
+	struct p2pg_exit_report exit_report; /* what that pass found (P2PGUARD_TEST=exit-report) */
 
 	/* drainer-private */
 	struct pending *pending;
@@ -73,6 +93,7 @@ static struct {
     .start_lock = PTHREAD_MUTEX_INITIALIZER,
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .wake = PTHREAD_COND_INITIALIZER,
+    .flushed = PTHREAD_COND_INITIALIZER,
     .spool_fd = -1,
 };
 
@@ -122,6 +143,7 @@ void p2pg_recorder_configure(const struct p2pg_settings *s, const char *mode_nam
 	snprintf(rec.mode_name, sizeof(rec.mode_name), "%s", mode_name);
 	if (p2pg_spool_dir_for(s->db_path, rec.spool_dir, sizeof(rec.spool_dir)) < 0)
 		rec.spool_dir[0] = '\0';
+	p2pg_cupti_time_local_copies(s->test_hooks & P2PG_TEST_LOCAL_COPIES);
 	/* With CUPTI, events still time what CUPTI cannot: staged copies, copies in a forked child.
 	 */
 	p2pg_timing_configure(s->gpu_timing == P2PG_GPU_TIMING_CUPTI ? P2PG_GPU_TIMING_SAMPLED
@@ -334,6 +356,11 @@ struct p2pg_spool_blob *p2pg_recorder_blob(void)
 	return blob;
 }
 
+void p2pg_recorder_driver_ready(void)
+{
+	atomic_store(&rec.driver_ready, true);
+}
+
 void p2pg_recorder_set_driver_version(int version)
 {
 	struct p2pg_spool_layout *spool = spool_get();
@@ -394,7 +421,8 @@ static void on_timed(void *userdata, const struct p2pg_pending_timing *t)
 		rec.pending = grown;
 		rec.cap_pending = cap;
 	}
-	rec.pending[rec.npending++] = (struct pending){row, slot, t->started_ns, false};
+	rec.pending[rec.npending++] =
+	    (struct pending){.row = row, .slot = slot, .started_ns = t->started_ns};
 }
 
 /*
@@ -426,7 +454,8 @@ static void record_stall(sqlite3 *db, struct pending *p, uint64_t now_ns)
 		    NULL);
 }
 
-static void poll_timings(sqlite3 *db)
+/* Asks the events of the rows waiting for a GPU time; report: this is the exit's last pass. */
+static void poll_timings(sqlite3 *db, struct p2pg_exit_report *report)
 {
 	/* Asking an event is harmless, but while another thread of the program captures a graph in
 	 * global mode the driver may refuse calls from any thread that has not relaxed its own
@@ -440,16 +469,22 @@ static void poll_timings(sqlite3 *db)
 	size_t kept = 0;
 	bool began = false;
 	uint64_t now = p2pg_realtime_ns(); /* one clock read a pass: thousands of copies may wait */
+	if (report)
+		report->pending = rec.npending;
 	for (size_t k = 0; k < rec.npending; k++) {
+		struct pending *p = &rec.pending[k];
 		/* Exit may begin during the pass: from then on no CUDA call. */
-		if (atomic_load(&rec.exiting) || atomic_load(&rec.crashing)) {
-			rec.pending[kept++] = rec.pending[k];
+		if (!p->gpu_ns && atomic_load(&rec.exiting)) {
+			rec.pending[kept++] = *p;
 			continue;
 		}
-		uint64_t ns = 0;
-		enum p2pg_timing_poll st = p2pg_timing_poll(rec.pending[k].slot, &ns);
+		int error = 0;
+		enum p2pg_timing_poll st = P2PG_TIMING_DONE;
+		if (!p->gpu_ns)
+			st = p2pg_timing_poll(p->slot, &p->gpu_ns, &error);
 		if (st == P2PG_TIMING_NOT_READY) {
-			struct pending *p = &rec.pending[k];
+			if (report)
+				report->unfinished++;
 			if (!p->stalled && now > p->started_ns &&
 			    now - p->started_ns >= (uint64_t)rec.settings.stall_s * 1000000000ull) {
 				if (!began)
@@ -458,19 +493,30 @@ static void poll_timings(sqlite3 *db)
 				if (began)
 					record_stall(db, p, now);
 			}
-			rec.pending[kept++] = rec.pending[k];
+			rec.pending[kept++] = *p;
 			continue;
 		}
-		if (st == P2PG_TIMING_DONE) {
-			if (!began)
-				began = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) ==
-					SQLITE_OK;
-			if (began)
-				p2pg_store_set_gpu_ns(db, rec.pending[k].row, ns);
+		if (st == P2PG_TIMING_GONE) {
+			if (report && error && !report->failed++)
+				report->first_error = error;
+			continue;
 		}
+		if (!began)
+			began = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK;
+		/* The events are free again; a time the busy database could not take now waits
+		 * with its row for the next pass. */
+		if (!began || p2pg_store_set_gpu_ns(db, p->row, p->gpu_ns) < 0) {
+			rec.pending[kept++] = *p;
+			continue;
+		}
+		if (report)
+			report->resolved++;
 	}
-	if (began)
-		sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+	if (began && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+		/* Rolled back: the times read this pass are lost with it (their events are free
+		 * again); rare enough (a commit that fails after BEGIN IMMEDIATE) to be left. */
+		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	}
 	rec.npending = kept;
 }
 
@@ -494,12 +540,15 @@ static void cupti_found(void *arg, int64_t row, uint64_t gpu_ns)
  * record never came keep no GPU time. final: exit has begun, so no flush (what CUPTI delivered by
  * itself is still matched).
  */
-static void collect_cupti(sqlite3 *db, bool final)
+static void collect_cupti(sqlite3 *db, bool final, struct p2pg_exit_report *report)
 {
 	uint64_t now = p2pg_realtime_ns();
 	/* What CUPTI handed over by itself is taken at every pass (it must not pile up while no
 	 * row waits); it is asked for more only while rows wait. */
-	bool waiting = p2pg_gpu_match_rows_waiting(rec.match) > 0;
+	size_t rows = p2pg_gpu_match_rows_waiting(rec.match);
+	bool waiting = rows > 0;
+	if (report)
+		report->cupti_rows = rows;
 	uint64_t mono = p2pg_now_ns(); /* the silence is timed by a clock that is never set */
 	if (p2pg_cupti_collect(rec.match, !final && waiting) > 0 || !waiting) {
 		rec.cupti_heard_ns = mono;
@@ -522,6 +571,8 @@ static void collect_cupti(sqlite3 *db, bool final)
 	p2pg_gpu_match_run(rec.match, now, 60000000000ull, cupti_found, &pass);
 	if (pass.began)
 		sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+	if (report)
+		report->cupti_left = p2pg_gpu_match_rows_waiting(rec.match);
 }
 
 /* The drainer's sleep between tries: up to ms, or until shutdown wakes it. rec.lock
@@ -570,6 +621,15 @@ static void reopen_database(sqlite3 **db, struct p2pg_importer *im, struct stat 
 		    rec.settings.db_path);
 }
 
+/* Drainer, pass_lock held: once per process, off the program's calls, the ordinals' physical
+ * GPUs go into the spool (imported with the next pass, or by recovery). */
+static void note_devices(struct p2pg_spool_layout *spool)
+{
+	if (!atomic_load(&rec.devices_done) && !atomic_load(&rec.exiting) &&
+	    atomic_load(&rec.driver_ready))
+		atomic_store(&rec.devices_done, p2pg_devices_record(spool));
+}
+
 static void *drainer_main(void *arg)
 {
 	/* Whatever the drainer calls (SQLite, the driver for event queries) must never be taken for
@@ -586,6 +646,7 @@ static void *drainer_main(void *arg)
 	int rc;
 	while ((rc = p2pg_store_open_wait(rec.settings.db_path, &db, err, sizeof(err), 100)) ==
 	       -EBUSY) {
+		note_devices(spool); /* into the spool, whatever the database does */
 		pthread_mutex_unlock(&pass_lock);
 		pthread_mutex_lock(&rec.lock);
 		if (!rec.stop)
@@ -600,6 +661,19 @@ static void *drainer_main(void *arg)
 		    "cannot use the database %s (%s); records stay in %s for `p2pguard recover`, "
 		    "the program runs on",
 		    rec.settings.db_path, err, rec.spool_path);
+		/* The spool is what recovery will read: the devices go there too, once the
+		 * program's cuInit has made them readable (it may not have returned yet). */
+		pthread_mutex_lock(&rec.lock);
+		while (!rec.stop && !rec.devices_done && !atomic_load(&rec.exiting)) {
+			pthread_mutex_unlock(&rec.lock);
+			pthread_mutex_lock(&pass_lock);
+			note_devices(spool);
+			pthread_mutex_unlock(&pass_lock);
+			pthread_mutex_lock(&rec.lock);
+			if (!rec.stop && !rec.devices_done)
+				nap_locked(50);
+		}
+		pthread_mutex_unlock(&rec.lock);
 		return NULL;
 	}
 	/* A pass holds pass_lock, which a fork() in the program waits for: a pass must never sit in
@@ -617,6 +691,8 @@ static void *drainer_main(void *arg)
 	pthread_mutex_lock(&rec.lock);
 	for (;;) {
 		bool stopping = rec.stop;
+		/* The exit's request for a last pass with CUDA: the runtime's teardown waits. */
+		uint64_t flush = rec.flush_asked > rec.flush_answered ? rec.flush_asked : 0;
 		pthread_mutex_unlock(&rec.lock);
 
 		if (p2pg_cupti_active())
@@ -634,15 +710,29 @@ static void *drainer_main(void *arg)
 		rc = p2pg_store_import(db, spool, &im, false);
 		if (rc >= 0)
 			atomic_store(&rec.passes_imported, pass);
-		bool no_cuda = atomic_load(&rec.exiting) || atomic_load(&rec.crashing);
+		/* A fatal signal's wait does not stop the GPU times: events are only asked, and
+		 * what has completed is taken; the wait is bounded if the driver blocks. */
+		bool no_cuda = atomic_load(&rec.exiting);
+		struct p2pg_exit_report report = {0};
 		/* GPU times before the housekeeping below (the first pass writes the rules): a
 		 * short program's copies are read while it still runs. */
 		if (rec.npending && !stopping && !no_cuda)
-			poll_timings(db);
+			poll_timings(db, flush ? &report : NULL);
 		if (rec.match)
-			collect_cupti(db, stopping || no_cuda);
+			collect_cupti(db, stopping || no_cuda, flush ? &report : NULL);
 		if (rc >= 0)
 			watch_nccl(db, im.process_id, stopping);
+		atomic_store(&rec.passes_timed, pass);
+		note_devices(spool);
+		if (flush) {
+			/* The contexts go next: no CUDA call from here on. */
+			atomic_store(&rec.exiting, true);
+			pthread_mutex_lock(&rec.lock);
+			rec.flush_answered = flush;
+			rec.exit_report = report;
+			pthread_cond_broadcast(&rec.flushed);
+			pthread_mutex_unlock(&rec.lock);
+		}
 		/* Children that left with _exit, ranks that were killed: their spools are imported
 		 * by whoever is still alive, about once a second and once more at exit. */
 		if (passes++ == 0) {
@@ -675,7 +765,7 @@ static void *drainer_main(void *arg)
 		/* A busy pass means busy rings: go again at once rather than let them fill. */
 		/* 5 ms between passes: a row is queryable well within 100 ms, and an idle process
 		 * costs 200 wake-ups a second at most. */
-		if (!rec.stop && rc < 1024)
+		if (!rec.stop && rc < 1024 && rec.flush_asked == rec.flush_answered)
 			nap_locked(5);
 		pthread_mutex_unlock(&rec.lock);
 		pthread_mutex_lock(&pass_lock);
@@ -700,23 +790,93 @@ bool p2pg_recorder_await_signal_safe(uint64_t timeout_ns)
 	 * nobody to wait for. */
 	if (!drainer || drainer == p2pg_tid_signal_safe())
 		return false;
-	atomic_store(&rec.crashing, true);
 	/* A pass that begins after this moment sees everything published before it. The fences
 	 * here and in the drainer keep the blob's publication from being ordered after this read
 	 * (a store then a load of another location may pass each other otherwise). */
 	atomic_thread_fence(memory_order_seq_cst);
 	uint64_t after = atomic_load(&rec.passes_begun);
 	uint64_t deadline = p2pg_now_ns() + timeout_ns;
-	bool done = false;
-	while (!(done = atomic_load(&rec.passes_imported) > after)) {
+	/* First the crash and every record before it; then, within the same bound, the GPU times
+	 * of that pass: the copies that completed before the fault keep theirs. The drainer asks
+	 * the events after the import, so a driver that blocks it there (the faulting thread held
+	 * its lock) costs the time left, never the crash row. */
+	bool imported = false;
+	while (!(imported = atomic_load(&rec.passes_imported) > after) ||
+	       atomic_load(&rec.passes_timed) <= after) {
 		if (p2pg_now_ns() >= deadline || !atomic_load(&rec.drainer_tid))
 			break;
 		struct timespec nap = {0, 1000000}; /* the drainer passes every 5 ms */
 		nanosleep(&nap, NULL);
 	}
-	/* A previous handler may yet recover from the fault: timing goes on then. */
-	atomic_store(&rec.crashing, false);
-	return done;
+	return imported || atomic_load(&rec.passes_imported) > after;
+}
+
+/* ---- exit ---- */
+
+static void report_exit(const struct p2pg_exit_report *r, bool answered, uint64_t took_ns)
+{
+	if (!answered) {
+		p2pg_notice("test: exit: the drainer did not answer within 1 s; GPU times pending "
+			    "at exit are not resolved");
+		return;
+	}
+	const char *error = r->failed ? p2pg_cu_error_name(r->first_error) : "none";
+	p2pg_notice("test: exit: event-timed copies pending %zu, resolved %zu, still running %zu, "
+		    "unreadable %zu (first error %s); CUPTI-timed rows waiting %zu, left %zu; "
+		    "%.2f ms",
+		    r->pending, r->resolved, r->unfinished, r->failed, error, r->cupti_rows,
+		    r->cupti_left, (double)took_ns / 1e6);
+}
+
+/*
+ * The exit's last pass with CUDA, from an exit handler that runs before the CUDA runtime's own
+ * (registered after it: see p2pg_recorder_arm_exit). The runtime's handler destroys the primary
+ * contexts, and their events with them; a program that synchronised and returned from main has
+ * its copies finished, so their events answer now. The drainer imports what is published, asks
+ * every event (never waits for one), hands CUPTI's finished buffers over, writes what it found
+ * and stops calling CUDA. Bounded: one second, then the exit goes on without it.
+ */
+static void exit_flush(void)
+{
+	static atomic_bool ran;
+	if (atomic_exchange(&ran, true) || atomic_load(&rec.exiting))
+		return;
+	bool answered = false;
+	struct p2pg_exit_report report = {0};
+	uint64_t began = p2pg_now_ns();
+	if (atomic_load(&rec.spool) && atomic_load(&rec.drainer_tid)) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 1;
+		pthread_mutex_lock(&rec.lock);
+		uint64_t asked = ++rec.flush_asked;
+		pthread_cond_broadcast(&rec.wake);
+		while (rec.flush_answered < asked && atomic_load(&rec.drainer_tid))
+			if (pthread_cond_timedwait(&rec.flushed, &rec.lock, &until) == ETIMEDOUT)
+				break;
+		answered = rec.flush_answered >= asked;
+		report = rec.exit_report;
+		pthread_mutex_unlock(&rec.lock);
+	}
+	atomic_store(&rec.exiting, true);
+	if (rec.settings.test_hooks & P2PG_TEST_EXIT_REPORT)
+		report_exit(&report, answered, p2pg_now_ns() - began);
+}
+
+void p2pg_recorder_arm_exit(enum p2pg_exit_arm when)
+{
+	/* Each moment registers once; the handler runs once, at the first of them to come. */
+	static atomic_uint armed;
+	bool early = rec.settings.test_hooks & P2PG_TEST_EXIT_EARLY;
+	if (early != (when == P2PG_EXIT_ARM_START))
+		return;
+	unsigned bit = 1u << when;
+	if (atomic_load_explicit(&armed, memory_order_relaxed) & bit ||
+	    atomic_fetch_or(&armed, bit) & bit)
+		return;
+	int saved = errno;
+	atexit(exit_flush);
+	errno = saved;
 }
 
 void p2pg_recorder_exit_begins(void)
@@ -761,7 +921,10 @@ void p2pg_recorder_atfork_child(void)
 	rec.spool_failed = false;
 	rec.drainer_running = false;
 	atomic_store(&rec.drainer_tid, 0); /* the parent's drainer is not in the child */
-	atomic_store(&rec.crashing, false);
+	rec.flush_asked = rec.flush_answered = 0;
+	atomic_store(&rec.driver_ready, false); /* the child's own cuInit decides */
+	atomic_store(&rec.devices_done, false);
+	pthread_cond_init(&rec.flushed, NULL);
 	rec.stop = false;
 	rec.drained_all = false;
 	rec.pending = NULL; /* the parent's list; the child starts its own */

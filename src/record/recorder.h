@@ -67,11 +67,17 @@ void p2pg_recorder_process_seen(void);
 /*
  * Async-signal-safe, for a fatal signal's handler after it published its crash blob: waits, up to
  * timeout_ns, for the drainer (another thread) to finish an import pass begun after this call, so
- * that the crash and every record published before it are in the database. Returns false at once
- * when no drainer runs (or its database cannot be opened), when the caller is the drainer, and when
- * the time runs out.
+ * that the crash and every record published before it are in the database, and then, within the
+ * same bound, for that pass's GPU times (the events of copies that completed, CUPTI's finished
+ * records). Returns whether the import was done: false at once when no drainer runs (or its
+ * database cannot be opened) and when the caller is the drainer, false when the time ran out
+ * before the import.
  */
 bool p2pg_recorder_await_signal_safe(uint64_t timeout_ns);
+
+/* The program's first cuInit succeeded: the drainer records the devices the process sees and
+ * the physical GPU behind each (record/devices.h), once. */
+void p2pg_recorder_driver_ready(void);
 
 /* Stores the driver version in the process row once known. */
 void p2pg_recorder_set_driver_version(int version);
@@ -80,8 +86,24 @@ void p2pg_recorder_set_driver_version(int version);
  */
 void p2pg_recorder_atfork_child(void);
 
-/* Called by an atexit handler registered after the CUDA runtime's own: from then on the drainer
- * makes no CUDA call (the runtime is about to tear its contexts down). */
+/*
+ * When the guard registers the exit's last pass with CUDA (the GPU times pending at exit: events
+ * asked, CUPTI's buffers handed over). exit() runs atexit handlers last registered first, and the
+ * CUDA runtime registers the one that destroys its primary contexts (and their events) when it
+ * initialises; the driver registers its own in cuInit. So the guard registers after both: when the
+ * program's first cuInit has returned and again at its first GPU-timed copy (by then any runtime
+ * the copy went through has initialised). START is the guard's own start, used only under
+ * P2PGUARD_TEST=exit-early, to show what the teardown leaves.
+ */
+enum p2pg_exit_arm {
+	P2PG_EXIT_ARM_START,
+	P2PG_EXIT_ARM_DRIVER_READY,
+	P2PG_EXIT_ARM_TIMED_COPY,
+};
+void p2pg_recorder_arm_exit(enum p2pg_exit_arm when);
+
+/* Called by an atexit handler registered when the guard starts (so run after the runtime's): from
+ * then on the drainer makes no CUDA call, whether or not the last pass above ran. */
 void p2pg_recorder_exit_begins(void);
 
 /* Exit: a final drain, bounded to one second; no CUDA call. */

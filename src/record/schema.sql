@@ -207,9 +207,13 @@ FROM counted c LEFT JOIN percentiles p
 CREATE VIEW IF NOT EXISTS failure_report AS
 SELECT f.id,
        datetime(f.started_ns / 1000000000, 'unixepoch') AS time,
-       p.pid, p.rank,
+       p.hostname, p.pid, p.rank,
        f.api, f.status, f.error_name,
        f.device || '->' || f.peer_device AS pair,
+       (SELECT d.uuid FROM devices d
+        WHERE d.process_id = f.process_id AND d.ordinal = f.device) AS device_uuid,
+       (SELECT d.uuid FROM devices d
+        WHERE d.process_id = f.process_id AND d.ordinal = f.peer_device) AS peer_uuid,
        f.action,
        f.rule_id,
        f.diagnosis,
@@ -414,3 +418,16 @@ SELECT p.comm_hash, p.kind, p.src_rank, s.hostname AS src_host, s.device AS src_
 FROM pairs p
 LEFT JOIN ranks s ON s.comm_hash = p.comm_hash AND s.rank = p.src_rank
 LEFT JOIN ranks d ON d.comm_hash = p.comm_hash AND d.rank = p.dst_rank;
+
+-- Each process's devices as it numbered them (CUDA_VISIBLE_DEVICES renumbers per process) and the
+-- physical GPU behind each ordinal: its UUID as nvidia-smi prints it (GPU-...), its PCI bus id as
+-- NVML prints it (00000000:1B:00.0), its name, and nvidia-smi's index (NULL without NVML).
+CREATE TABLE IF NOT EXISTS devices (
+  process_id INTEGER NOT NULL,
+  ordinal INTEGER NOT NULL,
+  uuid TEXT,
+  pci_bus_id TEXT,
+  name TEXT,
+  physical_index INTEGER,
+  PRIMARY KEY (process_id, ordinal)
+);

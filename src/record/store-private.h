@@ -26,3 +26,10 @@ static inline const char *p2pg_path_name(uint8_t path)
 bool p2pg_summary_note(struct p2pg_importer *im, const struct p2pg_record *r);
 /* Writes the buckets changed since the last flush, inside the caller's transaction. 0 or -EIO. */
 int p2pg_summary_flush(sqlite3 *db, struct p2pg_importer *im);
+
+/* A devices blob (P2PG_BLOB_DEVICES) into the devices table, inside the caller's transaction: its
+ * rows replace the process's earlier ones for the same ordinals. A blob that is not valid is
+ * never imported (the caller counts it invalid). */
+bool p2pg_store_devices_valid(const struct p2pg_spool_blob *b);
+/* 0, or -EIO. */
+int p2pg_store_import_devices(sqlite3 *db, int64_t process_id, const struct p2pg_spool_blob *b);

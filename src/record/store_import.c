@@ -221,10 +221,13 @@ static bool blob_valid(const struct p2pg_spool_blob *b)
 {
 	if (b->kind == P2PG_BLOB_NCCL_COMM)
 		return p2pg_nccl_blob_valid(b);
-	if (b->kind != P2PG_BLOB_FAILURE && b->kind != P2PG_BLOB_CRASH)
+	if (b->kind != P2PG_BLOB_FAILURE && b->kind != P2PG_BLOB_CRASH &&
+	    b->kind != P2PG_BLOB_DEVICES)
 		return false;
 	if (b->length > sizeof(b->text) || (b->length > 0 && b->text[b->length - 1] != '\0'))
 		return false;
+	if (b->kind == P2PG_BLOB_DEVICES)
+		return p2pg_store_devices_valid(b);
 	return b->kind == P2PG_BLOB_CRASH || b->api < P2PG_API_COUNT;
 }
 
@@ -634,7 +637,9 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 			blob_done[k] = true;
 			continue;
 		}
-		err = insert_blob(db, s.failure, s.crash, im->process_id, b);
+		err = b->kind == P2PG_BLOB_DEVICES
+			  ? p2pg_store_import_devices(db, im->process_id, b)
+			  : insert_blob(db, s.failure, s.crash, im->process_id, b);
 		if (err < 0)
 			goto fail;
 		blob_done[k] = true;

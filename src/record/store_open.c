@@ -48,33 +48,73 @@ static int add_missing_columns(sqlite3 *db, char **msg)
 	return SQLITE_OK;
 }
 
-/* Views whose definition changed: dropped when they lack their new column, so that the schema's
- * CREATE VIEW IF NOT EXISTS makes them anew. peer_bandwidth before 0.2 divided asynchronous copies'
- * bytes by their enqueue time. */
-static int replace_outdated_views(sqlite3 *db, char **msg)
+/* The schema's definition of a view as SQLite keeps it ("CREATE VIEW name AS ..." without IF NOT
+ * EXISTS, up to the statement's end); NULL when the schema has no such view. Caller frees. */
+static char *schema_view(const char *name)
 {
-	static const struct {
-		const char *view, *marker;
-	} views[] = {{"peer_bandwidth", "untimed"}};
-	for (size_t k = 0; k < sizeof(views) / sizeof(views[0]); k++) {
-		_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-		if (sqlite3_prepare_v2(
-			db, "SELECT sql FROM sqlite_master WHERE type = 'view' AND name = ?1", -1,
-			&st, NULL) != SQLITE_OK)
-			return SQLITE_ERROR;
-		sqlite3_bind_text(st, 1, views[k].view, -1, SQLITE_STATIC);
-		if (sqlite3_step(st) != SQLITE_ROW)
+	static const char head[] = "CREATE VIEW IF NOT EXISTS ";
+	size_t name_len = strlen(name);
+	for (const char *p = strstr(p2pg_schema_sql, head); p; p = strstr(p + 1, head)) {
+		const char *at = p + sizeof(head) - 1;
+		if (strncmp(at, name, name_len) != 0 || at[name_len] != ' ')
 			continue;
-		const char *sql = (const char *)sqlite3_column_text(st, 0);
-		if (sql && strstr(sql, views[k].marker))
-			continue;
-		char drop[96];
-		snprintf(drop, sizeof(drop), "DROP VIEW IF EXISTS %s", views[k].view);
-		int rc = sqlite3_exec(db, drop, NULL, NULL, msg);
-		if (rc != SQLITE_OK)
-			return rc;
+		/* A view's text holds no semicolon (the schema's views are written so). */
+		const char *end = strchr(at, ';');
+		if (!end)
+			return NULL;
+		return sqlite3_mprintf("CREATE VIEW %.*s", (int)(end - at), at);
 	}
-	return SQLITE_OK;
+	return NULL;
+}
+
+/*
+ * Views are definitions, not data: a database made by an earlier version keeps its views, which
+ * CREATE VIEW IF NOT EXISTS leaves alone. A view whose stored text is not the schema's is
+ * replaced, in a transaction that looks again (another process may have replaced it meanwhile).
+ * A database locked by another process keeps the old view until a later open; never fatal.
+ */
+static void refresh_views(sqlite3 *db)
+{
+	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, "SELECT name, sql FROM sqlite_master WHERE type = 'view'", -1,
+			       &st, NULL) != SQLITE_OK)
+		return;
+	char stale[8][64];
+	int nstale = 0;
+	while (sqlite3_step(st) == SQLITE_ROW && nstale < 8) {
+		const char *name = (const char *)sqlite3_column_text(st, 0);
+		const char *sql = (const char *)sqlite3_column_text(st, 1);
+		char *want = name ? schema_view(name) : NULL;
+		if (want && sql && strcmp(want, sql) != 0 && strlen(name) < sizeof(stale[0]))
+			snprintf(stale[nstale++], sizeof(stale[0]), "%s", name);
+		sqlite3_free(want);
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	if (!nstale || sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+		return;
+	bool ok = true;
+	for (int k = 0; k < nstale && ok; k++) {
+		char *want = schema_view(stale[k]);
+		char *drop = sqlite3_mprintf("DROP VIEW IF EXISTS \"%w\"", stale[k]);
+		_cleanup_sqlite_stmt_ sqlite3_stmt *now = NULL;
+		bool differs = true;
+		if (sqlite3_prepare_v2(db, "SELECT sql FROM sqlite_master WHERE name = ?1", -1,
+				       &now, NULL) == SQLITE_OK) {
+			sqlite3_bind_text(now, 1, stale[k], -1, SQLITE_STATIC);
+			const char *sql = sqlite3_step(now) == SQLITE_ROW
+					      ? (const char *)sqlite3_column_text(now, 0)
+					      : NULL;
+			differs = !sql || !want || strcmp(sql, want) != 0;
+		}
+		if (differs)
+			ok = want && drop &&
+			     sqlite3_exec(db, drop, NULL, NULL, NULL) == SQLITE_OK &&
+			     sqlite3_exec(db, want, NULL, NULL, NULL) == SQLITE_OK;
+		sqlite3_free(want);
+		sqlite3_free(drop);
+	}
+	sqlite3_exec(db, ok ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL);
 }
 
 int p2pg_store_open(const char *path, sqlite3 **ret_db, char *err, size_t err_len)
@@ -110,11 +150,11 @@ int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t e
 			  "synchronous=NORMAL; PRAGMA foreign_keys=OFF;",
 			  NULL, NULL, &msg);
 	if (rc == SQLITE_OK)
-		rc = replace_outdated_views(db, &msg);
-	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(db, p2pg_schema_sql, NULL, NULL, &msg);
 	if (rc == SQLITE_OK)
 		rc = add_missing_columns(db, &msg);
+	if (rc == SQLITE_OK)
+		refresh_views(db);
 	if (rc != SQLITE_OK) {
 		snprintf(err, err_len, "%s", msg ? msg : sqlite3_errstr(rc));
 		sqlite3_free(msg);

@@ -238,8 +238,9 @@ void p2pg_timing_cancel(int index)
 		atomic_store(&slot->state, SLOT_FREE);
 }
 
-enum p2pg_timing_poll p2pg_timing_poll(unsigned index, uint64_t *ret_ns)
+enum p2pg_timing_poll p2pg_timing_poll(unsigned index, uint64_t *ret_ns, int *ret_error)
 {
+	*ret_error = 0;
 	struct timing_slot *slot = slot_at(index, NULL);
 	if (!slot || atomic_load_explicit(&slot->state, memory_order_acquire) != SLOT_PENDING)
 		return P2PG_TIMING_GONE;
@@ -248,13 +249,16 @@ enum p2pg_timing_poll p2pg_timing_poll(unsigned index, uint64_t *ret_ns)
 		return P2PG_TIMING_NOT_READY;
 	float ms = 0;
 	enum p2pg_timing_poll result = P2PG_TIMING_GONE;
-	if (rc == CUDA_SUCCESS &&
-	    p2pg_drv.cuEventElapsedTime(&ms, slot->start, slot->end) == CUDA_SUCCESS && ms >= 0) {
+	if (rc == CUDA_SUCCESS)
+		rc = p2pg_drv.cuEventElapsedTime(&ms, slot->start, slot->end);
+	if (rc == CUDA_SUCCESS && ms >= 0) {
 		*ret_ns = (uint64_t)((double)ms * 1e6 + 0.5);
 		if (*ret_ns == 0)
 			*ret_ns =
 			    1; /* 0 means unknown in the record; the event resolution is ~0.5 us */
 		result = P2PG_TIMING_DONE;
+	} else {
+		*ret_error = (int)rc;
 	}
 	atomic_store_explicit(&slot->state, SLOT_FREE, memory_order_release);
 	return result;

@@ -25,7 +25,8 @@ enum p2pg_timing_poll {
 	P2PG_TIMING_GONE, /* failed or unknown: no time will come */
 };
 
-/* Drainer: asks (never waits) whether the copy finished. DONE and GONE free the slot. */
-enum p2pg_timing_poll p2pg_timing_poll(unsigned slot, uint64_t *ret_ns);
+/* Drainer: asks (never waits) whether the copy finished. DONE and GONE free the slot; for GONE,
+ * *ret_error is the driver's answer that ended it (0 when the slot itself was gone). */
+enum p2pg_timing_poll p2pg_timing_poll(unsigned slot, uint64_t *ret_ns, int *ret_error);
 
 void p2pg_timing_reset_after_fork(void);

@@ -77,6 +77,32 @@ static bool parse_ulong(const char *value, unsigned long long min, unsigned long
 }
 
 /* "0-1,2-3": pairs of device ordinals. */
+static unsigned parse_test_hooks(const char *value, void (*warn)(const char *))
+{
+	static const char *const words[] = {"local-copies", "exit-report", "exit-early"};
+	unsigned hooks = 0;
+	const char *p = value;
+	while (*p) {
+		size_t n = strcspn(p, ",");
+		int k = 0;
+		while (k < (int)(sizeof(words) / sizeof(words[0])) &&
+		       (strlen(words[k]) != n || strncmp(p, words[k], n) != 0))
+			k++;
+		if (k < (int)(sizeof(words) / sizeof(words[0])))
+			hooks |= 1u << k;
+		else if (n > 0)
+			warnf(
+			    warn,
+			    "P2PGUARD_TEST=%s: \"%.*s\" is not understood (accepted: local-copies, "
+			    "exit-report, exit-early); it is left out",
+			    value, (int)n, p);
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	return hooks;
+}
+
 static bool parse_pairs(const char *value, unsigned char pairs[P2PG_MAX_DEVICES][P2PG_MAX_DEVICES])
 {
 	unsigned char parsed[P2PG_MAX_DEVICES][P2PG_MAX_DEVICES];
@@ -259,6 +285,8 @@ static void parse_zeroed(struct p2pg_settings *s, char *(*get)(const char *name)
 	}
 	if ((v = get("P2PGUARD_RULES")) && *v)
 		snprintf(s->rules_dir, sizeof(s->rules_dir), "%s", v);
+	if ((v = get("P2PGUARD_TEST")) && *v)
+		s->test_hooks = parse_test_hooks(v, warn);
 }
 
 bool p2pg_settings_pair_selected(const struct p2pg_settings *s, int a, int b)

@@ -47,10 +47,27 @@ struct p2pg_settings {
 	unsigned stall_s;     /* P2PGUARD_STALL_S: a timed peer copy unfinished this long stalls */
 	bool quiet;	      /* P2PGUARD_QUIET: no startup banner or summary lines */
 	bool nccl;	      /* P2PGUARD_NCCL: be NCCL's profiler plugin (src/nccl/) */
+	unsigned test_hooks;  /* P2PGUARD_TEST: P2PG_TEST_* bits, for checks on real GPUs */
 	char db_path[4096];
 	/* P2PGUARD_PAIRS as a symmetric matrix; only read when !pairs_all */
 	unsigned char pairs[P2PG_MAX_DEVICES][P2PG_MAX_DEVICES];
 	char rules_dir[4096]; /* P2PGUARD_RULES, "" when unset */
+};
+
+/*
+ * P2PGUARD_TEST, comma-separated words: hooks for checking the guard itself on a machine with one
+ * GPU (scripts/gpu-parts/truth.sh), never for production.
+ */
+enum p2pg_test_hook {
+	/* A copy between two buffers of one device is recorded and timed as a peer copy would be
+	 * ("local-copies"). */
+	P2PG_TEST_LOCAL_COPIES = 1 << 0,
+	/* The exit path says on stderr what it resolved of the GPU times pending at exit
+	 * ("exit-report"). */
+	P2PG_TEST_EXIT_REPORT = 1 << 1,
+	/* The exit path is registered when the guard starts, before the CUDA runtime's exit
+	 * handler, as before this release ("exit-early"): what the runtime's teardown leaves. */
+	P2PG_TEST_EXIT_EARLY = 1 << 2,
 };
 
 /*

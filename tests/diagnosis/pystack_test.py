@@ -2,17 +2,26 @@
 """p2pg_python_stack from inside a library loaded with ctypes.
 
 ctypes.PyDLL keeps the GIL during the call; ctypes.CDLL releases it (as PyTorch does around CUDA
-calls). Where the interpreter exports its signal-safe traceback writer (3.8-3.12) the stack names
-this script's frames either way, and the crash handler's signal-safe read gives the same; where it
-does not (3.13, 3.14) the stack is read only with the GIL held, and is empty with CDLL.
+calls). Where the interpreter exports its signal-safe traceback writer (3.8-3.12), or publishes the
+debug offsets the guard walks its frames by (3.13, 3.14, not free-threaded), the stack names this
+script's frames either way, and the crash handler's signal-safe read gives the same; elsewhere (a
+free-threaded build) the stack is read only with the GIL held, and is empty with CDLL. Every
+stack is compared with the traceback module's own.
 Usage: pystack_test.py path/to/libdiagtest.so
 """
 import ctypes
+import os
 import sys
+import sysconfig
+import tempfile
 import threading
+import traceback
 
 failures = 0
 WRITER = any(hasattr(ctypes.pythonapi, name) for name in ("_Py_DumpTraceback", "PyUnstable_DumpTraceback"))
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+OFFSETS = not WRITER and sys.version_info[:2] in ((3, 13), (3, 14)) and not FREE_THREADED
+NO_GIL = WRITER or OFFSETS
 
 
 def check(ok, what, text=""):
@@ -73,10 +82,12 @@ def main():
     check(lines[1:4] == expected, "frames name the script's lines: " + ", ".join(expected), text)
     check(lines[-1].endswith(" in <module>"), "outermost frame is the module", text)
 
-    print("traceback writer: %s" % ("exported" if WRITER else "not exported"))
+    print("traceback writer: %s; debug offsets walk: %s; free-threaded: %s"
+          % ("exported" if WRITER else "not exported", "yes" if OFFSETS else "no",
+             "yes" if FREE_THREADED else "no"))
     with_gil = lines
     n, text = Model().forward(ctypes.CDLL(path))
-    if WRITER:
+    if NO_GIL:
         # Only main()'s line differs (the call is made from another line of it).
         released = text.splitlines()
         check(released[:4] == with_gil[:4] and len(released) == len(with_gil) and
@@ -88,6 +99,48 @@ def main():
         check(n == 0 and text == "", "GIL released (ctypes.CDLL), no writer: no stack", text)
         n, text = inner(ctypes.CDLL(path), "diagtest_python_stack_signal_safe")
         check(n == 0 and text == "", "no writer: the signal-safe read gives nothing", text)
+
+    # The traceback module's own view of the same frames: every frame above the call, its file,
+    # line and function, whatever reads them.
+    def against_traceback(lib):
+        here = ["%s:%d in %s" % (f.filename, f.lineno, f.name)
+                for f in reversed(traceback.extract_stack(sys._getframe(0)))]
+        n, text = stack_from(lib)  # MARK-against
+        got = text.splitlines()
+        here[0] = "%s:%d in against_traceback" % (script, line_of("MARK-against"))
+        return got[1:], here
+
+    for kind in (["PyDLL", "CDLL"] if NO_GIL else ["PyDLL"]):
+        got, want = against_traceback(getattr(ctypes, kind)(path))
+        check(got == want, "%s: every frame as the traceback module sees it (%d frames)" % (kind, len(want)),
+              "\n".join(got) + "\n--- traceback:\n" + "\n".join(want) + "\n")
+
+    # Frames the walk by the debug offsets must read right where a writer would escape or fail:
+    # names that are not ASCII (kept as UTF-8, where faulthandler's writer escapes them), a line
+    # far from the function's first (a long-form entry of the location table), a generator's
+    # frame.
+    if OFFSETS:
+        folder = tempfile.mkdtemp()
+        odd = os.path.join(folder, "ünï-名前.py")
+        source = ("def fünktion_名(lib, stack_from):\n"
+                  + "    # filler\n" * 3000
+                  + "    return stack_from(lib)\n"
+                  "def gen(lib, stack_from):\n"
+                  "    yield stack_from(lib)\n")
+        with open(odd, "w", encoding="utf-8") as f:
+            f.write(source)
+        namespace = {}
+        exec(compile(source, odd, "exec"), namespace)
+        for kind in ("PyDLL", "CDLL"):
+            lib = getattr(ctypes, kind)(path)
+            n, text = namespace["fünktion_名"](lib, stack_from)
+            lines = text.splitlines()
+            check(len(lines) > 1 and lines[1] == "%s:3002 in fünktion_名" % odd,
+                  "%s: a file and a function named in UTF-8, line 3002 of them" % kind, text)
+            n, text = next(namespace["gen"](lib, stack_from))
+            lines = text.splitlines()
+            check(len(lines) > 1 and lines[1] == "%s:3004 in gen" % odd,
+                  "%s: a generator's frame" % kind, text)
 
     # The writer's text turned into ours: quotes in a file name, an unknown line, a cut-off line.
     convert = ctypes.CDLL(path).diagtest_python_stack_convert

@@ -74,6 +74,9 @@ def environment(db=None, preload=True, **extra):
     if not REAL:
         env["LD_LIBRARY_PATH"] = SIM + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
         env.setdefault("SIMCUDA_DEVICES", "2")
+        # The simulated driver honours it as the real one does: a machine's own setting must not
+        # hide simulated devices from the tests (a test sets it where it means to).
+        env.pop("CUDA_VISIBLE_DEVICES", None)
     preloads = SANITIZER_PRELOAD + ([LIB] if preload else [])
     if SANITIZER_PRELOAD:
         # The guard's own crash handler is under test (a crash row, the signal re-raised, a

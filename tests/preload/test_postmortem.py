@@ -8,13 +8,17 @@ import os
 import signal
 import sqlite3
 import sys
+import sysconfig
 from harness import *
 
-# Whether this Python exports its signal-safe traceback writer (3.8-3.12 as _Py_DumpTraceback; 3.13
-# and 3.14 hide it). Without it the guard reads a stack only while the thread holds the GIL, and the
-# checks below expect exactly that.
-WRITER = any(hasattr(ctypes.pythonapi, name) for name in ("_Py_DumpTraceback", "PyUnstable_DumpTraceback"))
-print("# Python %s: traceback writer %s" % (sys.version.split()[0], "exported" if WRITER else "not exported"))
+# Whether the guard can read this Python's stack without the GIL: through its signal-safe traceback
+# writer where the build exports it (_Py_DumpTraceback: 3.8, 3.11, 3.12 here), or by its debug
+# offsets (3.13, 3.14, not free-threaded). Without either it reads a stack only while the thread
+# holds the GIL, and the checks below expect exactly that (test_pystack_versions runs every
+# installed Python).
+WRITER = any(hasattr(ctypes.pythonapi, name) for name in ("_Py_DumpTraceback", "PyUnstable_DumpTraceback")) or (
+    sys.version_info[:2] in ((3, 13), (3, 14)) and not sysconfig.get_config_var("Py_GIL_DISABLED"))
+print("# Python %s: stacks without the GIL %s" % (sys.version.split()[0], "read" if WRITER else "not read"))
 
 PY_PEER = os.path.join(SOURCE, "tests/programs/py_peer.py")
 

@@ -231,7 +231,7 @@ for line in lines[at + 2:at + 6] if at >= 0 else []:
 equal(links, {0: ("X", "NV4", "SYS", "PXB", "0-7", "0"), 1: ("NV4", "X", "PXB", "SYS", "0-7", "0"),
               2: ("SYS", "PXB", "X", "NV2", "8-15", "1"), 3: ("PXB", "SYS", "NV2", "X", "8-15", "1")},
       "NVML: NVLink counts, PCIe levels, CPU and NUMA affinity per GPU (%s)" % lines[at:at + 6])
-check("GPU-fa4e0000-0000-0000-0000-000000000003" in proc.stdout, "NVML: each GPU's UUID")
+check("GPU-53696d43-5544-412d-6465-766963652d03" in proc.stdout, "NVML: each GPU's UUID")
 sweep = [l for l in lines if re.match(r"\d->\d\s+[\d.]+", l)]
 equal(len(sweep), 12, "--sweep: a line per ordered pair")
 check("4K" in proc.stdout and "1M" in proc.stdout, "--sweep: sizes from 4 KiB to --bytes")

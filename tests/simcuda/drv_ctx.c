@@ -97,12 +97,15 @@ static void unmap_all_towards(struct sim_ctx *dead, struct sim_ctx *c)
 			i++;
 }
 
-/* Everything a context holds goes: queued work finishes first, then streams, peer mappings in
- * both directions and memory. The handle itself stays valid (primary contexts are reused). */
+/* Everything a context holds goes: queued work that can finish finishes first, then streams,
+ * peer mappings in both directions and memory. The handle itself stays valid (primary contexts are
+ * reused), but what comes after is a new context: a new ID, so that the old one's events are
+ * invalid (CUDA_ERROR_CONTEXT_IS_DESTROYED), as the driver's are once their context is gone. */
 static void ctx_teardown(struct sim_ctx *c)
 {
 	pthread_mutex_lock(&sim_mu);
-	sim_ctx_sync_locked(c);
+	sim_ctx_quiesce_locked(c);
+	c->id = next_ctx_id++;
 	while (c->npeers)
 		unmap_peer(c, 0);
 	for (int d = 0; d < SIM_MAX_DEVICES; d++)

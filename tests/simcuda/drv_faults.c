@@ -141,11 +141,13 @@ __attribute__((destructor)) static void report_leaks(void)
 	/* Not in a forked child (state 3): what it inherited is its parent's. */
 	if (!on || strcmp(on, "1") != 0 || __atomic_load_n(&sim_init_state, __ATOMIC_ACQUIRE) == 3)
 		return;
-	size_t device = 0;
+	size_t device = __atomic_load_n(&sim_released_device_bytes, __ATOMIC_RELAXED);
 	for (int d = 0; d < sim_cfg.ndev; d++)
 		device += sim_mem_used(d);
 	fprintf(stderr,
 		"simcuda: live at exit: device_bytes=%zu host_bytes=%zu events=%ld streams=%ld\n",
-		device, sim_mem_used(SIM_REGION_HOST), atomic_load(&sim_live_events),
-		atomic_load(&sim_live_streams));
+		device,
+		sim_mem_used(SIM_REGION_HOST) +
+		    __atomic_load_n(&sim_released_host_bytes, __ATOMIC_RELAXED),
+		atomic_load(&sim_live_events), atomic_load(&sim_live_streams));
 }

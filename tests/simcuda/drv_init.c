@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 struct sim_config sim_cfg;
 int sim_init_state;
@@ -71,32 +72,121 @@ static bool parse_pairs(const char *s, int ndev, unsigned char m[SIM_MAX_DEVICES
 	return true;
 }
 
+/* A device's UUID: 16 bytes, the same for the same simulated device in every process. */
+void sim_device_uuid(int phys, unsigned char out[16])
+{
+	static const char base[16] = "SimCUDA-device-";
+	memcpy(out, base, 16);
+	out[15] = (unsigned char)phys;
+}
+
+/* One entry of CUDA_VISIBLE_DEVICES: a device's index, or its UUID ("GPU-" and at least its first
+ * hex digit, dashes as nvidia-smi prints them; a prefix must name one device). -1: neither. */
+static int visible_entry(const char *s, size_t n)
+{
+	char *end;
+	errno = 0;
+	long k = strtol(s, &end, 10);
+	if (end == s + n && n > 0 && !errno)
+		return k >= 0 && k < sim_cfg.nphys ? (int)k : -1;
+	if (n <= 4 || strncmp(s, "GPU-", 4) != 0)
+		return -1;
+	int found = -1;
+	for (int d = 0; d < sim_cfg.nphys; d++) {
+		unsigned char u[16];
+		char text[48];
+		sim_device_uuid(d, u);
+		snprintf(text, sizeof(text),
+			 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+			 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
+			 u[12], u[13], u[14], u[15]);
+		if (strncasecmp(text, s, n) == 0) {
+			if (found >= 0)
+				return -1;
+			found = d;
+		}
+	}
+	return found;
+}
+
+/*
+ * CUDA_VISIBLE_DEVICES as the driver reads it: the devices named, in that order, become ordinals
+ * 0, 1, ...; the list ends at the first entry that names no device (or one already named); set
+ * but empty, no device. Unset: every device, in order.
+ */
+static void read_visible(void)
+{
+	const char *v = getenv("CUDA_VISIBLE_DEVICES");
+	sim_cfg.ndev = 0;
+	if (!v) {
+		for (int d = 0; d < sim_cfg.nphys; d++)
+			sim_cfg.phys[sim_cfg.ndev++] = d;
+		return;
+	}
+	const char *p = v;
+	while (*p && sim_cfg.ndev < SIM_MAX_DEVICES) {
+		while (*p == ' ')
+			p++;
+		size_t n = strcspn(p, ",");
+		size_t len = n;
+		while (len > 0 && p[len - 1] == ' ')
+			len--;
+		int d = visible_entry(p, len);
+		for (int k = 0; k < sim_cfg.ndev && d >= 0; k++)
+			if (sim_cfg.phys[k] == d)
+				d = -1;
+		if (d < 0)
+			break;
+		sim_cfg.phys[sim_cfg.ndev++] = d;
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+}
+
+/* Pairs are named by the simulated machine's devices; the rest of the driver speaks ordinals. */
+static void pairs_to_ordinals(unsigned char m[SIM_MAX_DEVICES][SIM_MAX_DEVICES])
+{
+	unsigned char tmp[SIM_MAX_DEVICES][SIM_MAX_DEVICES];
+	memset(tmp, 0, sizeof(tmp));
+	for (int a = 0; a < sim_cfg.ndev; a++)
+		for (int b = 0; b < sim_cfg.ndev; b++)
+			tmp[a][b] = m[sim_cfg.phys[a]][sim_cfg.phys[b]];
+	memcpy(m, tmp, sizeof(tmp));
+}
+
 static void read_config(void)
 {
 	const char *v;
 	long n;
 
-	sim_cfg.ndev = 2;
+	sim_cfg.nphys = 2;
 	if ((v = getenv("SIMCUDA_DEVICES")) != NULL) {
 		if (parse_long(v, 0, SIM_MAX_DEVICES, &n))
-			sim_cfg.ndev = (int)n;
+			sim_cfg.nphys = (int)n;
 		else
 			warn_env("SIMCUDA_DEVICES", v, "2");
 	}
 
-	parse_pairs("all", sim_cfg.ndev, sim_cfg.p2p, true);
-	if ((v = getenv("SIMCUDA_P2P")) != NULL && !parse_pairs(v, sim_cfg.ndev, sim_cfg.p2p, true))
+	parse_pairs("all", sim_cfg.nphys, sim_cfg.p2p, true);
+	if ((v = getenv("SIMCUDA_P2P")) != NULL &&
+	    !parse_pairs(v, sim_cfg.nphys, sim_cfg.p2p, true))
 		warn_env("SIMCUDA_P2P", v, "all");
 
 	memset(sim_cfg.corrupt, 0, sizeof(sim_cfg.corrupt));
 	if ((v = getenv("SIMCUDA_P2P_CORRUPT")) != NULL &&
-	    !parse_pairs(v, sim_cfg.ndev, sim_cfg.corrupt, true))
+	    !parse_pairs(v, sim_cfg.nphys, sim_cfg.corrupt, true))
 		warn_env("SIMCUDA_P2P_CORRUPT", v, "none");
 
 	memset(sim_cfg.hang, 0, sizeof(sim_cfg.hang));
 	if ((v = getenv("SIMCUDA_P2P_HANG")) != NULL &&
-	    !parse_pairs(v, sim_cfg.ndev, sim_cfg.hang, true))
+	    !parse_pairs(v, sim_cfg.nphys, sim_cfg.hang, true))
 		warn_env("SIMCUDA_P2P_HANG", v, "none");
+
+	read_visible();
+	pairs_to_ordinals(sim_cfg.p2p);
+	pairs_to_ordinals(sim_cfg.corrupt);
+	pairs_to_ordinals(sim_cfg.hang);
 
 	sim_cfg.dev_mem = (size_t)4096 << 20;
 	if ((v = getenv("SIMCUDA_DEVICE_MEM_MB")) != NULL) {
@@ -224,7 +314,7 @@ SIM_API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 		return r;
 	if (!name || len <= 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	snprintf(name, (size_t)len, "SimCUDA H200 sim #%d", (int)dev);
+	snprintf(name, (size_t)len, "SimCUDA H200 sim #%d", sim_cfg.phys[dev]);
 	return CUDA_SUCCESS;
 }
 
@@ -236,9 +326,7 @@ SIM_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 		return r;
 	if (!uuid)
 		return CUDA_ERROR_INVALID_VALUE;
-	static const char base[16] = "SimCUDA-device-";
-	memcpy(uuid->bytes, base, 16);
-	uuid->bytes[15] = (char)dev;
+	sim_device_uuid(sim_cfg.phys[dev], (unsigned char *)uuid->bytes);
 	return CUDA_SUCCESS;
 }
 
@@ -321,7 +409,7 @@ static int attribute(CUdevice_attribute a, CUdevice dev)
 	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
 		return 0;
 	case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
-		return 0x10 + (int)dev;
+		return 0x10 + sim_cfg.phys[dev];
 	case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
 	case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:
 		return 0;
@@ -372,7 +460,7 @@ SIM_API CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 		return r;
 	if (!pciBusId || len <= 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	snprintf(pciBusId, (size_t)len, "0000:%02x:00.0", 0x10 + (int)dev);
+	snprintf(pciBusId, (size_t)len, "0000:%02x:00.0", 0x10 + sim_cfg.phys[dev]);
 	return CUDA_SUCCESS;
 }
 
@@ -388,11 +476,14 @@ SIM_API CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
 	int ok = sscanf(pciBusId, "%x:%x:%x.%x", &dom, &bus, &d, &fn);
 	if (ok < 3)
 		ok = sscanf(pciBusId, "%x:%x.%x", &bus, &d, &fn) + 1;
-	if (ok < 3 || dom != 0 || d != 0 || fn != 0 || bus < 0x10 ||
-	    bus >= 0x10u + (unsigned)sim_cfg.ndev)
+	if (ok < 3 || dom != 0 || d != 0 || fn != 0 || bus < 0x10)
 		return CUDA_ERROR_INVALID_VALUE;
-	*dev = (CUdevice)(bus - 0x10);
-	return CUDA_SUCCESS;
+	for (int k = 0; k < sim_cfg.ndev; k++)
+		if (sim_cfg.phys[k] == (int)(bus - 0x10)) {
+			*dev = (CUdevice)k;
+			return CUDA_SUCCESS;
+		}
+	return CUDA_ERROR_INVALID_VALUE;
 }
 
 /* ---- peer capability ---- */

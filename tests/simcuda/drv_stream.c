@@ -119,6 +119,8 @@ static void *worker(void *arg)
 			 * again, queries say not ready and every wait on it waits for ever, as on
 			 * a machine whose IOMMU swallows the peer writes. */
 			s->stuck = true;
+			pthread_cond_broadcast(
+			    &sim_progress); /* a teardown waiting for it gives up */
 			for (;;)
 				pthread_cond_wait(&s->wake, &sim_mu);
 		} else {
@@ -430,6 +432,40 @@ void sim_ctx_sync_locked(struct sim_ctx *ctx)
 		if (!pending)
 			return;
 		sim_wait_seq(pending, pending->submitted);
+	}
+}
+
+/* A stream whose queue can never move on: its worker sits in a copy that never completes, or
+ * waits for such a stream (a chain of waits is followed a few links deep). sim_mu held. */
+static bool stream_blocked(const struct sim_stream *s)
+{
+	for (int depth = 0; s && depth < 16; depth++) {
+		if (s->stuck)
+			return true;
+		const struct sim_op *head = s->head;
+		if (!head || head->type != SIM_OP_WAIT ||
+		    head->u.wait.s->completed >= head->u.wait.seq)
+			return false;
+		s = head->u.wait.s;
+	}
+	return false;
+}
+
+void sim_ctx_quiesce_locked(struct sim_ctx *ctx)
+{
+	for (;;) {
+		struct sim_stream *pending = NULL;
+		for (struct sim_stream *t = ctx->streams; t; t = t->ctx_next)
+			if (t->completed < t->submitted && !stream_blocked(t)) {
+				pending = t;
+				break;
+			}
+		if (!pending)
+			return;
+		/* Woken by every completion, and by a worker that gets stuck. */
+		sim_stream_ref(pending);
+		pthread_cond_wait(&sim_progress, &sim_mu);
+		sim_stream_put(pending);
 	}
 }
 

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "errors.h"
@@ -34,6 +35,7 @@ struct drv {
 	PFN_cuDeviceGetP2PAttribute_v8000 DeviceGetP2PAttribute;
 	PFN_cuDevicePrimaryCtxRetain_v7000 DevicePrimaryCtxRetain;
 	PFN_cuDevicePrimaryCtxReset_v11000 DevicePrimaryCtxReset;
+	PFN_cuDevicePrimaryCtxRelease_v11000 DevicePrimaryCtxRelease;
 	PFN_cuCtxGetCurrent_v4000 CtxGetCurrent;
 	PFN_cuCtxSetCurrent_v4000 CtxSetCurrent;
 	PFN_cuCtxGetDevice_v2000 CtxGetDevice;
@@ -106,6 +108,7 @@ static const struct want wants[] = {
     W(DeviceGetP2PAttribute, 8000, false),
     W(DevicePrimaryCtxRetain, 7000, false),
     W(DevicePrimaryCtxReset, 11000, false),
+    W(DevicePrimaryCtxRelease, 11000, false),
     W(CtxGetCurrent, 4000, false),
     W(CtxSetCurrent, 4000, false),
     W(CtxGetDevice, 2000, false),
@@ -168,6 +171,29 @@ static CUcontext primary_ctx[RT_MAX_DEVICES];
 
 static __thread cudaError_t last_error;
 static __thread int current_device;
+static _Atomic bool unloading; /* the exit handler ran: every call gets cudaErrorCudartUnloading */
+
+/*
+ * The runtime's exit handler, registered with atexit once the runtime has initialised, as the
+ * real one does: it releases the primary contexts the runtime retained, which destroys them (their
+ * memory, streams and events) unless another user still retains them. It does not synchronise
+ * first (the real runtime does not: work still queued at exit is not waited for, and its errors go
+ * unreported), but a context's destruction lets what can finish finish. Other exit handlers run
+ * before it only if they were registered after it, so a tool that needs the contexts at exit
+ * (events to read) registers its own handler after the runtime's initialisation. Later runtime
+ * calls get cudaErrorCudartUnloading ("driver shutting down").
+ */
+static void rt_exit(void)
+{
+	__atomic_store_n(&unloading, true, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&prim_mu);
+	for (int d = 0; d < RT_MAX_DEVICES; d++)
+		if (primary_ctx[d]) {
+			L->DevicePrimaryCtxRelease(d);
+			primary_ctx[d] = NULL;
+		}
+	pthread_mutex_unlock(&prim_mu);
+}
 
 static void rt_init(void)
 {
@@ -218,11 +244,15 @@ static void rt_init(void)
 	if (device_count > RT_MAX_DEVICES)
 		device_count = RT_MAX_DEVICES;
 	init_error = device_count ? cudaSuccess : cudaErrorNoDevice;
+	if (init_error == cudaSuccess)
+		atexit(rt_exit);
 }
 
 static cudaError_t ready(void)
 {
 	pthread_once(&init_once, rt_init);
+	if (__atomic_load_n(&unloading, __ATOMIC_ACQUIRE))
+		return cudaErrorCudartUnloading;
 	return init_error;
 }
 

@@ -27,7 +27,9 @@
 #define SIM_REGION_PAGEABLE (-2) /* anything else: ordinary host memory, unknown to the driver */
 
 struct sim_config {
-	int ndev;
+	int ndev;		   /* devices the process sees (CUDA_VISIBLE_DEVICES) */
+	int nphys;		   /* devices of the simulated machine (SIMCUDA_DEVICES) */
+	int phys[SIM_MAX_DEVICES]; /* ordinal -> the simulated machine's device */
 	unsigned char p2p[SIM_MAX_DEVICES][SIM_MAX_DEVICES];
 	unsigned char corrupt[SIM_MAX_DEVICES][SIM_MAX_DEVICES];
 	unsigned char hang[SIM_MAX_DEVICES][SIM_MAX_DEVICES];
@@ -36,6 +38,8 @@ struct sim_config {
 };
 
 extern struct sim_config sim_cfg;
+/* The UUID of the simulated machine's device phys (cuDeviceGetUuid's bytes). */
+void sim_device_uuid(int phys, unsigned char out[16]);
 /* 0: cuInit not called, 1: ready, 2: failed (no device), 3: a child forked after cuInit */
 extern int sim_init_state;
 
@@ -92,6 +96,8 @@ CUresult sim_mem_alloc(struct sim_ctx *ctx, int region, size_t size, unsigned fl
 		       uintptr_t *out);
 CUresult sim_mem_free(int want_region, uintptr_t p);
 void sim_mem_free_ctx(struct sim_ctx *ctx);
+/* Bytes sim_mem_free_ctx released with their context (device memory, pinned host memory). */
+extern size_t sim_released_device_bytes, sim_released_host_bytes;
 size_t sim_mem_used(int region);
 
 /* Endpoint requirements for copies. */
@@ -265,6 +271,10 @@ struct sim_stream *sim_stream_default(struct sim_ctx *ctx, bool per_thread);
 CUresult sim_submit(struct sim_stream *s, struct sim_op *op);
 void sim_wait_seq(struct sim_stream *s, uint64_t seq);
 void sim_ctx_sync_locked(struct sim_ctx *ctx);
+/* A context's teardown: waits for the queued work of its streams that can still finish; a stream
+ * stuck in a copy that never completes (SIMCUDA_P2P_HANG), or waiting for one, is abandoned, as a
+ * context's destruction takes the GPU's channels away whatever they were doing. */
+void sim_ctx_quiesce_locked(struct sim_ctx *ctx);
 void sim_ctx_drop_streams(struct sim_ctx *ctx);
 CUresult sim_capture_forbids_unsafe(void); /* takes sim_mu */
 void sim_stream_ref(struct sim_stream *s);

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A stand-in libnvidia-ml.so.1 with just the calls the guard makes (the evidence gatherer, and
- * `p2pguard topo`), answering differently for each question so that a test sees every answer
- * mapped to its own fact. It knows the simulated driver's devices by PCI bus id (0000:1N:00.0 for
- * device N); any other bus id is "not found", as for a GPU NVML cannot see.
+ * A stand-in libnvidia-ml.so.1 with just the calls the guard makes (the evidence gatherer, the
+ * devices' identity and `p2pguard topo`), answering differently for each question so that a test
+ * sees every answer mapped to its own fact. It knows the simulated driver's devices by PCI bus id
+ * (0000:1N:00.0 for device N) and by UUID (the simulated driver's: "SimCUDA-device-" and the
+ * device's number as bytes, printed as nvidia-smi does), at NVML index N whatever
+ * CUDA_VISIBLE_DEVICES says; any other GPU is "not found", as for a GPU NVML cannot see.
  *
  * FAKE_NVML_INIT_FAIL=1 makes nvmlInit_v2 fail (NVML_ERROR_DRIVER_NOT_LOADED).
  * FAKE_NVML_DEVICES=N (default 2): how many devices it knows.
@@ -54,6 +56,7 @@ FAKE_API int nvmlDeviceGetNumaNodeId(struct nvml_device *device, unsigned int *n
 FAKE_API int nvmlDeviceGetUUID(struct nvml_device *device, char *uuid, unsigned int len);
 FAKE_API int nvmlDeviceGetIndex(struct nvml_device *device, unsigned int *index);
 FAKE_API int nvmlShutdown(void);
+FAKE_API int nvmlDeviceGetHandleByUUID(const char *uuid, struct nvml_device **device);
 
 static int device_count(void)
 {
@@ -202,12 +205,41 @@ int nvmlDeviceGetNumaNodeId(struct nvml_device *device, unsigned int *node)
 	return 0;
 }
 
+/* The simulated driver's UUID of device k, as nvidia-smi prints a UUID. */
+static void sim_uuid(int k, char *text, size_t len)
+{
+	static const char base[16] = "SimCUDA-device-";
+	unsigned char u[16];
+	for (int b = 0; b < 16; b++)
+		u[b] = (unsigned char)base[b];
+	u[15] = (unsigned char)k;
+	snprintf(text, len,
+		 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+		 u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+		 u[14], u[15]);
+}
+
 int nvmlDeviceGetUUID(struct nvml_device *device, char *uuid, unsigned int len)
 {
 	if (!device || !uuid)
 		return 2;
-	snprintf(uuid, len, "GPU-fa4e0000-0000-0000-0000-%012d", device->index);
+	sim_uuid(device->index, uuid, len);
 	return 0;
+}
+
+int nvmlDeviceGetHandleByUUID(const char *uuid, struct nvml_device **device)
+{
+	if (!uuid || !device)
+		return 2;
+	for (int k = 0; k < device_count(); k++) {
+		char text[48];
+		sim_uuid(k, text, sizeof(text));
+		if (strcmp(text, uuid) == 0) {
+			*device = &devices[k];
+			return 0;
+		}
+	}
+	return 6; /* NVML_ERROR_NOT_FOUND */
 }
 
 int nvmlDeviceGetIndex(struct nvml_device *device, unsigned int *index)

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/* A process's devices blob into the devices table. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cleanup.h"
+#include "store-private.h"
+
+#define DEVICE_FIELDS 5
+
+/* The blob's fields, NUL-separated within its length; returns how many (at most max). */
+static int fields(const struct p2pg_spool_blob *b, const char **out, int max)
+{
+	int n = 0;
+	uint32_t pos = 0, len = b->length < sizeof(b->text) ? b->length : sizeof(b->text);
+	while (pos < len && n < max) {
+		out[n++] = b->text + pos;
+		pos += (uint32_t)strnlen(b->text + pos, len - pos) + 1;
+	}
+	return n;
+}
+
+/* A decimal from 0 to max; -1 for "" (unknown); -2 for anything else. */
+static long number(const char *s, long max)
+{
+	if (!*s)
+		return -1;
+	char *end;
+	long v = strtol(s, &end, 10);
+	return *end || v < 0 || v > max || end == s ? -2 : v;
+}
+
+#define MAX_DEVICES 64
+
+bool p2pg_store_devices_valid(const struct p2pg_spool_blob *b)
+{
+	const char *f[MAX_DEVICES * DEVICE_FIELDS];
+	if (b->device < 0 || b->device > MAX_DEVICES)
+		return false;
+	int n = fields(b, f, MAX_DEVICES * DEVICE_FIELDS);
+	if (n != b->device * DEVICE_FIELDS)
+		return false;
+	for (int k = 0; k < n; k += DEVICE_FIELDS)
+		if (number(f[k], 65535) < 0 || number(f[k + 4], 0x7fffffff) == -2)
+			return false;
+	return true;
+}
+
+static void text_or_null(sqlite3_stmt *st, int index, const char *text)
+{
+	if (*text)
+		sqlite3_bind_text(st, index, text, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, index);
+}
+
+int p2pg_store_import_devices(sqlite3 *db, int64_t process_id, const struct p2pg_spool_blob *b)
+{
+	const char *f[MAX_DEVICES * DEVICE_FIELDS];
+	int n = fields(b, f, MAX_DEVICES * DEVICE_FIELDS);
+	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+			       "INSERT OR REPLACE INTO devices (process_id, ordinal, uuid, "
+			       "pci_bus_id, name, physical_index) VALUES (?1,?2,?3,?4,?5,?6)",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	for (int k = 0; k + DEVICE_FIELDS <= n; k += DEVICE_FIELDS) {
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, process_id);
+		sqlite3_bind_int(st, 2, (int)number(f[k], 65535));
+		text_or_null(st, 3, f[k + 1]);
+		text_or_null(st, 4, f[k + 2]);
+		text_or_null(st, 5, f[k + 3]);
+		long index = number(f[k + 4], 0x7fffffff);
+		if (index >= 0)
+			sqlite3_bind_int64(st, 6, index);
+		else
+			sqlite3_bind_null(st, 6);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			return -EIO;
+	}
+	return 0;
+}
