@@ -4,7 +4,8 @@
 # and a CUDA process's shortest life (tests/programs/cuda_start: cudaFree(0), exit).
 #   scripts/bench-idle.sh [BUILD_DIR]         here: the simulated CUDA for the CUDA row
 #   BUILD=.carry/build REAL_CUDA=1 bash scripts/bench-idle.sh   on the GPU machine: the real one
-# ROUNDS (default 7) and RUNS (processes a round, default 200; 20 for Python and CUDA) tune it.
+# ROUNDS (default 7), RUNS (processes a round, default 200; 20 for Python) and CUDA_RUNS (for the
+# CUDA row, default 20) tune it.
 # Prints one markdown table: medians over the rounds of the mean time a process, and of the
 # per-round difference.
 set -euo pipefail
@@ -28,10 +29,11 @@ echo "|---|---|---|---|---|---|"
 row --rounds "$rounds" --runs "$runs" "${common[@]}" "$lib" -- /bin/true
 row --rounds "$rounds" --runs "$runs" "${common[@]}" "$lib" -- /bin/sh -c :
 row --rounds "$rounds" --runs "$(( runs / 10 ))" "${common[@]}" "$lib" -- "$python" -c pass
+cuda_runs=${CUDA_RUNS:-20}
 if [ "${REAL_CUDA:-0}" = 1 ]; then
-	row --rounds "$rounds" --runs "$(( runs / 10 ))" "${common[@]}" "$lib" -- "$build/tests/programs/cuda_start"
+	row --rounds "$rounds" --runs "$cuda_runs" "${common[@]}" "$lib" -- "$build/tests/programs/cuda_start"
 else
-	row --rounds "$rounds" --runs "$(( runs / 10 ))" "${common[@]}" \
+	row --rounds "$rounds" --runs "$cuda_runs" "${common[@]}" \
 		--env "LD_LIBRARY_PATH=$build/tests/simcuda" "$lib" -- "$build/tests/programs/cuda_start"
 fi
 echo "database rows written by the CUDA row's guarded processes: $(sqlite3 "$db_dir/idle.db" \
