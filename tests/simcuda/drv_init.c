@@ -71,32 +71,78 @@ static bool parse_pairs(const char *s, int ndev, unsigned char m[SIM_MAX_DEVICES
 	return true;
 }
 
+/* CUDA_VISIBLE_DEVICES, as the real driver reads it: a comma-separated list of physical indices,
+ * taken up to the first entry that is not one (an invalid or repeated index ends the list);
+ * unset means every device. Only indices are understood here (the simulated devices have no
+ * UUIDs to name them by): a list that starts with anything else hides every device. */
+static void read_visible_devices(void)
+{
+	const char *v = getenv("CUDA_VISIBLE_DEVICES");
+	sim_cfg.ndev = 0;
+	if (!v) {
+		for (int d = 0; d < sim_cfg.nphys; d++)
+			sim_cfg.phys[sim_cfg.ndev++] = d;
+		return;
+	}
+	bool used[SIM_MAX_DEVICES] = {false};
+	const char *p = v;
+	while (*p && sim_cfg.ndev < SIM_MAX_DEVICES) {
+		char *end;
+		errno = 0;
+		long d = strtol(p, &end, 10);
+		if (errno || end == p || d < 0 || d >= sim_cfg.nphys || used[d] ||
+		    (*end != ',' && *end != '\0'))
+			break;
+		used[d] = true;
+		sim_cfg.phys[sim_cfg.ndev++] = (int)d;
+		p = *end == ',' ? end + 1 : end;
+	}
+}
+
+/* A pair matrix in physical indices, as the settings name devices, seen through the process's
+ * ordinals. */
+static void to_ordinals(unsigned char phys[SIM_MAX_DEVICES][SIM_MAX_DEVICES],
+			unsigned char m[SIM_MAX_DEVICES][SIM_MAX_DEVICES])
+{
+	unsigned char tmp[SIM_MAX_DEVICES][SIM_MAX_DEVICES];
+	memset(tmp, 0, sizeof(tmp));
+	for (int a = 0; a < sim_cfg.ndev; a++)
+		for (int b = 0; b < sim_cfg.ndev; b++)
+			tmp[a][b] = phys[sim_cfg.phys[a]][sim_cfg.phys[b]];
+	memcpy(m, tmp, sizeof(tmp));
+}
+
 static void read_config(void)
 {
 	const char *v;
 	long n;
 
-	sim_cfg.ndev = 2;
+	sim_cfg.nphys = 2;
 	if ((v = getenv("SIMCUDA_DEVICES")) != NULL) {
 		if (parse_long(v, 0, SIM_MAX_DEVICES, &n))
-			sim_cfg.ndev = (int)n;
+			sim_cfg.nphys = (int)n;
 		else
 			warn_env("SIMCUDA_DEVICES", v, "2");
 	}
+	read_visible_devices();
 
-	parse_pairs("all", sim_cfg.ndev, sim_cfg.p2p, true);
-	if ((v = getenv("SIMCUDA_P2P")) != NULL && !parse_pairs(v, sim_cfg.ndev, sim_cfg.p2p, true))
+	parse_pairs("all", sim_cfg.nphys, sim_cfg.p2p_phys, true);
+	if ((v = getenv("SIMCUDA_P2P")) != NULL &&
+	    !parse_pairs(v, sim_cfg.nphys, sim_cfg.p2p_phys, true))
 		warn_env("SIMCUDA_P2P", v, "all");
+	to_ordinals(sim_cfg.p2p_phys, sim_cfg.p2p);
 
 	memset(sim_cfg.corrupt, 0, sizeof(sim_cfg.corrupt));
 	if ((v = getenv("SIMCUDA_P2P_CORRUPT")) != NULL &&
-	    !parse_pairs(v, sim_cfg.ndev, sim_cfg.corrupt, true))
+	    !parse_pairs(v, sim_cfg.nphys, sim_cfg.corrupt, true))
 		warn_env("SIMCUDA_P2P_CORRUPT", v, "none");
+	to_ordinals(sim_cfg.corrupt, sim_cfg.corrupt);
 
 	memset(sim_cfg.hang, 0, sizeof(sim_cfg.hang));
 	if ((v = getenv("SIMCUDA_P2P_HANG")) != NULL &&
-	    !parse_pairs(v, sim_cfg.ndev, sim_cfg.hang, true))
+	    !parse_pairs(v, sim_cfg.nphys, sim_cfg.hang, true))
 		warn_env("SIMCUDA_P2P_HANG", v, "none");
+	to_ordinals(sim_cfg.hang, sim_cfg.hang);
 
 	sim_cfg.dev_mem = (size_t)4096 << 20;
 	if ((v = getenv("SIMCUDA_DEVICE_MEM_MB")) != NULL) {
@@ -224,7 +270,7 @@ SIM_API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 		return r;
 	if (!name || len <= 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	snprintf(name, (size_t)len, "SimCUDA H200 sim #%d", (int)dev);
+	snprintf(name, (size_t)len, "SimCUDA H200 sim #%d", sim_cfg.phys[dev]);
 	return CUDA_SUCCESS;
 }
 
@@ -238,7 +284,7 @@ SIM_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 		return CUDA_ERROR_INVALID_VALUE;
 	static const char base[16] = "SimCUDA-device-";
 	memcpy(uuid->bytes, base, 16);
-	uuid->bytes[15] = (char)dev;
+	uuid->bytes[15] = (char)sim_cfg.phys[dev];
 	return CUDA_SUCCESS;
 }
 
@@ -321,7 +367,7 @@ static int attribute(CUdevice_attribute a, CUdevice dev)
 	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
 		return 0;
 	case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
-		return 0x10 + (int)dev;
+		return 0x10 + sim_cfg.phys[dev];
 	case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
 	case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:
 		return 0;
@@ -372,7 +418,7 @@ SIM_API CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 		return r;
 	if (!pciBusId || len <= 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	snprintf(pciBusId, (size_t)len, "0000:%02x:00.0", 0x10 + (int)dev);
+	snprintf(pciBusId, (size_t)len, "0000:%02x:00.0", 0x10 + sim_cfg.phys[dev]);
 	return CUDA_SUCCESS;
 }
 
@@ -388,11 +434,14 @@ SIM_API CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
 	int ok = sscanf(pciBusId, "%x:%x:%x.%x", &dom, &bus, &d, &fn);
 	if (ok < 3)
 		ok = sscanf(pciBusId, "%x:%x.%x", &bus, &d, &fn) + 1;
-	if (ok < 3 || dom != 0 || d != 0 || fn != 0 || bus < 0x10 ||
-	    bus >= 0x10u + (unsigned)sim_cfg.ndev)
+	if (ok < 3 || dom != 0 || d != 0 || fn != 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	*dev = (CUdevice)(bus - 0x10);
-	return CUDA_SUCCESS;
+	for (int k = 0; k < sim_cfg.ndev; k++)
+		if (bus == 0x10u + (unsigned)sim_cfg.phys[k]) {
+			*dev = k;
+			return CUDA_SUCCESS;
+		}
+	return CUDA_ERROR_INVALID_VALUE;
 }
 
 /* ---- peer capability ---- */

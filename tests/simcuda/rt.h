@@ -75,6 +75,11 @@ struct drv {
 	PFN_cuGraphLaunch_v10000 GraphLaunch;
 	PFN_cuGraphDestroy_v10000 GraphDestroy;
 	PFN_cuGraphExecDestroy_v10000 GraphExecDestroy;
+	PFN_cuIpcGetMemHandle_v4010 IpcGetMemHandle;
+	PFN_cuIpcOpenMemHandle_v11000 IpcOpenMemHandle;
+	PFN_cuIpcCloseMemHandle_v4010 IpcCloseMemHandle;
+	PFN_cuMemAllocAsync_v11020 MemAllocAsync;
+	PFN_cuMemFreeAsync_v11020 MemFreeAsync;
 };
 
 extern struct drv rt_legacy_tab, rt_pt_tab; /* rt_pt_tab: per-thread forms where they exist */

@@ -82,6 +82,11 @@ static const struct want wants[] = {
     W(GraphLaunch, 10000, true),
     W(GraphDestroy, 10000, false),
     W(GraphExecDestroy, 10000, false),
+    W(IpcGetMemHandle, 4010, false),
+    W(IpcOpenMemHandle, 11000, false),
+    W(IpcCloseMemHandle, 4010, false),
+    W(MemAllocAsync, 11020, true),
+    W(MemFreeAsync, 11020, true),
 };
 
 struct drv rt_legacy_tab, rt_pt_tab; /* rt_pt_tab: per-thread forms where they exist */
