@@ -40,6 +40,7 @@
 enum p2pg_record_kind {
 	P2PG_REC_TRANSFER = 1,
 	P2PG_REC_PEER = 2,
+	P2PG_REC_MAPPING = 3, /* a cross-process or VMM mapping call: src/record/mapping_record.h */
 };
 
 enum p2pg_path {

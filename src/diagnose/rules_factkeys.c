@@ -20,6 +20,7 @@ static const char *const virtualization_values[] = {"none",	 "passthrough", "vgp
 						    "host_vsga", "unknown",	NULL};
 static const char *const mode_values[] = {"observe", "fallback", "staged", NULL};
 static const char *const probe_values[] = {"ok", "wrong_data", "slow", "hang", NULL};
+static const char *const handle_type_values[] = {"ipc", "posix_fd", "fabric", "other", NULL};
 
 static const struct fact_key fact_keys[] = {
     {"api", KIND_STR, NULL},
@@ -59,6 +60,23 @@ static const struct fact_key fact_keys[] = {
     {"runtime_version", KIND_INT, NULL},
     {"mode", KIND_STR, mode_values},
     {"p2p_probe", KIND_STR, probe_values},
+    /* cross-process and VMM mappings (evidence_process.c) */
+    {"mapping_handle_type", KIND_STR, handle_type_values},
+    {"import_fd_open", KIND_BOOL, NULL},
+    {"import_fd_target", KIND_STR, NULL},
+    {"allocation_handle_types", KIND_INT, NULL},
+    {"mapped_peer_devices", KIND_INT, NULL},
+    {"peers_unreachable", KIND_INT, NULL},
+    {"pid", KIND_INT, NULL},
+    {"pid_namespace", KIND_STR, NULL},
+    {"pid_namespace_initial", KIND_BOOL, NULL},
+    {"ipc_namespace_initial", KIND_BOOL, NULL},
+    {"mount_namespace", KIND_STR, NULL},
+    {"cgroup", KIND_STR, NULL},
+    {"container", KIND_BOOL, NULL},
+    {"ptrace_scope", KIND_INT, NULL},
+    {"cap_sys_ptrace", KIND_BOOL, NULL},
+    {"dev_shm_bytes", KIND_INT, NULL},
 };
 
 #define N_FACT_KEYS (sizeof(fact_keys) / sizeof(fact_keys[0]))

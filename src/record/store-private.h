@@ -26,3 +26,12 @@ static inline const char *p2pg_path_name(uint8_t path)
 bool p2pg_summary_note(struct p2pg_importer *im, const struct p2pg_record *r);
 /* Writes the buckets changed since the last flush, inside the caller's transaction. 0 or -EIO. */
 int p2pg_summary_flush(sqlite3 *db, struct p2pg_importer *im);
+
+/* Mapping records (store_mappings.c): statements prepared at a pass's first such record. */
+struct p2pg_mapping_import {
+	sqlite3_stmt *insert, *count, *end, *start;
+};
+/* Imports one mapping record inside the caller's transaction: 1 (a row), 0 (counted) or -EIO. */
+int p2pg_store_mapping(sqlite3 *db, struct p2pg_mapping_import *mi, int64_t process_id,
+		       uint32_t serial, uint64_t seq, const struct p2pg_record *r);
+void p2pg_store_mapping_finish(struct p2pg_mapping_import *mi);
