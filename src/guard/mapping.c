@@ -403,7 +403,7 @@ static void set_access(const struct p2pg_mapping *m, int status)
 			if (!p2pg_map_ranges_add(&r))
 				table_full("peer mappings");
 		} else if (d->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE) {
-			p2pg_map_ranges_grant(r.base, device_bit(w.accessor));
+			p2pg_map_ranges_grant(m->ptr, m->size, device_bit(w.accessor));
 		}
 		emit(&one, status, &w, m->started_ns, NULL);
 	}

@@ -206,12 +206,15 @@ bool p2pg_map_ranges_find(uint64_t p, struct p2pg_map_range *ret)
 	return false;
 }
 
-void p2pg_map_ranges_grant(uint64_t base, uint32_t devices)
+void p2pg_map_ranges_grant(uint64_t base, uint64_t size, uint32_t devices)
 {
-	struct p2pg_map_range r;
-	struct range_slot *s = range_at(base, &r);
-	if (s)
-		atomic_fetch_or_explicit(&s->access, devices, memory_order_relaxed);
+	if (atomic_load_explicit(&ranges_live, memory_order_relaxed) == 0)
+		return;
+	for (int k = 0, end = ranges_end(); k < end; k++) {
+		struct p2pg_map_range r;
+		if (range_read(&ranges[k], &r) && overlaps(&r, base, size))
+			atomic_fetch_or_explicit(&ranges[k].access, devices, memory_order_relaxed);
+	}
 }
 
 uint32_t p2pg_map_ranges_owners_reached(uint32_t devices)

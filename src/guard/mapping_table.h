@@ -42,8 +42,8 @@ bool p2pg_map_ranges_get(uint64_t base, struct p2pg_map_range *ret);
 int p2pg_map_ranges_take(uint64_t base, uint64_t size, struct p2pg_map_range *out, int max);
 /* A copy of the live range containing p; false when none does. */
 bool p2pg_map_ranges_find(uint64_t p, struct p2pg_map_range *ret);
-/* Adds devices to the access of the live range starting at base. */
-void p2pg_map_ranges_grant(uint64_t base, uint32_t devices);
+/* Adds devices to the access of every live range overlapping [base, base+size). */
+void p2pg_map_ranges_grant(uint64_t base, uint64_t size, uint32_t devices);
 /* The owners (a bit each) of the live ranges that give any of devices access. */
 uint32_t p2pg_map_ranges_owners_reached(uint32_t devices);
 /* Live ranges now: 0 lets the common case (no peer mapping in the process) skip every search. */
