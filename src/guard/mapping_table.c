@@ -41,6 +41,9 @@ struct range_slot {
 static struct range_slot ranges[P2PG_MAP_RANGES];
 static _Atomic int ranges_high; /* no live slot at or above it */
 static _Atomic int ranges_live;
+/* Every live range lies in [span_lo, span_hi): an address outside (a process's own memory, in
+ * reservations of its own) needs no search. Only ever widened: a shrink could race an add. */
+static _Atomic uint64_t span_lo = UINT64_MAX, span_hi;
 
 static void range_store(struct range_slot *s, const struct p2pg_map_range *r)
 {
@@ -101,6 +104,37 @@ static bool range_remove(struct range_slot *s, struct p2pg_map_range *r)
 	return true;
 }
 
+static void widen_span(uint64_t lo, uint64_t hi)
+{
+	uint64_t v = atomic_load_explicit(&span_lo, memory_order_relaxed);
+	while (lo < v && !atomic_compare_exchange_weak_explicit(
+			     &span_lo, &v, lo, memory_order_release, memory_order_relaxed))
+		;
+	v = atomic_load_explicit(&span_hi, memory_order_relaxed);
+	while (hi > v && !atomic_compare_exchange_weak_explicit(
+			     &span_hi, &v, hi, memory_order_release, memory_order_relaxed))
+		;
+}
+
+/* Whether [base, base+size) may meet a live range at all: a few loads, no search. */
+static bool may_meet(uint64_t base, uint64_t size)
+{
+	if (atomic_load_explicit(&ranges_live, memory_order_relaxed) == 0)
+		return false;
+	return base < atomic_load_explicit(&span_hi, memory_order_acquire) &&
+	       base + (size ? size : 1) > atomic_load_explicit(&span_lo, memory_order_acquire);
+}
+
+/* A cheap look before a consistent copy: most slots of a search are live but elsewhere. */
+static bool slot_may_meet(struct range_slot *s, uint64_t base, uint64_t size)
+{
+	if (atomic_load_explicit(&s->state, memory_order_relaxed) != SLOT_LIVE)
+		return false;
+	uint64_t b = atomic_load_explicit(&s->base, memory_order_relaxed);
+	uint64_t n = atomic_load_explicit(&s->size, memory_order_relaxed);
+	return b < base + (size ? size : 1) && base < b + (n ? n : 1);
+}
+
 bool p2pg_map_ranges_add(const struct p2pg_map_range *r)
 {
 	for (int k = 0; k < P2PG_MAP_RANGES; k++) {
@@ -112,6 +146,7 @@ bool p2pg_map_ranges_add(const struct p2pg_map_range *r)
 							     memory_order_relaxed))
 			continue;
 		range_store(s, r);
+		widen_span(r->base, r->base + (r->size ? r->size : 1));
 		int high = atomic_load_explicit(&ranges_high, memory_order_relaxed);
 		while (high < k + 1 &&
 		       !atomic_compare_exchange_weak_explicit(
@@ -132,10 +167,11 @@ static int ranges_end(void)
 /* The slot of the live range starting at base, with its copy. */
 static struct range_slot *range_at(uint64_t base, struct p2pg_map_range *r)
 {
-	if (atomic_load_explicit(&ranges_live, memory_order_relaxed) == 0)
+	if (!may_meet(base, 1))
 		return NULL;
 	for (int k = 0, end = ranges_end(); k < end; k++)
-		if (range_read(&ranges[k], r) && r->base == base)
+		if (slot_may_meet(&ranges[k], base, 1) && range_read(&ranges[k], r) &&
+		    r->base == base)
 			return &ranges[k];
 	return NULL;
 }
@@ -185,12 +221,12 @@ static bool overlaps(const struct p2pg_map_range *r, uint64_t base, uint64_t siz
 int p2pg_map_ranges_take(uint64_t base, uint64_t size, struct p2pg_map_range *out, int max)
 {
 	int n = 0;
-	if (atomic_load_explicit(&ranges_live, memory_order_relaxed) == 0)
+	if (!may_meet(base, size))
 		return 0;
 	for (int k = 0, end = ranges_end(); k < end && n < max; k++) {
 		struct p2pg_map_range r;
-		if (range_read(&ranges[k], &r) && overlaps(&r, base, size) &&
-		    range_remove(&ranges[k], &out[n]))
+		if (slot_may_meet(&ranges[k], base, size) && range_read(&ranges[k], &r) &&
+		    overlaps(&r, base, size) && range_remove(&ranges[k], &out[n]))
 			n++;
 	}
 	return n;
@@ -198,21 +234,23 @@ int p2pg_map_ranges_take(uint64_t base, uint64_t size, struct p2pg_map_range *ou
 
 bool p2pg_map_ranges_find(uint64_t p, struct p2pg_map_range *ret)
 {
-	if (atomic_load_explicit(&ranges_live, memory_order_relaxed) == 0)
+	if (!may_meet(p, 1))
 		return false;
 	for (int k = 0, end = ranges_end(); k < end; k++)
-		if (range_read(&ranges[k], ret) && p >= ret->base && p - ret->base < ret->size)
+		if (slot_may_meet(&ranges[k], p, 1) && range_read(&ranges[k], ret) &&
+		    p >= ret->base && p - ret->base < ret->size)
 			return true;
 	return false;
 }
 
 void p2pg_map_ranges_grant(uint64_t base, uint64_t size, uint32_t devices)
 {
-	if (atomic_load_explicit(&ranges_live, memory_order_relaxed) == 0)
+	if (!may_meet(base, size))
 		return;
 	for (int k = 0, end = ranges_end(); k < end; k++) {
 		struct p2pg_map_range r;
-		if (range_read(&ranges[k], &r) && overlaps(&r, base, size))
+		if (slot_may_meet(&ranges[k], base, size) && range_read(&ranges[k], &r) &&
+		    overlaps(&r, base, size))
 			atomic_fetch_or_explicit(&ranges[k].access, devices, memory_order_relaxed);
 	}
 }
@@ -369,5 +407,7 @@ void p2pg_map_tables_reset(void)
 	memset(handles, 0, sizeof(handles));
 	atomic_store(&ranges_high, 0);
 	atomic_store(&ranges_live, 0);
+	atomic_store(&span_lo, UINT64_MAX);
+	atomic_store(&span_hi, 0);
 	atomic_store(&handles_live, 0);
 }
