@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "dbread.h"
 #include "report.h"
+#include "report_mappings.h"
 
 int p2pg_cli_report(const char *db_path, bool brief);
 
@@ -255,6 +256,7 @@ int p2pg_cli_report(const char *db_path, bool brief)
 	report_failures(db, brief);
 	report_crashes(db);
 	report_stalls(db);
+	p2pg_report_mappings(db);
 	return 0;
 }
 
@@ -320,6 +322,7 @@ static int report_json(const char *db_path)
 	json_rows(db, out, "peer_access", REPORT_PEER_ACCESS_SQL, false, false);
 	json_rows(db, out, "failures", REPORT_FAILURES_SQL, false, false);
 	json_rows(db, out, "crashes", REPORT_CRASHES_SQL, false, false);
+	p2pg_report_mappings_json(db, out);
 	if (p2pg_cli_has_table(db, "stalls"))
 		json_rows(db, out, "stalls", REPORT_STALLS_SQL, false, true);
 	else

@@ -67,6 +67,16 @@ equal(scalar(db, "SELECT count(*) FROM failures"), len(failed), "legacy: and its
 view = query(db, "SELECT pair, is_peer, lived_ms IS NOT NULL, ended_by FROM mapping_report WHERE api = 'cudaIpcOpenMemHandle' AND status = 0")
 equal(view[0], ("0->1", 1, 1, "cudaIpcCloseMemHandle"), "mapping_report: the pair, and how long it lived")
 
+report = cli("report", db)
+check("cross-process mappings: " in report.stdout and
+      "cudaIpcOpenMemHandle import 0->1 peer cross-process ipc x2 2.0 MiB, ended by cudaIpcCloseMemHandle" in report.stdout,
+      "report: the mappings section names the open, its pair and its close")
+import json
+mapped = json.loads(cli("report", "--json", db).stdout).get("mappings") or {}
+opens = [g for g in mapped.get("groups", []) if g["api"] == "cudaIpcOpenMemHandle" and g["status"] == 0]
+equal([(g["owner_device"], g["accessor_device"], g["is_peer"], g["calls"], g["live"]) for g in opens], [(0, 1, 1, 2, 0)],
+      "report --json: mappings.groups has the opens, none live at the end")
+
 # ---- VMM, the descriptor over a Unix socket ----
 db = tempdb()
 guarded(VMM, db)
@@ -95,6 +105,12 @@ equal(scalar(db, "SELECT count(*) FROM peer_mappings WHERE process_id = ? AND st
       "vmm: the owner has no other row")
 copy = query(db, "SELECT api, src_device, dst_device, bytes, path FROM transfers WHERE process_id = ?", importer)
 equal(copy, [("cuMemcpyDtoD_v2", 0, 1, 2 * MiB, "p2p")], "vmm: the copy out of the imported mapping is a peer copy over P2P")
+report = cli("report", db).stdout
+check("own memory on its own device, counted:" in report and "cuMemMap device 0 x1 2.0 MiB" in report,
+      "report: the owner's counted own-device calls")
+counted = json.loads(cli("report", "--json", db).stdout)["mappings"]["counts"]
+equal(sorted((c["api"], c["calls"]) for c in counted),
+      [("cuMemMap", 1), ("cuMemRelease", 2), ("cuMemSetAccess", 1), ("cuMemUnmap", 1)], "report --json: mappings.counts")
 
 # ---- one device: the importer maps the owner's memory on the same device ----
 db = tempdb()
