@@ -88,15 +88,13 @@ static uint32_t device_bit(int device)
 	return device >= 0 && device < MAX_DEVICES ? 1u << device : 0;
 }
 
-static void table_full(const char *what)
+static void table_full(int limit, const char *what)
 {
 	static atomic_bool said;
 	if (!atomic_exchange(&said, true))
 		p2pg_notice("more than %d live %s: later ones are recorded without the link to "
 			    "their unmap or close",
-			    strcmp(what, "imported handles") == 0 ? P2PG_MAP_HANDLES
-								  : P2PG_MAP_RANGES,
-			    what);
+			    limit, what);
 }
 
 /* ---- records ---- */
@@ -111,11 +109,11 @@ struct row {
 };
 
 static uint64_t emit(const struct p2pg_mapping *m, int status, const struct row *w,
-		     uint64_t started_ns, uint32_t *ret_serial)
+		     uint32_t *ret_serial)
 {
 	struct p2pg_record r = {
-	    .started_ns = started_ns,
-	    .host_ns = p2pg_now_ns() - m->t0,
+	    .started_ns = m->started_ns,
+	    .host_ns = m->host_ns,
 	    .bytes = w->bytes,
 	    .stream = w->address,
 	    .api = (uint16_t)m->api,
@@ -138,41 +136,28 @@ static int mapped_peers(int accessor)
 	return __builtin_popcount(owners & ~device_bit(accessor));
 }
 
-static void failed(const struct p2pg_mapping *m, int status, const struct row *w,
-		   uint64_t started_ns, uint32_t serial, uint64_t seq, long long alloc_types)
+static void failed(const struct p2pg_mapping *m, int status, const struct row *w, uint32_t serial,
+		   uint64_t seq, long long alloc_types)
 {
-	char args[200];
 	const char *type = p2pg_map_handle_name(w->handle_type);
-	int fd = m->op == P2PG_MAP_OP_IMPORT &&
-			 m->handle_type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-		     ? (int)(intptr_t)m->os_handle
-		     : -1;
-	int n = snprintf(args, sizeof(args), "%s", "");
-	if (w->address)
-		n += snprintf(args + n, sizeof(args) - (size_t)n, "ptr=0x%llx ",
-			      (unsigned long long)w->address);
-	if (m->size)
-		n += snprintf(args + n, sizeof(args) - (size_t)n, "size=%zu ", m->size);
-	if (m->handle)
-		n += snprintf(args + n, sizeof(args) - (size_t)n, "handle=0x%llx ",
-			      (unsigned long long)m->handle);
-	if (fd >= 0)
-		n += snprintf(args + n, sizeof(args) - (size_t)n, "fd=%d ", fd);
-	if (type)
-		n += snprintf(args + n, sizeof(args) - (size_t)n, "type=%s ", type);
-	snprintf(args + n, sizeof(args) - (size_t)n, "flags=%llu owner=%d accessor=%d", m->flags,
-		 w->owner, w->accessor);
-	struct p2pg_failure_mapping evidence = {
-	    .handle_type = type,
-	    .fd_import = fd >= 0 || (m->op == P2PG_MAP_OP_IMPORT &&
-				     m->handle_type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
-	    .fd = fd,
-	    .mapped_peers = mapped_peers(w->accessor >= 0 ? w->accessor : p2pg_current_device()),
-	    .allocation_handle_types = alloc_types,
-	};
+	bool fd_import = m->op == P2PG_MAP_OP_IMPORT &&
+			 m->handle_type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	int fd = fd_import ? (int)(intptr_t)m->os_handle : -1;
 	/* An import or a map gives no device access yet: the evidence is about the device the
 	 * process works on. */
 	int device = w->accessor >= 0 ? w->accessor : p2pg_current_device();
+	char args[200];
+	snprintf(args, sizeof(args),
+		 "ptr=0x%llx size=%zu handle=0x%llx fd=%d type=%s flags=%llu owner=%d accessor=%d",
+		 (unsigned long long)w->address, m->size, (unsigned long long)m->handle, fd,
+		 type ? type : "none", m->flags, w->owner, w->accessor);
+	struct p2pg_failure_mapping evidence = {
+	    .handle_type = type,
+	    .fd_import = fd_import,
+	    .fd = fd,
+	    .mapped_peers = mapped_peers(device),
+	    .allocation_handle_types = alloc_types,
+	};
 	struct p2pg_failure f = {
 	    .api = m->api,
 	    .status = status,
@@ -183,7 +168,7 @@ static void failed(const struct p2pg_mapping *m, int status, const struct row *w
 	    .action = P2PG_ACTION_PASSED,
 	    .serial = serial,
 	    .seq = seq,
-	    .started_ns = started_ns,
+	    .started_ns = m->started_ns,
 	    .peers_enabled = p2pg_peers_enabled(device),
 	    .peer_access_enabled = -1,
 	    .mapping = &evidence,
@@ -194,11 +179,10 @@ static void failed(const struct p2pg_mapping *m, int status, const struct row *w
 /* A row, and a failure's evidence when the call failed. */
 static void row(const struct p2pg_mapping *m, int status, const struct row *w, long long types)
 {
-	uint64_t started = m->started_ns;
 	uint32_t serial = 0;
-	uint64_t seq = emit(m, status, w, started, &serial);
+	uint64_t seq = emit(m, status, w, &serial);
 	if (status != CUDA_SUCCESS)
-		failed(m, status, w, started, serial, seq, types);
+		failed(m, status, w, serial, seq, types);
 }
 
 /* A process's own memory on its own device: counted, not rowed. */
@@ -209,7 +193,7 @@ static void count(const struct p2pg_mapping *m, unsigned event, int device, uint
 			.accessor = NO_DEVICE,
 			.bytes = bytes,
 			.bits = P2PG_MAP_F_COUNTED};
-	emit(m, CUDA_SUCCESS, &w, m->started_ns, NULL);
+	emit(m, CUDA_SUCCESS, &w, NULL);
 }
 
 void p2pg_mapping_begin(struct p2pg_mapping *m)
@@ -267,7 +251,7 @@ static void ipc_open(const struct p2pg_mapping *m, int status)
 						    .cross_process = true,
 						    .refs = 1};
 			if (!p2pg_map_ranges_add(&r))
-				table_full("peer mappings");
+				table_full(P2PG_MAP_RANGES, "peer mappings");
 		}
 	}
 	row(m, status, &w, -1);
@@ -321,7 +305,7 @@ static void import_handle(const struct p2pg_mapping *m, int status)
 		w.owner = h.owner;
 		w.mapping_id = h.mapping_id;
 		if (!p2pg_map_handles_add(&h))
-			table_full("imported handles");
+			table_full(P2PG_MAP_HANDLES, "imported handles");
 	}
 	row(m, status, &w, -1);
 }
@@ -354,7 +338,7 @@ static void map(const struct p2pg_mapping *m, int status)
 					   .cross_process = true,
 					   .refs = 1};
 		if (!p2pg_map_ranges_add(&r))
-			table_full("peer mappings");
+			table_full(P2PG_MAP_RANGES, "peer mappings");
 	}
 	row(m, status, &w, -1);
 }
@@ -401,11 +385,11 @@ static void set_access(const struct p2pg_mapping *m, int status)
 						    .refs = 1};
 			known = true;
 			if (!p2pg_map_ranges_add(&r))
-				table_full("peer mappings");
+				table_full(P2PG_MAP_RANGES, "peer mappings");
 		} else if (d->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE) {
 			p2pg_map_ranges_grant(m->ptr, m->size, device_bit(w.accessor));
 		}
-		emit(&one, status, &w, m->started_ns, NULL);
+		emit(&one, status, &w, NULL);
 	}
 }
 
@@ -430,7 +414,7 @@ static void unmap(const struct p2pg_mapping *m, int status)
 		w.mapping_id = ended[k].mapping_id;
 		w.handle_type = ended[k].handle_type;
 		w.bits = ended[k].cross_process ? P2PG_MAP_F_CROSS_PROCESS : 0;
-		emit(m, status, &w, m->started_ns, NULL);
+		emit(m, status, &w, NULL);
 	}
 }
 
@@ -449,11 +433,12 @@ static void release(const struct p2pg_mapping *m, int status)
 	w.mapping_id = h.mapping_id;
 	w.handle_type = h.handle_type;
 	w.bits = P2PG_MAP_F_CROSS_PROCESS;
-	emit(m, status, &w, m->started_ns, NULL);
+	emit(m, status, &w, NULL);
 }
 
 int p2pg_mapping_end(struct p2pg_mapping *m, int status)
 {
+	m->host_ns = p2pg_now_ns() - m->t0;
 	switch (m->op) {
 	case P2PG_MAP_OP_IPC_GET:
 		ipc_get(m, status);

@@ -40,7 +40,7 @@ struct p2pg_mapping {
 	const CUmemAccessDesc *desc;
 	size_t count;
 	/* owned by the core */
-	uint64_t t0, started_ns;
+	uint64_t t0, started_ns, host_ns;
 	int owner; /* learnt before the call where the call takes the answer away */
 };
 
