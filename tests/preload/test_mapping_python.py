@@ -69,6 +69,15 @@ equal(scalar(db, "SELECT count(*) FROM peer_mappings WHERE process_id = ? AND ev
       "expandable: every import and map is linked to its end")
 equal(scalar(db, "SELECT count(*) FROM mapping_counts WHERE process_id = ?", receiver), 0, "expandable: the receiver counts nothing")
 
+# ---- both ABIs of cuIpcOpenMemHandle, through cuGetProcAddress ----
+db = tempdb()
+proc = run([sys.executable, script, "abi"], db=db)
+bare = expectations(run([sys.executable, script, "abi"], preload=False).stdout)
+equal(expectations(proc.stdout), bare, "abi: the same codes with and without the guard")
+equal(query(db, "SELECT api, status, rule_id FROM failures ORDER BY started_ns"),
+      [("cuIpcOpenMemHandle", 1, "ipc/open-invalid-handle"), ("cuIpcOpenMemHandle_v2", 1, "ipc/open-invalid-handle")],
+      "abi: cuGetProcAddress hands out the guard for the CUDA 4.1 ABI (cuIpcOpenMemHandle) and the 11.0 one (_v2)")
+
 # ---- one device: nothing crosses a device, only the processes ----
 db = tempdb()
 same_results("expandable", db, SIMCUDA_DEVICES=1)

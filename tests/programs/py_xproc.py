@@ -260,5 +260,29 @@ def expandable():
     return 0 if right and child.exitcode == 0 else 1
 
 
+# ---- the ABI versions of cuIpcOpenMemHandle through the driver's own lookup ----
+
+def abi():
+    """cuGetProcAddress_v2 asked for cuIpcOpenMemHandle at CUDA 10.0 (the 4.1 ABI, exported under
+    the plain name) and at 11.0 (cuIpcOpenMemHandle_v2), as a static runtime resolves its table;
+    each opened with a damaged handle."""
+    cu = ctypes.CDLL("libcuda.so.1")
+    cu.cuInit(0)
+    ctx = ctypes.c_void_p()
+    cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0)
+    cu.cuCtxSetCurrent(ctx)
+    codes = []
+    for version in (10000, 11000):
+        fn = ctypes.c_void_p()
+        found = ctypes.c_int()
+        cu.cuGetProcAddress_v2(b"cuIpcOpenMemHandle", ctypes.byref(fn), version, u64(0), ctypes.byref(found))
+        open_fn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(u64), IpcHandle, ctypes.c_uint)(fn.value)
+        ptr = u64()
+        codes.append(open_fn(ctypes.byref(ptr), IpcHandle.from_buffer_copy(b"\x5a" * 64), LAZY))
+    print("EXPECT v1=%d v2=%d" % tuple(codes))
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(tensor() if sys.argv[1:] == ["tensor"] else expandable())
+    mode = sys.argv[1] if len(sys.argv) > 1 else "expandable"
+    sys.exit({"tensor": tensor, "abi": abi}.get(mode, expandable)())
