@@ -114,6 +114,7 @@ static int importer(int sock)
 		xproc_say(sock, "skipped");
 		xproc_hear(sock, "done");
 		xproc_say(sock, "closed");
+		free(host);
 		return tap_failed ? 1 : 0;
 	}
 	if (!check_code(r, cudaSuccess, "[importer] cudaIpcOpenMemHandle(lazy peer access)"))
