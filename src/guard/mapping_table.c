@@ -14,17 +14,17 @@ enum { SLOT_FREE, SLOT_BUSY, SLOT_LIVE, SLOT_GONE };
 
 #define READ_TRIES 64
 
+/* No fences (ThreadSanitizer does not follow them): the odd count is an acquire-release
+ * read-modify-write, which no later store moves ahead of; the even one a release; readers load
+ * the fields with acquire, which no later load (the counter again) moves ahead of. */
 static void begin_write(_Atomic uint32_t *seq)
 {
-	uint32_t q = atomic_load_explicit(seq, memory_order_relaxed);
-	atomic_store_explicit(seq, q + 1, memory_order_relaxed);
-	atomic_thread_fence(memory_order_release);
+	atomic_fetch_add_explicit(seq, 1, memory_order_acq_rel);
 }
 
 static void end_write(_Atomic uint32_t *seq)
 {
-	uint32_t q = atomic_load_explicit(seq, memory_order_relaxed);
-	atomic_store_explicit(seq, q + 1, memory_order_release);
+	atomic_fetch_add_explicit(seq, 1, memory_order_release);
 }
 
 /* ---- address ranges ---- */
@@ -61,13 +61,13 @@ static void range_store(struct range_slot *s, const struct p2pg_map_range *r)
 
 static void range_copy(struct range_slot *s, struct p2pg_map_range *r)
 {
-	r->base = atomic_load_explicit(&s->base, memory_order_relaxed);
-	r->size = atomic_load_explicit(&s->size, memory_order_relaxed);
-	r->owner = atomic_load_explicit(&s->owner, memory_order_relaxed);
-	r->access = atomic_load_explicit(&s->access, memory_order_relaxed);
-	r->mapping_id = atomic_load_explicit(&s->mapping_id, memory_order_relaxed);
-	r->refs = atomic_load_explicit(&s->refs, memory_order_relaxed);
-	uint32_t kind = atomic_load_explicit(&s->kind, memory_order_relaxed);
+	r->base = atomic_load_explicit(&s->base, memory_order_acquire);
+	r->size = atomic_load_explicit(&s->size, memory_order_acquire);
+	r->owner = atomic_load_explicit(&s->owner, memory_order_acquire);
+	r->access = atomic_load_explicit(&s->access, memory_order_acquire);
+	r->mapping_id = atomic_load_explicit(&s->mapping_id, memory_order_acquire);
+	r->refs = atomic_load_explicit(&s->refs, memory_order_acquire);
+	uint32_t kind = atomic_load_explicit(&s->kind, memory_order_acquire);
 	r->handle_type = (uint8_t)kind;
 	r->cross_process = (kind >> 8) & 1;
 }
@@ -82,7 +82,6 @@ static bool range_read(struct range_slot *s, struct p2pg_map_range *r)
 		if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_LIVE)
 			return false;
 		range_copy(s, r);
-		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&s->seq, memory_order_relaxed) == before)
 			return true;
 	}
@@ -297,10 +296,10 @@ static uint32_t hash(uint64_t h)
 
 static void handle_copy(struct handle_slot *s, struct p2pg_map_handle *h)
 {
-	h->handle = atomic_load_explicit(&s->handle, memory_order_relaxed);
-	h->owner = atomic_load_explicit(&s->owner, memory_order_relaxed);
-	h->mapping_id = atomic_load_explicit(&s->mapping_id, memory_order_relaxed);
-	h->handle_type = (uint8_t)atomic_load_explicit(&s->handle_type, memory_order_relaxed);
+	h->handle = atomic_load_explicit(&s->handle, memory_order_acquire);
+	h->owner = atomic_load_explicit(&s->owner, memory_order_acquire);
+	h->mapping_id = atomic_load_explicit(&s->mapping_id, memory_order_acquire);
+	h->handle_type = (uint8_t)atomic_load_explicit(&s->handle_type, memory_order_acquire);
 }
 
 /* The slot of a live handle, with its copy; probes stop at a slot never used. */
@@ -321,7 +320,6 @@ static struct handle_slot *handle_at(uint64_t handle, struct p2pg_map_handle *h)
 			if (state != SLOT_LIVE)
 				break;
 			handle_copy(s, h);
-			atomic_thread_fence(memory_order_acquire);
 			if (atomic_load_explicit(&s->seq, memory_order_relaxed) != before)
 				continue;
 			if (h->handle == handle)
