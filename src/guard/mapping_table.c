@@ -27,6 +27,19 @@ static void end_write(_Atomic uint32_t *seq)
 	atomic_fetch_add_explicit(seq, 1, memory_order_release);
 }
 
+/* Adds delta (+1 or -1) to a reference count that has not reached 0: 0 is final, whoever took
+ * the last reference removes the entry. Returns the count before, or 0 when it was 0 already. */
+static uint32_t add_ref(_Atomic uint32_t *refs, int delta)
+{
+	uint32_t was = atomic_load_explicit(refs, memory_order_relaxed);
+	do {
+		if (was == 0)
+			return 0;
+	} while (!atomic_compare_exchange_weak_explicit(
+	    refs, &was, was + (uint32_t)delta, memory_order_acq_rel, memory_order_relaxed));
+	return was;
+}
+
 /* ---- address ranges ---- */
 
 struct range_slot {
@@ -181,12 +194,9 @@ bool p2pg_map_ranges_get(uint64_t base, struct p2pg_map_range *ret)
 	struct range_slot *s = range_at(base, &r);
 	if (!s)
 		return false;
-	uint32_t refs = atomic_load_explicit(&s->refs, memory_order_relaxed);
-	do {
-		if (refs == 0) /* being removed: the caller's open made a new mapping after all */
-			return false;
-	} while (!atomic_compare_exchange_weak_explicit(
-	    &s->refs, &refs, refs + 1, memory_order_acq_rel, memory_order_relaxed));
+	uint32_t refs = add_ref(&s->refs, +1);
+	if (refs == 0) /* being removed: the caller's open made a new mapping after all */
+		return false;
 	r.refs = refs + 1;
 	*ret = r;
 	return true;
@@ -198,12 +208,9 @@ int p2pg_map_ranges_put(uint64_t base, struct p2pg_map_range *ret)
 	struct range_slot *s = range_at(base, &r);
 	if (!s)
 		return -1;
-	uint32_t refs = atomic_load_explicit(&s->refs, memory_order_relaxed);
-	do {
-		if (refs == 0)
-			return -1;
-	} while (!atomic_compare_exchange_weak_explicit(
-	    &s->refs, &refs, refs - 1, memory_order_acq_rel, memory_order_relaxed));
+	uint32_t refs = add_ref(&s->refs, -1);
+	if (refs == 0)
+		return -1;
 	r.refs = refs - 1;
 	*ret = r;
 	if (refs > 1)
@@ -365,13 +372,7 @@ bool p2pg_map_handles_retain(uint64_t handle)
 	struct handle_slot *s = handle_at(handle, &h);
 	if (!s)
 		return false;
-	uint32_t refs = atomic_load_explicit(&s->refs, memory_order_relaxed);
-	do {
-		if (refs == 0)
-			return false;
-	} while (!atomic_compare_exchange_weak_explicit(
-	    &s->refs, &refs, refs + 1, memory_order_acq_rel, memory_order_relaxed));
-	return true;
+	return add_ref(&s->refs, +1) != 0;
 }
 
 int p2pg_map_handles_release(uint64_t handle, struct p2pg_map_handle *ret)
@@ -379,14 +380,9 @@ int p2pg_map_handles_release(uint64_t handle, struct p2pg_map_handle *ret)
 	struct handle_slot *s = handle_at(handle, ret);
 	if (!s)
 		return -1;
-	uint32_t refs = atomic_load_explicit(&s->refs, memory_order_relaxed);
-	do {
-		if (refs == 0)
-			return -1;
-	} while (!atomic_compare_exchange_weak_explicit(
-	    &s->refs, &refs, refs - 1, memory_order_acq_rel, memory_order_relaxed));
-	if (refs > 1)
-		return 0;
+	uint32_t refs = add_ref(&s->refs, -1);
+	if (refs != 1)
+		return refs == 0 ? -1 : 0;
 	uint32_t live = SLOT_LIVE;
 	if (!atomic_compare_exchange_strong_explicit(&s->state, &live, SLOT_BUSY,
 						     memory_order_acq_rel, memory_order_relaxed))
