@@ -39,7 +39,8 @@ tests=(store settings gpu_match
 	conformance summary topo exports
 	sigkill overload crashsoak
 	nccl-loading nccl-ops nccl-multirank nccl-chain nccl-summary nccl-stalls
-	exit_timing devices cupti)
+	exit_timing devices cupti
+	mapping_table store_mappings mappings mapping_failures)
 status=0
 meson test -C "$build" --print-errorlogs --num-processes 2 --timeout-multiplier 4 "${tests[@]}" || status=$?
 

@@ -40,6 +40,7 @@
 enum p2pg_record_kind {
 	P2PG_REC_TRANSFER = 1,
 	P2PG_REC_PEER = 2,
+	P2PG_REC_MAPPING = 3, /* a cross-process or VMM mapping call: src/record/mapping_record.h */
 	/* NCCL's operations and communicators, as its profiler plugin hands them over; the fields'
 	 * meaning is src/record/nccl_codes.h's. */
 	P2PG_REC_NCCL_OP = 4,

@@ -14,7 +14,6 @@
 #include "cli.h"
 #include "dbread.h"
 #include "report.h"
-#include "report_nccl.h"
 
 /* The processes of one `p2pguard run`: by the run id its guard stored, else (an older guard
  * library) those started while it ran. */

@@ -11,6 +11,7 @@
 #include "cleanup.h"
 #include "dbread.h"
 #include "report.h"
+#include "report_mappings.h"
 #include "report_nccl.h"
 
 #define BANDWIDTH_BASIS                                                                          \
@@ -376,6 +377,7 @@ int report_json(struct report *r, FILE *out)
 	fputs(",\n", out);
 	summary(r, out);
 	p2pg_report_nccl_json(r->db, out);
+	p2pg_report_mappings_json(r->db, out);
 	processes(r, out);
 	transfers(r, out);
 	fputs("  \"peer_access\": ", out);

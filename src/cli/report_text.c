@@ -12,6 +12,7 @@
 #include "cleanup.h"
 #include "dbread.h"
 #include "report.h"
+#include "report_mappings.h"
 #include "report_nccl.h"
 
 #define MAX_PAIR_LINES 64 /* transfer lines shown without --verbose */
@@ -558,6 +559,7 @@ int report_text(struct report *r, FILE *out)
 	section_failures(r, out);
 	section_crashes(r, out);
 	section_stalls(r, out);
+	p2pg_report_mappings(r->db, out);
 	p2pg_report_nccl(r->db, out);
 	/*
 	 * Sections that other files add (report_*.c: cross-process mappings, NCCL operations, ...)

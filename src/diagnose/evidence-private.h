@@ -2,6 +2,7 @@
 /* Pieces of evidence.c exposed to its tests only. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /*
@@ -10,3 +11,6 @@
  * many as fit. cmdline is modified (split into tokens).
  */
 void p2pg_evidence_iommu_params(char *cmdline, char *out, size_t len);
+
+/* A cgroup path that names a container runtime (docker, kubepods, containerd, libpod, ...). */
+bool p2pg_evidence_cgroup_is_container(const char *cgroup);

@@ -539,4 +539,5 @@ void p2pg_evidence_gather(const struct p2pg_failure_context *ctx, struct p2pg_fa
 	set_env(facts, "nccl_p2p_disable", "NCCL_P2P_DISABLE");
 	set_env(facts, "nccl_p2p_level", "NCCL_P2P_LEVEL");
 	set_env(facts, "cuda_visible_devices", "CUDA_VISIBLE_DEVICES");
+	p2pg_evidence_process(ctx, facts);
 }

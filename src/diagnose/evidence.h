@@ -6,7 +6,19 @@
  */
 #pragma once
 
+#include <stdbool.h>
+
 #include "p2pguard/facts.h"
+
+/* What a failed cross-process or VMM mapping call adds to its evidence (evidence_process.c). */
+struct p2pg_failure_mapping {
+	const char *handle_type; /* "ipc", "posix_fd", "fabric"; NULL none */
+	bool fd_import;		 /* an import of a POSIX file descriptor: fd is the descriptor */
+	int fd;
+	int mapped_peers; /* other devices whose memory the device reaches through live mappings */
+	/* an export: the handle types the allocation was created with; -1 unknown */
+	long long allocation_handle_types;
+};
 
 struct p2pg_failure_context {
 	const char *api;	  /* "cudaDeviceEnablePeerAccess" */
@@ -17,6 +29,7 @@ struct p2pg_failure_context {
 	int peers_enabled;	  /* peers the guard has seen enabled on device */
 	int peer_access_enabled;  /* 1 when device already has access to peer_device, 0 no, -1
 				     unknown */
+	const struct p2pg_failure_mapping *mapping; /* NULL: not a mapping call */
 };
 
 /*
@@ -24,6 +37,10 @@ struct p2pg_failure_context {
  * call failing) is itself recorded as a fact ("nvml": "unavailable"). Thread-safe.
  */
 void p2pg_evidence_gather(const struct p2pg_failure_context *ctx, struct p2pg_facts *facts);
+
+/* The facts of a mapping call's failure (evidence_process.c): its handle, the process's namespaces
+ * and container, what pidfd_getfd needs, /dev/shm; and the guard's mode for every failure. */
+void p2pg_evidence_process(const struct p2pg_failure_context *ctx, struct p2pg_facts *facts);
 
 /* Forgets the per-pair cache (tests, and after fork). */
 void p2pg_evidence_reset(void);

@@ -15,6 +15,7 @@
 #include "notice.h"
 #include "p2pguard/rules.h"
 #include "recorder.h"
+#include "settings.h"
 #include "spool.h"
 
 static char user_rules[4096];
@@ -46,6 +47,34 @@ static void load_rules(void)
 			    user_rules);
 }
 
+/* What staged mode cannot do for a mapping, and what to set instead: the guard stages copy
+ * calls, and a kernel that reads a peer's memory through a mapping makes none. */
+#define STAGED_MAPPING_ADVICE                                                                  \
+	"P2PGUARD_MODE=staged does not stage cross-process mappings (its own: "                \
+	"NCCL_P2P_DISABLE=1 for NCCL): turn the path off in the framework instead - vLLM "     \
+	"--disable-custom-all-reduce; PyTorch tensors shared between processes: keep them on " \
+	"the host or copy them through it; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False " \
+	"for the pidfd_getfd path; SGLang/NCCL legacy IPC: NCCL_P2P_DISABLE=1."
+
+static void add_advice(struct p2pg_spool_blob *blob, const struct p2pg_rule *rule,
+		       const struct p2pg_failure *f)
+{
+	const char *advice = rule && p2pg_rule_advice(rule) ? p2pg_rule_advice(rule) : "";
+	if (!f->mapping || p2pg_settings_get()->mode != P2PG_MODE_STAGED) {
+		p2pg_spool_blob_add(blob, advice);
+		return;
+	}
+	size_t len = strlen(advice) + sizeof(STAGED_MAPPING_ADVICE) + 2;
+	char *text = malloc(len);
+	if (!text) {
+		p2pg_spool_blob_add(blob, advice);
+		return;
+	}
+	snprintf(text, len, "%s%s%s", advice, *advice ? "\n" : "", STAGED_MAPPING_ADVICE);
+	p2pg_spool_blob_add(blob, text);
+	free(text);
+}
+
 void p2pg_failure_record(const struct p2pg_failure *f)
 {
 	struct p2pg_spool_blob *blob = p2pg_recorder_blob();
@@ -70,6 +99,7 @@ void p2pg_failure_record(const struct p2pg_failure *f)
 	    .flags = f->flags,
 	    .peers_enabled = f->peers_enabled,
 	    .peer_access_enabled = f->peer_access_enabled,
+	    .mapping = f->mapping,
 	};
 	p2pg_evidence_gather(&ctx, facts);
 	if (f->probe)
@@ -98,7 +128,7 @@ void p2pg_failure_record(const struct p2pg_failure *f)
 	const char *plain = rule ? p2pg_rule_root_cause(rule) : NULL;
 	p2pg_spool_blob_add(blob, root_cause ? root_cause : plain ? plain : "");
 	free(root_cause);
-	p2pg_spool_blob_add(blob, rule && p2pg_rule_advice(rule) ? p2pg_rule_advice(rule) : "");
+	add_advice(blob, rule, f);
 
 	uintptr_t ips[P2PG_BACKTRACE_MAX];
 	int n = want_backtraces ? p2pg_backtrace_capture(ips, P2PG_BACKTRACE_MAX) : 0;

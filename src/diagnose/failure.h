@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "api.h"
+#include "evidence.h"
 
 struct p2pg_failure {
 	unsigned api;
@@ -22,6 +23,7 @@ struct p2pg_failure {
 	int peers_enabled;
 	int peer_access_enabled;
 	const char *probe; /* "wrong_data" / "slow" from the health probe, or NULL */
+	const struct p2pg_failure_mapping *mapping; /* a mapping call's own evidence, or NULL */
 };
 
 void p2pg_failure_record(const struct p2pg_failure *f);

@@ -23,6 +23,7 @@ static const char *const probe_values[] = {"ok", "wrong_data", "slow", "hang", N
 static const char *const nccl_peer_values[] = {"waiting",   "ahead", "unknown",
 					       "elsewhere", "gone",  NULL};
 static const char *const acs_redirect_values[] = {"yes", "no", "unknown", NULL};
+static const char *const handle_type_values[] = {"ipc", "posix_fd", "fabric", "other", NULL};
 
 static const struct fact_key fact_keys[] = {
     {"api", KIND_STR, NULL},
@@ -73,6 +74,23 @@ static const struct fact_key fact_keys[] = {
     {"peer_iommu_group", KIND_INT, NULL},
     {"iommu_group_shared", KIND_BOOL, NULL},
     {"pcie_switch_shared", KIND_BOOL, NULL},
+    /* cross-process and VMM mappings (evidence_process.c) */
+    {"mapping_handle_type", KIND_STR, handle_type_values},
+    {"import_fd_open", KIND_BOOL, NULL},
+    {"import_fd_target", KIND_STR, NULL},
+    {"allocation_handle_types", KIND_INT, NULL},
+    {"mapped_peer_devices", KIND_INT, NULL},
+    {"peers_unreachable", KIND_INT, NULL},
+    {"pid", KIND_INT, NULL},
+    {"pid_namespace", KIND_STR, NULL},
+    {"pid_namespace_initial", KIND_BOOL, NULL},
+    {"ipc_namespace_initial", KIND_BOOL, NULL},
+    {"mount_namespace", KIND_STR, NULL},
+    {"cgroup", KIND_STR, NULL},
+    {"container", KIND_BOOL, NULL},
+    {"ptrace_scope", KIND_INT, NULL},
+    {"cap_sys_ptrace", KIND_BOOL, NULL},
+    {"dev_shm_bytes", KIND_INT, NULL},
 };
 
 #define N_FACT_KEYS (sizeof(fact_keys) / sizeof(fact_keys[0]))

@@ -15,6 +15,7 @@
 #include "driver.h"
 #include "evidence.h"
 #include "failure.h"
+#include "mapping.h"
 #include "notice.h"
 #include "probe.h"
 #include "recorder.h"
@@ -63,7 +64,7 @@ static void pair_clear(int a, int b, uint8_t bits)
 		atomic_fetch_and(&pairs[a][b], (uint8_t)~bits);
 }
 
-static int peers_enabled(int device)
+int p2pg_peers_enabled(int device)
 {
 	int n = 0;
 	if (!valid_device(device))
@@ -300,6 +301,14 @@ static bool pair_is_staged(int src, int dst)
 	return false;
 }
 
+/* One end of the copy is another device's memory mapped for the other end's device (an IPC open,
+ * an imported or peer-accessible VMM range): the copy engine reaches it over P2P. */
+static bool through_peer_mapping(const struct p2pg_copy *c)
+{
+	return p2pg_mapping_peer_path(c->src, c->dst_device) ||
+	       p2pg_mapping_peer_path(c->dst, c->src_device);
+}
+
 static CUstream effective_stream(const struct p2pg_copy *c)
 {
 	return (c->stream == NULL && c->per_thread) ? CU_STREAM_PER_THREAD : c->stream;
@@ -333,7 +342,8 @@ enum p2pg_route p2pg_copy_begin(struct p2pg_copy *c)
 	} else {
 		uint8_t bits =
 		    pair_get(c->src_device, c->dst_device) | pair_get(c->dst_device, c->src_device);
-		c->path = (bits & PAIR_ENABLED) ? P2PG_PATH_P2P : P2PG_PATH_DRIVER;
+		c->path = (bits & PAIR_ENABLED) || through_peer_mapping(c) ? P2PG_PATH_P2P
+									   : P2PG_PATH_DRIVER;
 	}
 	/* The events sit on the caller's stream around whatever moves the data: the staged engine
 	 * orders the caller's stream after its last chunk, so a staged copy is timed the same way.
@@ -435,7 +445,7 @@ int p2pg_copy_end(struct p2pg_copy *c, int status)
 		    .serial = serial,
 		    .seq = seq,
 		    .started_ns = r.started_ns,
-		    .peers_enabled = peers_enabled(c->src_device),
+		    .peers_enabled = p2pg_peers_enabled(c->src_device),
 		    .peer_access_enabled =
 			(pair_get(c->src_device, c->dst_device) & PAIR_ENABLED) != 0,
 		};
@@ -464,7 +474,8 @@ void p2pg_copy_note_batch_element(unsigned api, CUdeviceptr dst, CUdeviceptr src
 	    .stream = (uint64_t)(uintptr_t)stream,
 	    .api = (uint16_t)api,
 	    .kind = P2PG_REC_TRANSFER,
-	    .path = (bits & PAIR_ENABLED) ? P2PG_PATH_P2P : P2PG_PATH_DRIVER,
+	    .path = (bits & PAIR_ENABLED) || through_peer_mapping(&c) ? P2PG_PATH_P2P
+								      : P2PG_PATH_DRIVER,
 	    .status = status,
 	    .src_device = (int16_t)c.src_device,
 	    .dst_device = (int16_t)c.dst_device,
@@ -571,7 +582,7 @@ static void probe_after_enable(const struct p2pg_peer *p, uint32_t serial, uint6
 	    .serial = serial,
 	    .seq = seq,
 	    .started_ns = to_realtime(p2pg_now_ns()),
-	    .peers_enabled = peers_enabled(p->device),
+	    .peers_enabled = p2pg_peers_enabled(p->device),
 	    .peer_access_enabled = 1,
 	    .probe = res.verdict,
 	};
@@ -682,7 +693,7 @@ int p2pg_peer_end(struct p2pg_peer *p, int status)
 		    .serial = serial,
 		    .seq = seq,
 		    .started_ns = r.started_ns,
-		    .peers_enabled = peers_enabled(p->device),
+		    .peers_enabled = p2pg_peers_enabled(p->device),
 		    .peer_access_enabled =
 			valid_device(p->device) && valid_device(p->peer)
 			    ? ((pair_get(p->device, p->peer) & (PAIR_ENABLED | PAIR_VIRTUAL)) != 0)

@@ -123,6 +123,9 @@ struct p2pg_peer {
 P2PG_CORE_API enum p2pg_peer_route p2pg_peer_begin(struct p2pg_peer *p);
 P2PG_CORE_API int p2pg_peer_end(struct p2pg_peer *p, int status);
 
+/* Peers the program has enabled on device, as the guard saw them. */
+int p2pg_peers_enabled(int device);
+
 /* The device a context belongs to, or -1. Restores the current context. */
 P2PG_CORE_API int p2pg_context_device(CUcontext ctx);
 /* The device of the current context, or -1. */

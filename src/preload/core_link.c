@@ -38,6 +38,8 @@
 	X(p2pg_copy_note_batch_element) \
 	X(p2pg_copy_staged)             \
 	X(p2pg_current_device)          \
+	X(p2pg_mapping_begin)           \
+	X(p2pg_mapping_end)             \
 	X(p2pg_peer_begin)              \
 	X(p2pg_peer_end)
 

@@ -8,6 +8,7 @@
 #include <errno.h>
 
 #include "guard.h"
+#include "mapping.h"
 #include "resolve.h"
 
 /* ---- the prologue every entry point runs ---- */
@@ -116,4 +117,15 @@ void p2pg_core_shutdown(void);
 			_st = P2PG_CALL_REAL(scope, real_call);      \
 		_st = (status_type)p2pg_peer_end(&(peer), (int)_st); \
 		_st;                                                 \
+	})
+
+/* A cross-process or VMM mapping call: described, called, recorded; nothing held across the call.
+ */
+#define P2PG_MAPPING(scope, mapping, status_type, real_call)               \
+	({                                                                 \
+		p2pg_mapping_begin(&(mapping));                            \
+		status_type _st = P2PG_CALL_REAL(scope, real_call);        \
+		_st = (status_type)p2pg_mapping_end(&(mapping), (int)_st); \
+		p2pg_leave(&(scope));                                      \
+		_st;                                                       \
 	})

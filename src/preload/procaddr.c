@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "driver_hooks.h"
+#include "mapping_hooks.h"
 #include "entry.h"
 #include "runtime_hooks.h"
 
@@ -47,6 +48,17 @@ static const struct entry_map entry_maps[] = {
     {"cuMemcpyDtoDAsync", 3020, INT_MAX, PAIR(cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz)},
     {"cuMemcpyBatchAsync", 12080, 12999, PAIR(cuMemcpyBatchAsync_v1, cuMemcpyBatchAsync_ptsz)},
     {"cuMemcpyBatchAsync", 13000, INT_MAX, PAIR(cuMemcpyBatchAsync_v2, cuMemcpyBatchAsync_v2_ptsz)},
+    {"cuIpcGetMemHandle", 4010, INT_MAX, SAME(cuIpcGetMemHandle)},
+    {"cuIpcOpenMemHandle", 4010, 10999, SAME(cuIpcOpenMemHandle_v1)},
+    {"cuIpcOpenMemHandle", 11000, INT_MAX, SAME(cuIpcOpenMemHandle_v2)},
+    {"cuIpcCloseMemHandle", 4010, INT_MAX, SAME(cuIpcCloseMemHandle)},
+    {"cuMemExportToShareableHandle", 10020, INT_MAX, SAME(cuMemExportToShareableHandle)},
+    {"cuMemImportFromShareableHandle", 10020, INT_MAX, SAME(cuMemImportFromShareableHandle)},
+    {"cuMemMap", 10020, INT_MAX, SAME(cuMemMap)},
+    {"cuMemUnmap", 10020, INT_MAX, SAME(cuMemUnmap)},
+    {"cuMemSetAccess", 10020, INT_MAX, SAME(cuMemSetAccess)},
+    {"cuMemRelease", 10020, INT_MAX, SAME(cuMemRelease)},
+    {"cuMemRetainAllocationHandle", 11000, INT_MAX, SAME(cuMemRetainAllocationHandle)},
     {"cuGetProcAddress", 11030, 11999, SAME(cuGetProcAddress_v1)},
     {"cuGetProcAddress", 12000, INT_MAX, SAME(cuGetProcAddress_v2)},
 };

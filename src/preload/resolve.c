@@ -7,13 +7,15 @@
 
 #include "driver.h"
 
-/* The C names of two wrappers differ from the ABI names they are exported under. */
+/* The C names of three wrappers differ from the ABI names they are exported under. */
 static const char *abi_name(const char *name)
 {
 	if (strcmp(name, "cuMemcpyBatchAsync_v1") == 0)
 		return "cuMemcpyBatchAsync";
 	if (strcmp(name, "cuGetProcAddress_v1") == 0)
 		return "cuGetProcAddress";
+	if (strcmp(name, "cuIpcOpenMemHandle_v1") == 0)
+		return "cuIpcOpenMemHandle";
 	return name;
 }
 

@@ -431,3 +431,61 @@ CREATE TABLE IF NOT EXISTS devices (
   physical_index INTEGER,
   PRIMARY KEY (process_id, ordinal)
 );
+
+-- Cross-process and VMM mappings (src/record/mapping_record.h): a row for every call that makes,
+-- grants or ends access to memory across a process or a device -- CUDA IPC (get, open, close),
+-- cuMem export, import, map, cuMemSetAccess, unmap and release -- and for every failed one. A
+-- mapping_id links a mapping to the call that ends it: that call's start is copied into the
+-- mapping's ended_ns when both are imported, in either order.
+CREATE TABLE IF NOT EXISTS peer_mappings (
+  id INTEGER PRIMARY KEY,
+  process_id INTEGER NOT NULL REFERENCES processes(id),
+  thread_id INTEGER,
+  api TEXT NOT NULL,
+  event TEXT NOT NULL,            -- export, import, map, access, end; unref: a close that dropped one
+                                  -- reference of a handle opened twice (the mapping lives on)
+  status INTEGER,
+  accessor_device INTEGER,        -- the device that gains access; NULL: none (export, import, map)
+  owner_device INTEGER,           -- the device whose memory it is; NULL: unknown
+  is_peer INTEGER,                -- owner_device != accessor_device; NULL when either is NULL
+  cross_process INTEGER NOT NULL, -- the memory is another process's (opened or imported here)
+  bytes INTEGER,
+  address INTEGER,                -- the mapping's device address, where there is one
+  handle_type TEXT,               -- ipc (legacy CUDA IPC), posix_fd, fabric; NULL: none
+  flags INTEGER,                  -- the call's flags: 1 = cudaIpcMemLazyEnablePeerAccess on an IPC
+                                  -- open; 1 read, 3 read-write on cuMemSetAccess
+  mapping_id INTEGER,             -- process-unique; an end row carries the id of what it ends
+  started_ns INTEGER,
+  host_ns INTEGER,
+  ended_ns INTEGER,               -- the start of the unmap/close/release that ended it; NULL: live
+                                  -- at the process's end, or ended unseen
+  ended_by TEXT,                  -- that call
+  thread_serial INTEGER,
+  seq INTEGER
+);
+CREATE INDEX IF NOT EXISTS peer_mappings_by_id ON peer_mappings (process_id, mapping_id);
+
+-- A process's own mappings of its own device's memory (PyTorch's expandable segments make them by
+-- the thousand): counted per call and device, not rowed. Successful calls only: failures have rows.
+CREATE TABLE IF NOT EXISTS mapping_counts (
+  process_id INTEGER NOT NULL,
+  api TEXT NOT NULL,
+  device INTEGER NOT NULL,        -- the memory's device; -1 unknown
+  calls INTEGER NOT NULL,
+  bytes INTEGER NOT NULL,
+  PRIMARY KEY (process_id, api, device)
+) WITHOUT ROWID;
+
+-- Peer mappings as a person reads them: which process, which pair, how long it lived.
+CREATE VIEW IF NOT EXISTS mapping_report AS
+SELECT m.id,
+       datetime(m.started_ns / 1000000000, 'unixepoch') AS time,
+       p.pid, p.rank,
+       m.api, m.event, m.status,
+       COALESCE(m.owner_device, '?') || '->' || COALESCE(m.accessor_device, '-') AS pair,
+       m.is_peer, m.cross_process, m.handle_type, m.bytes,
+       CASE WHEN m.ended_ns IS NOT NULL THEN ROUND((m.ended_ns - m.started_ns) / 1e6, 3) END
+         AS lived_ms,
+       m.ended_by
+FROM peer_mappings m JOIN processes p ON p.id = m.process_id
+ORDER BY m.started_ns;

@@ -33,3 +33,12 @@ int p2pg_summary_flush(sqlite3 *db, struct p2pg_importer *im);
 bool p2pg_store_devices_valid(const struct p2pg_spool_blob *b);
 /* 0, or -EIO. */
 int p2pg_store_import_devices(sqlite3 *db, int64_t process_id, const struct p2pg_spool_blob *b);
+
+/* Mapping records (store_mappings.c): statements prepared at a pass's first such record. */
+struct p2pg_mapping_import {
+	sqlite3_stmt *insert, *count, *end, *start;
+};
+/* Imports one mapping record inside the caller's transaction: 1 (a row), 0 (counted) or -EIO. */
+int p2pg_store_mapping(sqlite3 *db, struct p2pg_mapping_import *mi, int64_t process_id,
+		       uint32_t serial, uint64_t seq, const struct p2pg_record *r);
+void p2pg_store_mapping_finish(struct p2pg_mapping_import *mi);

@@ -18,6 +18,7 @@
 #include "api.h"
 #include "backtrace.h"
 #include "cleanup.h"
+#include "mapping_record.h"
 #include "notice.h"
 #include "spool.h"
 #include "store-private.h"
@@ -56,6 +57,7 @@ struct statements {
 	int batched;
 	struct pending_transfer batch[TRANSFER_BATCH];
 	sqlite3_stmt *transfer, *peer, *failure, *crash, *progress_get, *progress_set, *overflow;
+	struct p2pg_mapping_import mappings;
 };
 
 static void statements_finalize(struct statements *s)
@@ -68,6 +70,7 @@ static void statements_finalize(struct statements *s)
 	sqlite3_finalize(s->progress_get);
 	sqlite3_finalize(s->progress_set);
 	sqlite3_finalize(s->overflow);
+	p2pg_store_mapping_finish(&s->mappings);
 }
 
 #define TRANSFER_INSERT                                                                      \
@@ -214,6 +217,8 @@ static bool record_valid(const struct p2pg_record *r)
 		return r->path >= P2PG_PATH_P2P && r->path <= P2PG_PATH_CAPTURED;
 	if (r->kind == P2PG_REC_PEER)
 		return r->path <= P2PG_ACTION_REPORTED;
+	if (r->kind == P2PG_REC_MAPPING)
+		return r->path >= P2PG_MAP_EXPORT && r->path <= P2PG_MAP_END;
 	return false;
 }
 
@@ -423,6 +428,8 @@ static int insert_record(sqlite3 *db, struct statements *s, struct p2pg_importer
 		sqlite3_bind_int64(st, 10, t->serial);
 		sqlite3_bind_int64(st, 11, (int64_t)seq);
 		sqlite3_bind_text(st, 12, p2pg_action_name(r->path), -1, SQLITE_STATIC);
+	} else if (r->kind == P2PG_REC_MAPPING) {
+		return p2pg_store_mapping(db, &s->mappings, im->process_id, t->serial, seq, r);
 	} else {
 		return 0; /* a record of a kind this version does not know: skipped, not fatal */
 	}

@@ -3,6 +3,22 @@
  * driver functions, so a _ptds/_ptsz or _v2 form is visible in the log). */
 #pragma once
 
+/* Cross-process and VMM mappings (IPC, cuMem export/import/map/access). */
+#define P2PG_MAPPING_APIS(X)              \
+	X(cudaIpcGetMemHandle)            \
+	X(cudaIpcOpenMemHandle)           \
+	X(cudaIpcCloseMemHandle)          \
+	X(cuIpcGetMemHandle)              \
+	X(cuIpcOpenMemHandle)             \
+	X(cuIpcOpenMemHandle_v2)          \
+	X(cuIpcCloseMemHandle)            \
+	X(cuMemExportToShareableHandle)   \
+	X(cuMemImportFromShareableHandle) \
+	X(cuMemMap)                       \
+	X(cuMemUnmap)                     \
+	X(cuMemSetAccess)                 \
+	X(cuMemRelease)
+
 #define P2PG_APIS(X)                   \
 	X(cudaDeviceCanAccessPeer)     \
 	X(cudaDeviceEnablePeerAccess)  \
@@ -42,6 +58,7 @@
 	X(cuMemcpyBatchAsync_ptsz)     \
 	X(cuMemcpyBatchAsync_v2)       \
 	X(cuMemcpyBatchAsync_v2_ptsz)  \
+	P2PG_MAPPING_APIS(X)           \
 	X(p2pguard_probe)
 
 enum p2pg_api {

@@ -15,6 +15,13 @@
  * signatures under the same name (cuCtxGetDevice and cuCtxSynchronize gained a context argument in
  * 13.0, cuStreamGetCtx a green-context one in 12.5).
  */
+/* Whose memory an allocation handle is (cross-process and VMM mappings). */
+#define P2PG_DRIVER_MAPPING_FUNCTIONS(X)                                                           \
+	X(cuMemRetainAllocationHandle, 11000, (CUmemGenericAllocationHandle * handle, void *addr)) \
+	X(cuMemGetAllocationPropertiesFromHandle, 10020,                                           \
+	  (CUmemAllocationProp * prop, CUmemGenericAllocationHandle handle))                       \
+	X(cuMemRelease, 10020, (CUmemGenericAllocationHandle handle))
+
 #define P2PG_DRIVER_FUNCTIONS(X)                                                                 \
 	X(cuInit, 2000, (unsigned int flags))                                                    \
 	X(cuDriverGetVersion, 2020, (int *version))                                              \
@@ -70,6 +77,7 @@
 	  (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t bytes,       \
 	   CUstream s))                                                                          \
 	X(cuMemsetD8, 3020, (CUdeviceptr dst, unsigned char value, size_t count))                \
+	P2PG_DRIVER_MAPPING_FUNCTIONS(X)                                                         \
 	X(cuMemsetD8Async, 3020, (CUdeviceptr dst, unsigned char value, size_t count, CUstream s))
 
 struct p2pg_driver {

@@ -72,6 +72,50 @@ bool sim_p2p_active(int a, int b)
 	       0;
 }
 
+static bool enabled_towards(const struct sim_ctx *c, int dev)
+{
+	for (int i = 0; i < c->npeers; i++)
+		if (c->peers[i]->dev == dev)
+			return true;
+	return false;
+}
+
+/* Peer slots in use: enabled peers, and devices reached only through IPC mappings. */
+static int slots_used(const struct sim_ctx *c)
+{
+	int n = c->npeers;
+	for (int d = 0; d < SIM_MAX_DEVICES; d++)
+		n += c->ipc_peer_refs[d] > 0 && !enabled_towards(c, d);
+	return n;
+}
+
+CUresult sim_ctx_ipc_peer_get(struct sim_ctx *c, int dev)
+{
+	if (dev == c->dev)
+		return CUDA_SUCCESS;
+	if (!sim_cfg.p2p[c->dev][dev])
+		return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+	CUresult r = CUDA_SUCCESS;
+	pthread_mutex_lock(&sim_mu);
+	if (c->ipc_peer_refs[dev] == 0 && !enabled_towards(c, dev) &&
+	    slots_used(c) >= SIM_MAX_PEERS)
+		r = CUDA_ERROR_TOO_MANY_PEERS;
+	else if (c->ipc_peer_refs[dev]++ == 0)
+		__atomic_add_fetch(&peer_count[c->dev][dev], 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&sim_mu);
+	return r;
+}
+
+void sim_ctx_ipc_peer_put(struct sim_ctx *c, int dev)
+{
+	if (dev == c->dev)
+		return;
+	pthread_mutex_lock(&sim_mu);
+	if (c->ipc_peer_refs[dev] > 0 && --c->ipc_peer_refs[dev] == 0)
+		__atomic_sub_fetch(&peer_count[c->dev][dev], 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&sim_mu);
+}
+
 static void ctx_init(struct sim_ctx *c, int dev, bool primary)
 {
 	c->magic = SIM_CTX_MAGIC;
@@ -457,7 +501,7 @@ SIM_API CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags
 			r = CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
 			goto out;
 		}
-	if (cur->npeers == SIM_MAX_PEERS) {
+	if (slots_used(cur) >= SIM_MAX_PEERS && cur->ipc_peer_refs[peer->dev] == 0) {
 		r = CUDA_ERROR_TOO_MANY_PEERS;
 		goto out;
 	}

@@ -144,14 +144,16 @@ static void read_visible(void)
 	}
 }
 
-/* Pairs are named by the simulated machine's devices; the rest of the driver speaks ordinals. */
-static void pairs_to_ordinals(unsigned char m[SIM_MAX_DEVICES][SIM_MAX_DEVICES])
+/* A pair matrix in physical indices, as the settings name devices, seen through the process's
+ * ordinals. */
+static void to_ordinals(unsigned char phys[SIM_MAX_DEVICES][SIM_MAX_DEVICES],
+			unsigned char m[SIM_MAX_DEVICES][SIM_MAX_DEVICES])
 {
 	unsigned char tmp[SIM_MAX_DEVICES][SIM_MAX_DEVICES];
 	memset(tmp, 0, sizeof(tmp));
 	for (int a = 0; a < sim_cfg.ndev; a++)
 		for (int b = 0; b < sim_cfg.ndev; b++)
-			tmp[a][b] = m[sim_cfg.phys[a]][sim_cfg.phys[b]];
+			tmp[a][b] = phys[sim_cfg.phys[a]][sim_cfg.phys[b]];
 	memcpy(m, tmp, sizeof(tmp));
 }
 
@@ -167,26 +169,25 @@ static void read_config(void)
 		else
 			warn_env("SIMCUDA_DEVICES", v, "2");
 	}
+	read_visible();
 
-	parse_pairs("all", sim_cfg.nphys, sim_cfg.p2p, true);
+	parse_pairs("all", sim_cfg.nphys, sim_cfg.p2p_phys, true);
 	if ((v = getenv("SIMCUDA_P2P")) != NULL &&
-	    !parse_pairs(v, sim_cfg.nphys, sim_cfg.p2p, true))
+	    !parse_pairs(v, sim_cfg.nphys, sim_cfg.p2p_phys, true))
 		warn_env("SIMCUDA_P2P", v, "all");
+	to_ordinals(sim_cfg.p2p_phys, sim_cfg.p2p);
 
 	memset(sim_cfg.corrupt, 0, sizeof(sim_cfg.corrupt));
 	if ((v = getenv("SIMCUDA_P2P_CORRUPT")) != NULL &&
 	    !parse_pairs(v, sim_cfg.nphys, sim_cfg.corrupt, true))
 		warn_env("SIMCUDA_P2P_CORRUPT", v, "none");
+	to_ordinals(sim_cfg.corrupt, sim_cfg.corrupt);
 
 	memset(sim_cfg.hang, 0, sizeof(sim_cfg.hang));
 	if ((v = getenv("SIMCUDA_P2P_HANG")) != NULL &&
 	    !parse_pairs(v, sim_cfg.nphys, sim_cfg.hang, true))
 		warn_env("SIMCUDA_P2P_HANG", v, "none");
-
-	read_visible();
-	pairs_to_ordinals(sim_cfg.p2p);
-	pairs_to_ordinals(sim_cfg.corrupt);
-	pairs_to_ordinals(sim_cfg.hang);
+	to_ordinals(sim_cfg.hang, sim_cfg.hang);
 
 	sim_cfg.dev_mem = (size_t)4096 << 20;
 	if ((v = getenv("SIMCUDA_DEVICE_MEM_MB")) != NULL) {
@@ -476,11 +477,11 @@ SIM_API CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
 	int ok = sscanf(pciBusId, "%x:%x:%x.%x", &dom, &bus, &d, &fn);
 	if (ok < 3)
 		ok = sscanf(pciBusId, "%x:%x.%x", &bus, &d, &fn) + 1;
-	if (ok < 3 || dom != 0 || d != 0 || fn != 0 || bus < 0x10)
+	if (ok < 3 || dom != 0 || d != 0 || fn != 0)
 		return CUDA_ERROR_INVALID_VALUE;
 	for (int k = 0; k < sim_cfg.ndev; k++)
-		if (sim_cfg.phys[k] == (int)(bus - 0x10)) {
-			*dev = (CUdevice)k;
+		if (bus == 0x10u + (unsigned)sim_cfg.phys[k]) {
+			*dev = k;
 			return CUDA_SUCCESS;
 		}
 	return CUDA_ERROR_INVALID_VALUE;

@@ -77,6 +77,27 @@ static const struct entry table[] = {
     E(cuMemHostAlloc, 2020, cuMemHostAlloc),
     E(cuMemHostGetDevicePointer, 3020, cuMemHostGetDevicePointer_v2),
     E(cuMemHostGetFlags, 2030, cuMemHostGetFlags),
+    T(cuMemAllocAsync, 11020, cuMemAllocAsync, cuMemAllocAsync_ptsz),
+    T(cuMemFreeAsync, 11020, cuMemFreeAsync, cuMemFreeAsync_ptsz),
+
+    E(cuIpcGetMemHandle, 4010, cuIpcGetMemHandle),
+    E(cuIpcOpenMemHandle, 4010, cuIpcOpenMemHandle),
+    E(cuIpcOpenMemHandle, 11000, cuIpcOpenMemHandle_v2),
+    E(cuIpcCloseMemHandle, 4010, cuIpcCloseMemHandle),
+
+    E(cuMemAddressReserve, 10020, cuMemAddressReserve),
+    E(cuMemAddressFree, 10020, cuMemAddressFree),
+    E(cuMemCreate, 10020, cuMemCreate),
+    E(cuMemRelease, 10020, cuMemRelease),
+    E(cuMemMap, 10020, cuMemMap),
+    E(cuMemUnmap, 10020, cuMemUnmap),
+    E(cuMemSetAccess, 10020, cuMemSetAccess),
+    E(cuMemGetAllocationGranularity, 10020, cuMemGetAllocationGranularity),
+    E(cuMemExportToShareableHandle, 10020, cuMemExportToShareableHandle),
+    E(cuMemImportFromShareableHandle, 10020, cuMemImportFromShareableHandle),
+    E(cuMemRetainAllocationHandle, 11000, cuMemRetainAllocationHandle),
+    E(cuMemGetAllocationPropertiesFromHandle, 10020, cuMemGetAllocationPropertiesFromHandle),
+
     E(cuPointerGetAttribute, 4000, cuPointerGetAttribute),
     E(cuPointerGetAttributes, 7000, cuPointerGetAttributes),
 

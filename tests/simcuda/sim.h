@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "errors.h"
@@ -27,9 +28,11 @@
 #define SIM_REGION_PAGEABLE (-2) /* anything else: ordinary host memory, unknown to the driver */
 
 struct sim_config {
-	int ndev;		   /* devices the process sees (CUDA_VISIBLE_DEVICES) */
-	int nphys;		   /* devices of the simulated machine (SIMCUDA_DEVICES) */
-	int phys[SIM_MAX_DEVICES]; /* ordinal -> the simulated machine's device */
+	int nphys;		   /* SIMCUDA_DEVICES: the machine's devices */
+	int ndev;		   /* those CUDA_VISIBLE_DEVICES lets the process see */
+	int phys[SIM_MAX_DEVICES]; /* ordinal -> physical index */
+	unsigned char p2p_phys[SIM_MAX_DEVICES][SIM_MAX_DEVICES]; /* by physical index */
+	/* by ordinal: */
 	unsigned char p2p[SIM_MAX_DEVICES][SIM_MAX_DEVICES];
 	unsigned char corrupt[SIM_MAX_DEVICES][SIM_MAX_DEVICES];
 	unsigned char hang[SIM_MAX_DEVICES][SIM_MAX_DEVICES];
@@ -74,17 +77,35 @@ static inline CUresult sim_ready(void)
 
 /* ---- memory ---- */
 struct sim_ctx;
+struct sim_phys;
+
+#define SIM_PAGE_SHIFT	    12
+#define SIM_REGION_UNMAPPED (-3) /* reserved virtual memory with nothing mapped there */
+/* The granularity of virtual memory management (cuMemGetAllocationGranularity), as on the H100. */
+#define SIM_VMM_GRANULARITY ((size_t)2 << 20)
+
+enum sim_alloc_kind {
+	SIM_ALLOC_PLAIN, /* cuMemAlloc */
+	SIM_ALLOC_HOST,	 /* pinned host memory */
+	SIM_ALLOC_ASYNC, /* cuMemAllocAsync: a memory pool's */
+	SIM_ALLOC_IPC,	 /* another process's memory, opened with cuIpcOpenMemHandle */
+	SIM_ALLOC_VMM,	 /* a cuMemMap mapping in a reserved range */
+};
 
 struct sim_alloc {
 	uintptr_t base;
 	size_t size;
 	size_t npages;
 	struct sim_ctx *ctx;
-	int region;
-	int dev; /* for pinned host memory: the device of the allocating context */
+	int region; /* where the memory lives: a device ordinal, or SIM_REGION_HOST */
+	int dev;    /* for pinned host memory: the device of the allocating context */
+	enum sim_alloc_kind kind;
 	unsigned flags;
 	bool live;
 	unsigned long long id;
+	struct sim_phys *phys;	     /* VMM: the allocation mapped here */
+	_Atomic unsigned access;     /* VMM: the devices (bit per ordinal) it is accessible from */
+	int ipc_dev;		     /* IPC: the peer device whose slot the mapping holds, or -1 */
 	struct sim_alloc *next_all;  /* every record ever made: keeps them reachable */
 	struct sim_alloc *next_free; /* records not in use */
 };
@@ -92,13 +113,36 @@ struct sim_alloc {
 bool sim_mem_setup(void);
 struct sim_alloc *sim_mem_find(uintptr_t p);
 int sim_mem_region_of(uintptr_t p); /* SIM_REGION_* or device ordinal, from the address alone */
-CUresult sim_mem_alloc(struct sim_ctx *ctx, int region, size_t size, unsigned flags,
-		       uintptr_t *out);
-CUresult sim_mem_free(int want_region, uintptr_t p);
+CUresult sim_mem_alloc(struct sim_ctx *ctx, int region, enum sim_alloc_kind kind, size_t size,
+		       unsigned flags, uintptr_t *out);
+CUresult sim_mem_free(int want_region, uintptr_t p); /* cuMemAlloc'd and pinned memory */
 void sim_mem_free_ctx(struct sim_ctx *ctx);
 /* Bytes sim_mem_free_ctx released with their context (device memory, pinned host memory). */
 extern size_t sim_released_device_bytes, sim_released_host_bytes;
 size_t sim_mem_used(int region);
+/* Device memory held outside the device's range (VMM allocations): counted in cuMemGetInfo. */
+bool sim_mem_charge(int region, size_t bytes);
+void sim_mem_uncharge(int region, size_t bytes);
+
+/* Legacy IPC (drv_ipc.c): the file behind a device range and p's offset in it (-1: none), and
+ * another process's memory mapped into this process's range of device region. */
+int sim_mem_device_file(int region, uintptr_t p, off_t *ret_offset);
+CUresult sim_mem_map_ipc(struct sim_ctx *ctx, int region, int fd, off_t offset, size_t size,
+			 struct sim_alloc **ret);
+CUresult sim_mem_close_ipc(struct sim_alloc *a);
+void sim_ipc_unmapped(struct sim_alloc *a); /* drv_ipc.c: its peer slot goes back */
+
+/* Virtual memory management (drv_vmm.c): reservations, and allocations mapped into them. */
+CUresult sim_va_reserve(size_t size, size_t align, uintptr_t *out);
+CUresult sim_va_free(uintptr_t p, size_t size);
+CUresult sim_va_map(uintptr_t p, size_t size, struct sim_phys *phys, int fd, int region);
+CUresult sim_va_unmap(uintptr_t p, size_t size);
+/* grant/revoke: device bits; allowed(owner, grant) refuses (INVALID_DEVICE) what the pair cannot
+ * reach. */
+CUresult sim_va_set_access(uintptr_t p, size_t size, unsigned grant, unsigned revoke,
+			   bool (*allowed)(int owner, unsigned grant));
+void sim_vmm_unmapped(struct sim_phys *phys); /* drv_vmm.c: one mapping of phys fewer */
+unsigned long long sim_vmm_handle_types(const struct sim_phys *phys);
 
 /* Endpoint requirements for copies. */
 enum sim_ep_req {
@@ -120,6 +164,9 @@ struct sim_ctx {
 	unsigned long long id;
 	struct sim_ctx *peers[SIM_MAX_PEERS];
 	int npeers;
+	/* IPC mappings of each device's memory opened with lazy peer access: a device with any
+	 * holds one of the SIM_MAX_PEERS peer slots, as an enabled peer does. Under sim_mu. */
+	int ipc_peer_refs[SIM_MAX_DEVICES];
 	struct sim_stream *legacy;
 	struct sim_stream *streams;   /* every live stream of the context, legacy included */
 	uint32_t last_stream_tool_id; /* streams' tool IDs count up per context, never reused */
@@ -132,6 +179,10 @@ CUresult sim_ctx_current(struct sim_ctx **out); /* INVALID_CONTEXT when none */
 struct sim_ctx *sim_ctx_top(void);		/* the current context, alive or not, or NULL */
 CUresult sim_ctx_check(CUcontext h, struct sim_ctx **out);
 bool sim_p2p_active(int a, int b); /* peer access enabled between devices a and b, any way */
+/* An IPC mapping in c of device dev's memory takes (or shares) a peer slot: 217 when the pair
+ * cannot do P2P, 711 when the slots are all taken. */
+CUresult sim_ctx_ipc_peer_get(struct sim_ctx *c, int dev);
+void sim_ctx_ipc_peer_put(struct sim_ctx *c, int dev);
 
 /* ---- streams, events, graphs ---- */
 enum sim_op_type {

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Cross-process and VMM mappings: an entry point describes its call here (CUDA IPC, cuMem export,
+ * import, map, access, unmap, release), the real call runs in between, and the core works out
+ * whose memory it is and which device gains access, records it and diagnoses a failure. Exact
+ * pass-through: the caller's arguments and status are never changed, and no lock is held across
+ * the real call (an interposer that did once deadlocked NCCL's start: Project-HAMi/HAMi#2641).
+ */
+#pragma once
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "guard.h"
+
+enum p2pg_map_op {
+	P2PG_MAP_OP_IPC_GET,	/* cudaIpcGetMemHandle, cuIpcGetMemHandle: ptr */
+	P2PG_MAP_OP_IPC_OPEN,	/* cudaIpcOpenMemHandle, cuIpcOpenMemHandle(_v2): ret_ptr, flags */
+	P2PG_MAP_OP_IPC_CLOSE,	/* cudaIpcCloseMemHandle, cuIpcCloseMemHandle: ptr */
+	P2PG_MAP_OP_EXPORT,	/* cuMemExportToShareableHandle: handle, handle_type, flags */
+	P2PG_MAP_OP_IMPORT,	/* cuMemImportFromShareableHandle: ret_handle, os_handle, type */
+	P2PG_MAP_OP_MAP,	/* cuMemMap: ptr, size, handle, flags */
+	P2PG_MAP_OP_UNMAP,	/* cuMemUnmap: ptr, size */
+	P2PG_MAP_OP_SET_ACCESS, /* cuMemSetAccess: ptr, size, desc, count */
+	P2PG_MAP_OP_RELEASE,	/* cuMemRelease: handle */
+	P2PG_MAP_OP_RETAIN,	/* cuMemRetainAllocationHandle: ret_handle, ptr (not recorded) */
+};
+
+struct p2pg_mapping {
+	unsigned api;
+	enum p2pg_map_op op;
+	CUdeviceptr ptr;
+	CUdeviceptr *ret_ptr;
+	size_t size;
+	unsigned long long flags;
+	CUmemGenericAllocationHandle handle;
+	CUmemGenericAllocationHandle *ret_handle;
+	int handle_type; /* CUmemAllocationHandleType of an export or import */
+	const void *os_handle;
+	const CUmemAccessDesc *desc;
+	size_t count;
+	/* owned by the core */
+	uint64_t t0, started_ns, host_ns;
+	int owner; /* learnt before the call where the call takes the answer away */
+};
+
+P2PG_CORE_API void p2pg_mapping_begin(struct p2pg_mapping *m);
+/* Called right after the real call: records. Returns status unchanged. */
+P2PG_CORE_API int p2pg_mapping_end(struct p2pg_mapping *m, int status);
+
+/* A copy's pointer inside a live mapping of another device's memory given to the copy's other
+ * device: the copy goes over P2P. Cheap when the process has no such mapping. */
+bool p2pg_mapping_peer_path(CUdeviceptr p, int other_device);

@@ -1,0 +1,394 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_mappings: what the guard adds to each cross-process and VMM mapping call, measured inside
+ * one process against libcuda's own function. Run under the guard:
+ *
+ *   LD_PRELOAD=build/src/preload/libp2pguard.so P2PGUARD_DB=/tmp/b.db \
+ *       build/tests/bench/bench_mappings [--calls N] [--runs N]
+ *
+ * The guarded function is what dlsym gives a program (the guard's wrapper); libcuda's own comes
+ * from glibc's dlsym on the library's handle, past the guard. Each call below is timed both ways,
+ * --calls calls a run (default 100), runs interleaved (guarded, own, own, guarded, ...), host time
+ * by CLOCK_MONOTONIC, only the timed call inside the loop timed. The table gives per call the
+ * fastest run of each (the figure least disturbed by other work on a shared machine) and their
+ * difference, which the budget is judged on, and the median over --runs runs (default 31) of
+ * each run's difference to the run beside it:
+ *   cuMemMap, cuMemSetAccess, cuMemUnmap   a 2 MiB allocation of the process's own device 0
+ *                                          (counted, not rowed), mapped, given access, unmapped
+ *   ... with 256 peer mappings live        the same with 256 imported mappings in the guard's
+ *                                          table, which an unmap searches
+ *   cuMemImportFromShareableHandle,        an export of the process's own allocation imported
+ *   cuMemRelease (import)                  back (each a row, the release ends it)
+ *   cuMemMap, cuMemSetAccess (imported)    that import mapped and given access: rows
+ *   cuIpcOpenMemHandle, cuIpcCloseMemHandle  a handle of another process (a child started as
+ *                                          `bench_mappings --owner`, on device 0) opened on
+ *                                          device 1 (device 0 with one device) and closed
+ * The budget is 2 us a call. With the simulated CUDA: LD_LIBRARY_PATH=build/tests/simcuda. On a
+ * GPU: the real libcuda.so.1 is found as usual.
+ */
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_RUNS 128
+#define PEERS	 256
+
+extern char **environ;
+
+typedef void *(*dlsym_fn)(void *, const char *);
+
+struct fns {
+	CUresult(CUDAAPI *map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+			       unsigned long long);
+	CUresult(CUDAAPI *unmap)(CUdeviceptr, size_t);
+	CUresult(CUDAAPI *set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+	CUresult(CUDAAPI *import)(CUmemGenericAllocationHandle *, void *,
+				  CUmemAllocationHandleType);
+	CUresult(CUDAAPI *release)(CUmemGenericAllocationHandle);
+	CUresult(CUDAAPI *ipc_open)(CUdeviceptr *, CUipcMemHandle, unsigned int);
+	CUresult(CUDAAPI *ipc_close)(CUdeviceptr);
+};
+
+static struct fns guarded, own;
+
+static void resolve(struct fns *f, void *lib, dlsym_fn look)
+{
+	*(void **)&f->map = look(lib, "cuMemMap");
+	*(void **)&f->unmap = look(lib, "cuMemUnmap");
+	*(void **)&f->set_access = look(lib, "cuMemSetAccess");
+	*(void **)&f->import = look(lib, "cuMemImportFromShareableHandle");
+	*(void **)&f->release = look(lib, "cuMemRelease");
+	*(void **)&f->ipc_open = look(lib, "cuIpcOpenMemHandle_v2");
+	*(void **)&f->ipc_close = look(lib, "cuIpcCloseMemHandle");
+}
+
+static double now_us(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static void check(CUresult r, const char *what)
+{
+	if (r != CUDA_SUCCESS) {
+		fprintf(stderr, "bench_mappings: %s failed: %d\n", what, r);
+		exit(1);
+	}
+}
+
+static void desc_for(CUmemAccessDesc *d, int dev)
+{
+	memset(d, 0, sizeof(*d));
+	d->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	d->location.id = dev;
+	d->flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+}
+
+static CUmemGenericAllocationHandle create(size_t size, int dev)
+{
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = dev;
+	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	CUmemGenericAllocationHandle h;
+	check(cuMemCreate(&h, size, &prop, 0), "cuMemCreate");
+	return h;
+}
+
+enum op {
+	OP_MAP,
+	OP_ACCESS,
+	OP_UNMAP,
+	OP_MAP_L,
+	OP_ACCESS_L,
+	OP_UNMAP_L,
+	OP_IMPORT,
+	OP_RELEASE,
+	OP_MAP_I,
+	OP_ACCESS_I,
+	OP_UNMAP_I,
+	OP_IPC_OPEN,
+	OP_IPC_CLOSE,
+	NOPS
+};
+
+static const char *const op_names[NOPS] = {
+    "cuMemMap (own device, counted)",
+    "cuMemSetAccess (own device, counted)",
+    "cuMemUnmap (own device, counted)",
+    "cuMemMap (counted), 256 peer maps live",
+    "cuMemSetAccess (counted), 256 live",
+    "cuMemUnmap (counted), 256 live",
+    "cuMemImportFromShareableHandle (row)",
+    "cuMemRelease of an import (row)",
+    "cuMemMap of an import (row)",
+    "cuMemSetAccess of an import (row)",
+    "cuMemUnmap of an import (row)",
+    "cuIpcOpenMemHandle_v2 (row)",
+    "cuIpcCloseMemHandle (row)",
+};
+
+static double samples[NOPS][2][MAX_RUNS];
+
+struct setup {
+	size_t size;
+	CUmemGenericAllocationHandle local;
+	CUdeviceptr va; /* room for one mapping per call */
+	int fd;		/* the local allocation exported */
+	int calls;
+	CUipcMemHandle ipc;
+	bool have_ipc;
+	int dev;
+};
+
+/* One run of the own-device triple and the imported triple with f's functions. */
+static void run_vmm(const struct fns *f, const struct setup *s, int base_op, double *t)
+{
+	CUmemAccessDesc d;
+	desc_for(&d, 0);
+	for (int k = 0; k < s->calls; k++) {
+		CUdeviceptr p = s->va + (CUdeviceptr)k * s->size;
+		double a = now_us();
+		check(f->map(p, s->size, 0, s->local, 0), "cuMemMap");
+		double b = now_us();
+		check(f->set_access(p, s->size, &d, 1), "cuMemSetAccess");
+		double c = now_us();
+		t[base_op] += b - a;
+		t[base_op + 1] += c - b;
+	}
+	for (int k = 0; k < s->calls; k++) {
+		double a = now_us();
+		check(f->unmap(s->va + (CUdeviceptr)k * s->size, s->size), "cuMemUnmap");
+		t[base_op + 2] += now_us() - a;
+	}
+}
+
+static void run_import(const struct fns *f, const struct setup *s, double *t)
+{
+	CUmemAccessDesc d;
+	desc_for(&d, s->dev);
+	for (int k = 0; k < s->calls; k++) {
+		CUmemGenericAllocationHandle h;
+		CUdeviceptr p = s->va + (CUdeviceptr)k * s->size;
+		double a = now_us();
+		check(f->import(&h, (void *)(uintptr_t)s->fd,
+				CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+		      "cuMemImportFromShareableHandle");
+		double b = now_us();
+		check(f->map(p, s->size, 0, h, 0), "cuMemMap (import)");
+		double c = now_us();
+		check(f->set_access(p, s->size, &d, 1), "cuMemSetAccess (import)");
+		double e = now_us();
+		check(f->unmap(p, s->size), "cuMemUnmap (import)");
+		double g = now_us();
+		check(f->release(h), "cuMemRelease (import)");
+		double i = now_us();
+		t[OP_IMPORT] += b - a;
+		t[OP_MAP_I] += c - b;
+		t[OP_ACCESS_I] += e - c;
+		t[OP_UNMAP_I] += g - e;
+		t[OP_RELEASE] += i - g;
+	}
+}
+
+static void run_ipc(const struct fns *f, const struct setup *s, double *t)
+{
+	for (int k = 0; s->have_ipc && k < s->calls; k++) {
+		CUdeviceptr p;
+		double a = now_us();
+		check(f->ipc_open(&p, s->ipc, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+		      "cuIpcOpenMemHandle");
+		double b = now_us();
+		check(f->ipc_close(p), "cuIpcCloseMemHandle");
+		t[OP_IPC_OPEN] += b - a;
+		t[OP_IPC_CLOSE] += now_us() - b;
+	}
+}
+
+static int cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The handle of a cuMemAlloc of another process, which waits until stdin closes. */
+static int owner(void)
+{
+	CUdevice dev;
+	CUcontext ctx;
+	CUdeviceptr p;
+	CUipcMemHandle h;
+	check(cuInit(0), "cuInit");
+	cuDeviceGet(&dev, 0);
+	cuDevicePrimaryCtxRetain(&ctx, dev);
+	cuCtxSetCurrent(ctx);
+	check(cuMemAlloc(&p, 1 << 20), "cuMemAlloc");
+	check(cuIpcGetMemHandle(&h, p), "cuIpcGetMemHandle");
+	fwrite(&h, sizeof(h), 1, stdout);
+	fflush(stdout);
+	char buf[16];
+	while (fread(buf, 1, sizeof(buf), stdin) > 0)
+		;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 2 && strcmp(argv[1], "--owner") == 0)
+		return owner();
+	int calls = 100, runs = 31;
+	for (int k = 1; k + 1 < argc; k += 2) {
+		if (strcmp(argv[k], "--calls") == 0)
+			calls = atoi(argv[k + 1]);
+		else if (strcmp(argv[k], "--runs") == 0)
+			runs = atoi(argv[k + 1]);
+	}
+	if (calls < 1 || runs < 1 || runs > MAX_RUNS) {
+		fprintf(stderr, "usage: bench_mappings [--calls N] [--runs 1-%d]\n", MAX_RUNS);
+		return 2;
+	}
+
+	/* The owner first: a child forked after cuInit could make no CUDA call. */
+	struct setup s = {.calls = calls};
+	int to_child[2], from_child[2];
+	pid_t child = 0;
+	if (pipe2(to_child, O_CLOEXEC) == 0 && pipe2(from_child, O_CLOEXEC) == 0) {
+		posix_spawn_file_actions_t fa;
+		posix_spawn_file_actions_init(&fa);
+		posix_spawn_file_actions_adddup2(&fa, to_child[0], 0);
+		posix_spawn_file_actions_adddup2(&fa, from_child[1], 1);
+		char *cargv[] = {argv[0], "--owner", NULL};
+		if (posix_spawn(&child, "/proc/self/exe", &fa, NULL, cargv, environ) == 0) {
+			close(to_child[0]);
+			close(from_child[1]);
+			s.have_ipc = read(from_child[0], &s.ipc, sizeof(s.ipc)) == sizeof(s.ipc);
+		}
+	}
+
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	if (!lib)
+		lib = dlopen("libcuda.so.1", RTLD_NOW);
+	dlsym_fn glibc_dlsym = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+	if (!glibc_dlsym)
+		glibc_dlsym = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+	if (!lib || !glibc_dlsym) {
+		fprintf(stderr, "bench_mappings: cannot load libcuda.so.1 or find glibc's dlsym\n");
+		return 1;
+	}
+	resolve(&guarded, lib, dlsym);
+	resolve(&own, lib, glibc_dlsym);
+	bool under_guard = (void *)guarded.map != (void *)own.map;
+
+	CUdevice dev;
+	CUcontext ctx;
+	int ndev = 0;
+	check(cuInit(0), "cuInit");
+	cuDeviceGetCount(&ndev);
+	s.dev = ndev > 1 ? 1 : 0;
+	cuDeviceGet(&dev, s.dev);
+	cuDevicePrimaryCtxRetain(&ctx, dev);
+	cuCtxSetCurrent(ctx);
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	check(cuMemGetAllocationGranularity(&s.size, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+	      "cuMemGetAllocationGranularity");
+	s.local = create(s.size, 0);
+	check(cuMemAddressReserve(&s.va, s.size * (size_t)calls, 0, 0, 0), "cuMemAddressReserve");
+	check(cuMemExportToShareableHandle(&s.fd, s.local, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+					   0),
+	      "cuMemExportToShareableHandle");
+
+	for (int r = 0; r < runs; r++)
+		for (int order = 0; order < 2; order++) {
+			/* guarded first in even runs, own first in odd ones */
+			int which = (r + order) % 2;
+			const struct fns *f = which == 0 ? &guarded : &own;
+			double t[NOPS] = {0};
+			run_vmm(f, &s, OP_MAP, t);
+			run_import(f, &s, t);
+			run_ipc(f, &s, t);
+			for (int op = 0; op < NOPS; op++)
+				if (op < OP_MAP_L || op > OP_UNMAP_L)
+					samples[op][which][r] = t[op] / calls;
+		}
+
+	/* 256 imported mappings live in the guard's table while the own-device calls run. */
+	CUmemGenericAllocationHandle imported[PEERS];
+	CUdeviceptr peer_va;
+	check(cuMemAddressReserve(&peer_va, s.size * PEERS, 0, 0, 0),
+	      "cuMemAddressReserve (peers)");
+	for (int k = 0; k < PEERS; k++) {
+		check(guarded.import(&imported[k], (void *)(uintptr_t)s.fd,
+				     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+		      "import (peers)");
+		check(guarded.map(peer_va + (CUdeviceptr)k * s.size, s.size, 0, imported[k], 0),
+		      "cuMemMap (peers)");
+	}
+	for (int r = 0; r < runs; r++)
+		for (int order = 0; order < 2; order++) {
+			int which = (r + order) % 2;
+			double t[NOPS] = {0};
+			run_vmm(which == 0 ? &guarded : &own, &s, OP_MAP_L, t);
+			for (int op = OP_MAP_L; op <= OP_UNMAP_L; op++)
+				samples[op][which][r] = t[op] / calls;
+		}
+	for (int k = 0; k < PEERS; k++) {
+		guarded.unmap(peer_va + (CUdeviceptr)k * s.size, s.size);
+		guarded.release(imported[k]);
+	}
+
+	printf("bench_mappings: %d calls a run, %d runs, %d device(s)%s\n", calls, runs, ndev,
+	       under_guard ? "" : " -- NOT under the guard: both columns are libcuda's own");
+	printf(
+	    "| call | libcuda's own, fastest run (us) | guarded, fastest run (us) | guard's cost "
+	    "(us) | median of paired differences (us) | budget 2 us |\n");
+	printf("| --- | --- | --- | --- | --- | --- |\n");
+	int over = 0;
+	for (int op = 0; op < NOPS; op++) {
+		if ((op == OP_IPC_OPEN || op == OP_IPC_CLOSE) && !s.have_ipc) {
+			printf("| %s | not run: no owner process | | | | |\n", op_names[op]);
+			continue;
+		}
+		double diff[MAX_RUNS];
+		for (int r = 0; r < runs; r++)
+			diff[r] = samples[op][0][r] - samples[op][1][r];
+		double paired = median(diff, runs);
+		qsort(samples[op][0], (size_t)runs, sizeof(double), cmp);
+		qsort(samples[op][1], (size_t)runs, sizeof(double), cmp);
+		double g = samples[op][0][0], o = samples[op][1][0];
+		over += g - o > 2.0;
+		printf("| %s | %.3f | %.3f | %+.3f | %+.3f | %s |\n", op_names[op], o, g, g - o,
+		       paired, g - o <= 2.0 ? "met" : "MISSED");
+	}
+
+	cuMemAddressFree(peer_va, s.size * PEERS);
+	cuMemAddressFree(s.va, s.size * (size_t)calls);
+	close(s.fd);
+	cuMemRelease(s.local);
+	if (child > 0) {
+		close(to_child[1]);
+		waitpid(child, NULL, 0);
+	}
+	return over ? 3 : 0;
+}

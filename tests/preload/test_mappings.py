@@ -1,0 +1,168 @@
+"""Cross-process mappings through the real database: the conformance programs that share memory
+between two processes (legacy IPC through the runtime; VMM through the driver, the descriptor
+passed over a Unix socket) run under the guard, unchanged, and leave a peer_mappings row for every
+export, open, import, map and access, each linked to the close, unmap or release that ended it;
+the copy from the mapped memory into the importer's own device is a peer copy like any other. A
+process's own memory on its own device is only counted. In staged mode that copy is staged."""
+import os
+import re
+import subprocess
+from harness import *
+
+CONF = os.path.join(BUILD, "tests/conformance")
+LEGACY = os.path.join(CONF, "conformance_rt_ipc_legacy")
+VMM = os.path.join(CONF, "conformance_drv_ipc_vmm")
+MiB = 1 << 20
+strip = lambda text: re.sub(r"[0-9][0-9.]*", "N", text)
+
+
+def guarded(program, db, **env):
+    bare = run([program], preload=False, **env)
+    proc = run([program], db=db, **env)
+    check(strip(proc.stdout) == strip(bare.stdout), os.path.basename(program) + ": the same %d check lines with and without the guard" % bare.stdout.count("\n"))
+    check("# PASS" in proc.stdout, os.path.basename(program) + ": its checks pass under the guard")
+    return proc
+
+
+def rows(db, where, *params):
+    return query(db, "SELECT api, event, status, accessor_device, owner_device, is_peer, cross_process, bytes, "
+                     "handle_type, flags, mapping_id, ended_ns IS NOT NULL, ended_by, address IS NOT NULL "
+                     "FROM peer_mappings WHERE " + where + " ORDER BY started_ns", *params)
+
+
+def processes(db):
+    """owner and importer process ids: the owner exported."""
+    owner = scalar(db, "SELECT process_id FROM peer_mappings WHERE event = 'export' AND status = 0")
+    importer = scalar(db, "SELECT process_id FROM peer_mappings WHERE event = 'import' AND status = 0")
+    return owner, importer
+
+
+# ---- legacy IPC, owner on device 0, importer on device 1 ----
+db = tempdb()
+guarded(LEGACY, db)
+owner, importer = processes(db)
+check(owner and importer and owner != importer, "legacy: the owner's and the importer's rows are two processes (%s, %s)" % (owner, importer))
+export = rows(db, "process_id = ? AND event = 'export' AND status = 0", owner)
+equal(export, [("cudaIpcGetMemHandle", "export", 0, None, 0, None, 0, MiB, "ipc", 0, None, 0, None, 1)],
+      "legacy: the owner's cudaIpcGetMemHandle row (device 0, 1 MiB, ipc)")
+opened = rows(db, "process_id = ? AND event = 'import' AND status = 0", importer)
+equal(len(opened), 2, "legacy: the importer's two opens of the handle")
+for r in opened:
+    equal(r[:10], ("cudaIpcOpenMemHandle", "import", 0, 1, 0, 1, 1, MiB, "ipc", 1),
+          "legacy: open row: device 1 gains device 0's memory, a peer mapping across processes, lazy peer access")
+    equal(r[11:13], (1, "cudaIpcCloseMemHandle"), "legacy: the open is ended by cudaIpcCloseMemHandle")
+equal(opened[0][10], opened[1][10], "legacy: both opens are one mapping (the driver's reference count)")
+ends = query(db, "SELECT event, mapping_id FROM peer_mappings WHERE process_id = ? AND api = 'cudaIpcCloseMemHandle' AND status = 0 ORDER BY started_ns", importer)
+equal(ends, [("unref", opened[0][10]), ("end", opened[0][10])], "legacy: the first close drops a reference, the second ends the mapping")
+lived = scalar(db, "SELECT ended_ns - started_ns FROM peer_mappings WHERE process_id = ? AND event = 'import' AND status = 0", importer)
+check(lived and lived > 0, "legacy: ended_ns is after started_ns (%s ns)" % lived)
+copy = query(db, "SELECT api, src_device, dst_device, bytes, path, status FROM transfers WHERE process_id = ?", importer)
+equal(copy, [("cudaMemcpy", 0, 1, MiB, "p2p", 0)], "legacy: the copy out of the mapping into device 1 is a peer copy over P2P")
+equal(scalar(db, "SELECT count(*) FROM mapping_counts"), 0, "legacy: nothing counted (no process mapped its own memory)")
+failed = query(db, "SELECT api, status FROM peer_mappings WHERE status != 0 ORDER BY process_id != ?, started_ns", owner)
+equal(failed, [("cudaIpcGetMemHandle", 1), ("cudaIpcGetMemHandle", 1), ("cudaIpcOpenMemHandle", 201),
+               ("cudaIpcCloseMemHandle", 1), ("cudaIpcOpenMemHandle", 1), ("cudaIpcOpenMemHandle", 1),
+               ("cudaIpcCloseMemHandle", 1)], "legacy: every failed call has its row")
+equal(scalar(db, "SELECT count(*) FROM failures"), len(failed), "legacy: and its failures row")
+view = query(db, "SELECT pair, is_peer, lived_ms IS NOT NULL, ended_by FROM mapping_report WHERE api = 'cudaIpcOpenMemHandle' AND status = 0")
+equal(view[0], ("0->1", 1, 1, "cudaIpcCloseMemHandle"), "mapping_report: the pair, and how long it lived")
+
+report = cli("report", db)
+check("cross-process mappings: " in report.stdout and
+      "cudaIpcOpenMemHandle import 0->1 peer cross-process ipc x2 2.0 MiB, ended by cudaIpcCloseMemHandle" in report.stdout,
+      "report: the mappings section names the open, its pair and its close")
+import json
+mapped = json.loads(cli("report", "--json", db).stdout).get("mappings") or {}
+opens = [g for g in mapped.get("groups", []) if g["api"] == "cudaIpcOpenMemHandle" and g["status"] == 0]
+equal([(g["owner_device"], g["accessor_device"], g["is_peer"], g["calls"], g["live"]) for g in opens], [(0, 1, 1, 2, 0)],
+      "report --json: mappings.groups has the opens, none live at the end")
+
+# ---- VMM, the descriptor over a Unix socket ----
+db = tempdb()
+guarded(VMM, db)
+owner, importer = processes(db)
+check(owner and importer and owner != importer, "vmm: two processes")
+got = rows(db, "process_id = ? AND status = 0", importer)
+ids = {r[1]: r[10] for r in got}
+equal([r[:10] for r in got], [
+    ("cuMemImportFromShareableHandle", "import", 0, None, 0, None, 1, 0, "posix_fd", 0),
+    ("cuMemMap", "map", 0, None, 0, None, 1, 2 * MiB, "posix_fd", 0),
+    ("cuMemSetAccess", "access", 0, 1, 0, 1, 1, 2 * MiB, "posix_fd", 3),
+    ("cuMemUnmap", "end", 0, 1, 0, 1, 1, 2 * MiB, "posix_fd", 0),
+    ("cuMemRelease", "end", 0, None, 0, None, 1, 0, "posix_fd", 0)],
+      "vmm: the importer's rows: import, map, device 1's access (a peer mapping), unmap, release")
+equal([r[11:13] for r in got[:3]], [(1, "cuMemRelease"), (1, "cuMemUnmap"), (1, "cuMemUnmap")],
+      "vmm: the import is ended by its release, the map and the access by the unmap")
+equal(got[1][10], got[2][10], "vmm: map and access are one mapping")
+equal(got[3][10], got[1][10], "vmm: the unmap carries the mapping's id")
+equal(got[4][10], got[0][10], "vmm: the release carries the import's id")
+equal(rows(db, "process_id = ? AND status = 0", owner)[0][:9],
+      ("cuMemExportToShareableHandle", "export", 0, None, 0, None, 0, 0, "posix_fd"), "vmm: the owner's export row")
+counts = dict(((a, d), c) for a, d, c in query(db, "SELECT api, device, calls FROM mapping_counts WHERE process_id = ?", owner))
+equal(counts, {("cuMemMap", 0): 1, ("cuMemSetAccess", 0): 1, ("cuMemUnmap", 0): 1, ("cuMemRelease", 0): 2},
+      "vmm: the owner's own mappings of device 0 are counted, not rowed")
+equal(scalar(db, "SELECT count(*) FROM peer_mappings WHERE process_id = ? AND status = 0 AND event != 'export'", owner), 0,
+      "vmm: the owner has no other row")
+copy = query(db, "SELECT api, src_device, dst_device, bytes, path FROM transfers WHERE process_id = ?", importer)
+equal(copy, [("cuMemcpyDtoD_v2", 0, 1, 2 * MiB, "p2p")], "vmm: the copy out of the imported mapping is a peer copy over P2P")
+report = cli("report", db).stdout
+check("own memory on its own device, counted:" in report and "cuMemMap device 0 x1 2.0 MiB" in report,
+      "report: the owner's counted own-device calls")
+counted = json.loads(cli("report", "--json", db).stdout)["mappings"]["counts"]
+equal(sorted((c["api"], c["calls"]) for c in counted),
+      [("cuMemMap", 1), ("cuMemRelease", 2), ("cuMemSetAccess", 1), ("cuMemUnmap", 1)], "report --json: mappings.counts")
+
+# ---- one device: the importer maps the owner's memory on the same device ----
+db = tempdb()
+guarded(LEGACY, db, SIMCUDA_DEVICES=1)
+owner, importer = processes(db)
+equal(query(db, "SELECT accessor_device, owner_device, is_peer, cross_process FROM peer_mappings WHERE process_id = ? AND event = 'import' AND status = 0 LIMIT 1", importer),
+      [(0, 0, 0, 1)], "one device: the open crosses a process, not a device")
+equal(scalar(db, "SELECT count(*) FROM transfers"), 0, "one device: the copy out of the mapping stays on device 0 (no transfer row)")
+db = tempdb()
+guarded(VMM, db, SIMCUDA_DEVICES=1)
+owner, importer = processes(db)
+equal(query(db, "SELECT accessor_device, owner_device, is_peer, cross_process FROM peer_mappings WHERE process_id = ? AND event = 'access' AND status = 0", importer),
+      [(0, 0, 0, 1)], "one device: access to another process's memory of the same device is still a row")
+
+# ---- staged mode: the copy through the mapping is staged, the data stays right ----
+# (xproc_peer: the conformance program expects the P2P answers that staged mode changes on purpose)
+
+
+def ipc_pair(db, owner_devices, open_device, owner_env={}, open_env={}, wrap=[]):
+    """xproc_peer ipc-owner on owner_devices, ipc-open of all its handles on open_device."""
+    env = environment(db, **owner_env)
+    owner = subprocess.Popen([program("xproc_peer"), "ipc-owner"] + [str(d) for d in owner_devices], env=env,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    handles = [owner.stdout.readline().split()[1] for _ in owner_devices]
+    opener = run(wrap + [program("xproc_peer"), "ipc-open", str(open_device)] + handles, db=db, **open_env)
+    owner.stdin.close()
+    owner.wait()
+    return opener
+
+
+db = tempdb()
+opener = ipc_pair(db, [0], 1, {"P2PGUARD_MODE": "staged"}, {"P2PGUARD_MODE": "staged"})
+check("data=1" in opener.stdout, "staged: the importer's copy out of the mapping is right (%s)" % opener.stdout.split())
+equal(query(db, "SELECT src_device, dst_device, path, status FROM transfers"),
+      [(0, 1, "staged", 0)], "staged: the copy out of the peer mapping is staged")
+equal(scalar(db, "SELECT count(*) FROM peer_mappings WHERE event = 'import' AND status = 0"), 1,
+      "staged: the mapping itself is made and recorded (staged mode cannot stage a mapping)")
+
+# ---- the owner killed before it frees: the rows of both processes are there ----
+db = tempdb()
+env = environment(db)
+owner_proc = subprocess.Popen([program("xproc_peer"), "ipc-owner", "0"], env=env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+handle = owner_proc.stdout.readline().split()[1]
+opener = run([program("xproc_peer"), "ipc-open", "1", handle], db=db)
+check("data=1" in opener.stdout, "xproc_peer: the importer reads the owner's data (%s)" % opener.stdout.split())
+owner_proc.kill()
+owner_proc.wait()
+cli("recover", db)
+equal(scalar(db, "SELECT count(*) FROM peer_mappings WHERE api = 'cudaIpcGetMemHandle' AND status = 0"), 1,
+      "a killed owner's export row is recovered from its spool")
+equal(query(db, "SELECT ended_by FROM peer_mappings WHERE api = 'cudaIpcOpenMemHandle' AND status = 0"),
+      [("cudaIpcCloseMemHandle",)], "the importer's open is ended by its close")
+
+done()
