@@ -23,21 +23,4 @@ echo "## 2. Python stack capture"
 python3 tests/bench/bench_pystack.py "$BUILD" 2000 2>&1 | tee "$RESULTS/bench-pystack.txt"
 
 echo "## 3. PyTorch process start, bare and guarded (s, interleaved)"
-start_cmd=(python3 -c 'import torch; torch.zeros(1, device="cuda"); torch.cuda.synchronize()')
-bare=() guarded=()
-for k in 1 2 3 4 5; do
-	t0=$EPOCHREALTIME; "${start_cmd[@]}" 2>/dev/null; t1=$EPOCHREALTIME
-	bare+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')")
-	db=$(mktemp -u /tmp/gpu-single-start.XXXXXX.db)
-	t0=$EPOCHREALTIME; P2PGUARD_DB=$db LD_PRELOAD=$BUILD/src/preload/libp2pguard.so "${start_cmd[@]}" 2>/dev/null; t1=$EPOCHREALTIME
-	guarded+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')")
-	rows=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from processes').fetchone()[0])" "$db" 2>&1)
-	rm -rf "$db" "$db"-* "$db".spool
-done
-med() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-{
-	echo "| start | median s | runs |"
-	echo "|---|---|---|"
-	echo "| bare | $(med "${bare[@]}") | ${bare[*]} |"
-	echo "| guarded | $(med "${guarded[@]}") | ${guarded[*]} (processes rows in the last: $rows) |"
-} | tee "$RESULTS/torch-start.md"
+BUILD=$BUILD bash scripts/torch-start.sh | tee "$RESULTS/torch-start.md"
