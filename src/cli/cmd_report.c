@@ -77,6 +77,9 @@ int report_open(struct report *r, const struct report_options *opt, bool with_se
 	progress_attach(&r->progress, r->db);
 	if (report_scan_run(r->db, &r->scan, with_series, &r->progress) < 0)
 		return 2;
+	progress_stage(&r->progress, "reading NCCL's operations", 0);
+	/* Said on stderr when it fails; the rest of the report stands without it. */
+	(void)nccl_scan_run(r->db, &r->nccl, false);
 	return 0;
 }
 
@@ -84,6 +87,7 @@ void report_close(struct report *r)
 {
 	progress_end(&r->progress);
 	report_scan_free(&r->scan);
+	nccl_scan_free(&r->nccl);
 	sqlite3_close(r->db);
 	r->db = NULL;
 }

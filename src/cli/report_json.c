@@ -375,7 +375,7 @@ int report_json(struct report *r, FILE *out)
 	p2pg_cli_json_string(out, r->selection[0] ? r->selection : NULL);
 	fputs(",\n", out);
 	summary(r, out);
-	p2pg_report_nccl_json(r->db, out);
+	p2pg_report_nccl_json(r, out);
 	processes(r, out);
 	transfers(r, out);
 	fputs("  \"peer_access\": ", out);

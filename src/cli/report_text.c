@@ -550,15 +550,16 @@ int report_text(struct report *r, FILE *out)
 	if (r->selection[0])
 		fprintf(out, "(%s)\n", r->selection);
 	/* A job that hangs in NCCL: the first thing to read. */
-	p2pg_report_nccl_stalls(r->db, out, r->opt->brief);
+	p2pg_report_nccl_stalls(r, out);
 	section_processes(r, out);
 	section_gpus(r, out);
 	section_transfers(r, out);
+	p2pg_report_nccl_pairs(r, out);
 	section_peer_access(r, out);
 	section_failures(r, out);
 	section_crashes(r, out);
 	section_stalls(r, out);
-	p2pg_report_nccl(r->db, out);
+	p2pg_report_nccl(r, out);
 	/*
 	 * Sections that other files add (report_*.c: cross-process mappings, NCCL operations, ...)
 	 * go here, one call each, with the same (r, out) and the same habits: nothing printed when
