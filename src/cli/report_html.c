@@ -18,6 +18,7 @@
 #include "report.h"
 #include "report_chart.h"
 #include "report_html.h"
+#include "report_nccl.h"
 
 #define MAX_DETAIL_PAIRS 64 /* pairs with a detail of their own; the rest are in the table */
 #define MAX_MULTIPLES	 64 /* small multiples shown */
@@ -141,6 +142,24 @@ static void summary(FILE *out, struct report *r)
 	card(out, "n-crashes", html_scalar(r->db, "SELECT count(*) FROM crashes"), "crashes",
 	     "rows of crashes");
 	card(out, "n-dropped", dropped, "records dropped", "sum of processes.records_dropped");
+	if (r->nccl.present && r->nccl.ncomms) {
+		card(out, "n-nccl-ops", r->nccl.ops, "NCCL operations",
+		     "finished NCCL operations, rows, summary buckets and overflow (nccl_totals)");
+		long long stalled = p2pg_cli_has_table(r->db, "nccl_stalls")
+					? html_scalar(r->db, "SELECT count(*) FROM nccl_stalls")
+					: 0;
+		if (stalled)
+			fputs(
+			    "<a class=\"card bad\" href=\"#nccl-stalls\" title=\"NCCL operations "
+			    "whose kernel did not finish (nccl_stalls)\"><b id=\"n-nccl-stalls\">",
+			    out);
+		else
+			fputs("<div class=\"card\" title=\"NCCL operations whose kernel did not "
+			      "finish (nccl_stalls)\"><b id=\"n-nccl-stalls\">",
+			      out);
+		html_count(out, stalled);
+		fprintf(out, "</b><span>NCCL stalls</span></%s>", stalled ? "a" : "div");
+	}
 	fputs("</div>\n", out);
 }
 
@@ -479,20 +498,17 @@ static const char style[] =
     "0;font-size:12px}"
     "code{background:#eee;padding:0 3px;overflow-wrap:anywhere}.barcell{position:relative}"
     ".barcell .bar{position:absolute;left:0;top:3px;bottom:3px;background:#c6dbef;z-index:-1}"
-    ".bad{color:#d62728;font-weight:600}";
+    ".bad{color:#d62728;font-weight:600}a.card{text-decoration:none}"
+    ".matrix th.host{border-bottom:2px solid #bbb}.nccl-stall{margin-top:6px}";
 
 static const struct {
 	const char *id, *title;
 } sections[] = {
-    {"sec-summary", "Summary"},
-    {"sec-matrix", "P2P matrix"},
-    {"sec-pairs", "Pairs over time"},
-    {"sec-ranks", "Hosts and ranks"},
-    {"sec-failures", "Failures"},
-    {"sec-crashes", "Crashes"},
-    {"sec-stalls", "Stalls"},
-    {"sec-processes", "Processes"},
-    {"sec-peer-access", "Peer access calls"},
+    {"sec-summary", "Summary"},	      {"sec-matrix", "P2P matrix"},
+    {"sec-pairs", "Pairs over time"}, {"sec-nccl", "NCCL"},
+    {"sec-ranks", "Hosts and ranks"}, {"sec-failures", "Failures"},
+    {"sec-crashes", "Crashes"},	      {"sec-stalls", "Stalls"},
+    {"sec-processes", "Processes"},   {"sec-peer-access", "Peer access calls"},
 };
 
 static void open_section(FILE *out, int k)
@@ -531,13 +547,15 @@ int p2pg_report_html(struct report *r, FILE *out)
 	open_section(out, 2);
 	pairs(out, r);
 	open_section(out, 3);
+	p2pg_report_nccl_html(r, out);
+	open_section(out, 4);
 	report_html_ranks(out, r);
 	progress_stage(&r->progress, "grouping failures and crashes", 0);
-	open_section(out, 4);
-	report_html_failures(out, r);
 	open_section(out, 5);
-	report_html_crashes(out, r);
+	report_html_failures(out, r);
 	open_section(out, 6);
+	report_html_crashes(out, r);
+	open_section(out, 7);
 	if (!r->has_stalls)
 		fputs("<p class=\"dim\">Not recorded in this database (its guard predates stall "
 		      "detection).</p>\n",
@@ -549,7 +567,7 @@ int p2pg_report_html(struct report *r, FILE *out)
 		     "started_utc, s.waited_ns / 1e9 AS waited_s, s.rule_id, s.diagnosis FROM "
 		     "stalls s JOIN processes p ON p.id = s.process_id ORDER BY s.rowid"))
 		fputs("<p>No stall was recorded.</p>\n", out);
-	open_section(out, 7);
+	open_section(out, 8);
 	fprintf(out, "<details%s><summary>%zu processes</summary>\n",
 		r->scan.nprocs <= 32 ? " open" : "", r->scan.nprocs);
 	html_table(
@@ -558,7 +576,7 @@ int p2pg_report_html(struct report *r, FILE *out)
 	    "1000000000, 'unixepoch') AS started_utc, records_dropped, recovered, cmdline FROM "
 	    "processes ORDER BY coalesce(rank, 1 << 30), id");
 	fputs("</details>\n", out);
-	open_section(out, 8);
+	open_section(out, 9);
 	html_table(out, r->db, "peer-access", REPORT_PEER_ACCESS_SQL);
 	/*
 	 * Sections that other files add (report_*.c) go here, one call each: open them with a

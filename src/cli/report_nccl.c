@@ -155,7 +155,7 @@ void p2pg_report_nccl_pairs(struct report *r, FILE *out)
 	fprintf(out, "\nNCCL traffic per device pair (nccl_pair_bandwidth): %s operations, %s\n",
 		n_ops, n_bytes);
 	struct rbuf basis = {0};
-	rbuf_printf(&basis, "GB/s (p50, p99 per pair and kind) from the %s GPU-timed ones: %s",
+	rbuf_printf(&basis, "GB/s (p50, p99 per pair and kind) from the %s GPU-timed ones. %s",
 		    n_timed, REPORT_NCCL_BASIS);
 	rbuf_printf(&basis,
 		    " GPUs are %s nvidia-smi's index where the database knows it, else the rank's "
@@ -516,7 +516,4 @@ void p2pg_report_nccl_json(struct report *r, FILE *out)
 			 "nccl_pair_traffic ORDER BY 1, 2, 3, 6"
 		       : "SELECT 1 WHERE 0");
 	fputs("\n  },\n", out);
-}
-void p2pg_report_nccl_html(struct report *r, FILE *out)
-{
 }

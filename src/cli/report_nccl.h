@@ -26,7 +26,7 @@
 
 /* What NCCL's GB/s are computed from, said beside them in every form. */
 #define REPORT_NCCL_BASIS                                                                         \
-	"an operation's GPU time runs from its kernel's first channel's start to its last "       \
+	"An operation's GPU time runs from its kernel's first channel's start to its last "       \
 	"channel's end (waiting for the peer included); GB/s is its size over that time. A "      \
 	"device pair counts a transfer once (from its sender's row, or its receiver's when that " \
 	"side recorded more); collectives have a pair only in two-rank communicators (coll): "    \
