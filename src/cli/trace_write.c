@@ -24,6 +24,7 @@
 #include "dbread.h"
 #include "report.h"
 #include "trace.h"
+#include "trace_nccl.h"
 #include "trace_out.h"
 
 /* Kineto makes every timestamp relative to the start of the current three-month interval of the
@@ -32,6 +33,7 @@
 #define KINETO_INTERVAL_NS (7889238LL * 1000000000LL)
 #define WARN_BYTES	   (256LL << 20) /* a trace larger than this is hard to open: said */
 #define BYTES_PER_SLICE	   240		 /* what a transfer costs in the file, about */
+#define BYTES_PER_NCCL	   420		 /* what an NCCL operation costs, about */
 
 void trace_options_init(struct trace_options *o)
 {
@@ -562,16 +564,20 @@ int trace_write(sqlite3 *db, const struct trace_options *opt, FILE *f)
 		    : opt->clock == TRACE_CLOCK_RELATIVE ? first
 		    : first >= 0 ? first / KINETO_INTERVAL_NS * KINETO_INTERVAL_NS
 				 : 0;
+	struct trace_nccl *nccl = NULL;
 	int r = read_rows(&t, &progress);
+	if (r == 0)
+		r = trace_nccl_read(db, opt, &nccl, &progress);
 	if (r < 0)
 		goto out;
-	int64_t estimate = (int64_t)t.nrows * BYTES_PER_SLICE;
+	int64_t estimate =
+	    (int64_t)t.nrows * BYTES_PER_SLICE + (int64_t)trace_nccl_count(nccl) * BYTES_PER_NCCL;
 	if (estimate > WARN_BYTES)
 		fprintf(stderr,
-			"p2pguard trace: %zu transfers make about %" PRId64
+			"p2pguard trace: %zu transfers and %zu NCCL operations make about %" PRId64
 			" MB of JSON, more than trace viewers open comfortably; narrow it with "
 			"--rank, --pid, --host, --from/--to or --limit\n",
-			t.nrows, estimate >> 20);
+			t.nrows, trace_nccl_count(nccl), estimate >> 20);
 	TRACE_PUTS(o, "{\"displayTimeUnit\":\"ns\",\"baseTimeNanoseconds\":");
 	trace_put_i64(o, t.base_ns);
 	TRACE_PUTS(o,
@@ -583,9 +589,19 @@ int trace_write(sqlite3 *db, const struct trace_options *opt, FILE *f)
 	trace_put_i64(o, overflow_calls(db));
 	TRACE_PUTS(
 	    o, ",\"calls_in_transfer_overflow_means\":\"copy calls that found their thread's ring "
-	       "full: counted, no row, so no slice\"},\"traceEvents\":[");
+	       "full: counted, no row, so no slice\"");
+	if (nccl) {
+		TRACE_PUTS(o, ",\"nccl_ops_folded\":");
+		trace_put_i64(o, trace_nccl_folded(nccl));
+		TRACE_PUTS(o,
+			   ",\"nccl_ops_folded_means\":\"NCCL operations in summary buckets "
+			   "(P2PGUARD_RECORD=summary) or found their thread's ring full: counted "
+			   "in nccl_op_summary and nccl_op_overflow, no row, so no slice\"");
+	}
+	TRACE_PUTS(o, "},\"traceEvents\":[");
 	processes(&t);
 	transfers(&t, &progress);
+	trace_nccl_write(nccl, o, t.base_ns, &progress);
 	progress_stage(&progress, "writing failures, crashes and stalls", 0);
 	failures(&t);
 	instants(&t, "crashes", "crash");
@@ -595,6 +611,7 @@ int trace_write(sqlite3 *db, const struct trace_options *opt, FILE *f)
 	r = o->written < 0 || ferror(f) ? -EIO : 0;
 out:
 	progress_end(&progress);
+	trace_nccl_free(nccl);
 	free(t.tracks);
 	free(t.rows);
 	imap_free(&t.track_index);
