@@ -651,6 +651,14 @@ double nccl_pair_percentile(const struct nccl_pair *p, double q)
 	return report_percentile(p->gbps[p->side], p->n[p->side], q);
 }
 
+bool nccl_scan_has_process(const struct nccl_scan *s, int64_t process)
+{
+	for (size_t k = 0; k < s->nrows; k++)
+		if (s->rows[k].process == process)
+			return true;
+	return false;
+}
+
 void nccl_gpu_name(const struct nccl_scan *s, int gpu, char *buf, size_t len)
 {
 	if (gpu < 0 || (size_t)gpu >= s->ngpus) {

@@ -110,5 +110,8 @@ static inline int64_t nccl_pair_untimed(const struct nccl_pair *p)
 /* p50 (p = 0.5) or p99 of the pair's GPU-timed operations, as the view rounds it; NaN: none. */
 double nccl_pair_percentile(const struct nccl_pair *p, double q);
 
+/* Whether the process recorded an NCCL communicator. */
+bool nccl_scan_has_process(const struct nccl_scan *s, int64_t process);
+
 /* "gpu-node-001 GPU 3" (with the host when the GPUs are on several hosts), "GPU 3", or "?" */
 void nccl_gpu_name(const struct nccl_scan *s, int gpu, char *buf, size_t len);

@@ -43,34 +43,50 @@ static void labelled(FILE *out, struct report *r, const char *label, const char 
 
 void p2pg_report_nccl_stalls(struct report *r, FILE *out)
 {
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL, *text = NULL;
 	if (!has_stalls(r->db) ||
-	    sqlite3_prepare_v2(r->db, REPORT_NCCL_STALLS_SQL, -1, &st, NULL) != SQLITE_OK)
+	    sqlite3_prepare_v2(r->db, REPORT_NCCL_STALL_GROUPS_SQL, -1, &st, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(r->db, REPORT_NCCL_STALL_TEXT_SQL, -1, &text, NULL) != SQLITE_OK)
 		return;
 	int n = 0;
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		if (n++ == 0)
 			fprintf(out, "\nNCCL operations that did not finish\n");
+		int stalls = sqlite3_column_int(st, 1);
 		char bytes[32] = "? B";
-		if (sqlite3_column_type(st, 9) != SQLITE_NULL)
-			fmt_bytes(bytes, sizeof(bytes), (double)sqlite3_column_int64(st, 9));
+		if (sqlite3_column_type(st, 13) != SQLITE_NULL)
+			fmt_bytes(bytes, sizeof(bytes), (double)sqlite3_column_int64(st, 13));
 		struct rbuf head = {0};
-		rbuf_printf(&head, "pid %d rank %s/%s comm %s: %s", sqlite3_column_int(st, 0),
-			    text_or(st, 2, "?"), text_or(st, 3, "?"), text_or(st, 4, "?"),
-			    text_or(st, 6, "?"));
-		if (strcmp(text_or(st, 5, ""), "p2p") == 0)
-			rbuf_printf(&head, " with rank %s", text_or(st, 8, "?"));
+		rbuf_printf(&head, "comm %s: %s", text_or(st, 2, "?"), text_or(st, 4, "?"));
+		if (strcmp(text_or(st, 3, ""), "p2p") == 0)
+			rbuf_printf(&head, " (rank->peer %s)", text_or(st, 12, "?"));
 		else
-			rbuf_printf(&head, " #%lld", sqlite3_column_int64(st, 7));
-		rbuf_printf(&head, ", %s, its kernel running %.1f s; the other ranks: %s", bytes,
-			    (double)sqlite3_column_int64(st, 10) / 1e9, text_or(st, 11, "unknown"));
-		fputs("  ", out);
-		fmt_wrap(out, rbuf_str(&head), 2, 5, r->width);
+			rbuf_printf(&head, " #%lld", sqlite3_column_int64(st, 5));
+		rbuf_printf(
+		    &head,
+		    ", %s: %s %s of %s stuck in it, %s running up to %.1f s; the other ranks: "
+		    "%s",
+		    bytes, plural(stalls, "rank", "ranks"), text_or(st, 9, "?"),
+		    text_or(st, 8, "?"), plural(stalls, "its kernel", "their kernels"),
+		    (double)sqlite3_column_int64(st, 14) / 1e9, text_or(st, 6, "unknown"));
+		char num[16];
+		int at = snprintf(num, sizeof(num), "  %d. ", n);
+		fputs(num, out);
+		fmt_wrap(out, rbuf_str(&head), at, 5, r->width);
 		rbuf_free(&head);
-		labelled(out, r, "rule:", p2pg_cli_col(st, 12));
-		labelled(out, r, "why:", p2pg_cli_col(st, 13));
-		if (!r->opt->brief)
-			labelled(out, r, "do:", p2pg_cli_col(st, 14));
+		struct rbuf on = {0};
+		rbuf_printf(&on, "%s %s on %s", plural(stalls, "pid", "pids"), text_or(st, 10, "?"),
+			    text_or(st, 11, "?"));
+		labelled(out, r, "on:", rbuf_str(&on));
+		rbuf_free(&on);
+		labelled(out, r, "rule:", p2pg_cli_col(st, 7));
+		sqlite3_reset(text);
+		sqlite3_bind_int64(text, 1, sqlite3_column_int64(st, 0));
+		if (sqlite3_step(text) == SQLITE_ROW) {
+			labelled(out, r, "why:", p2pg_cli_col(text, 0));
+			if (!r->opt->brief)
+				labelled(out, r, "do:", p2pg_cli_col(text, 1));
+		}
 	}
 }
 

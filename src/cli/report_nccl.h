@@ -17,6 +17,20 @@
 	"s.started_ns FROM nccl_stalls s JOIN processes p ON p.id = s.process_id ORDER BY "   \
 	"s.started_ns, s.id"
 
+/* The same grouped by communicator, operation, where the other ranks were and rule (one hang is
+ * a row per rank); the text of the group's first row is read by REPORT_NCCL_STALL_TEXT_SQL. */
+#define REPORT_NCCL_STALL_GROUPS_SQL                                                              \
+	"SELECT min(s.id) AS first_id, count(*) AS stalls, s.comm_hash, s.kind, s.func, "         \
+	"s.op_seq, "                                                                              \
+	"s.peer_state, s.rule_id, max(s.nranks) AS nranks, group_concat(s.rank, ',') AS ranks, "  \
+	"group_concat(p.pid, ', ') AS pids, group_concat(DISTINCT p.hostname) AS hosts, "         \
+	"group_concat(s.rank || '->' || s.peer, ', ') AS sends, max(s.bytes) AS bytes, "          \
+	"max(s.waited_ns) AS waited_ns, min(s.started_ns) AS started_ns FROM nccl_stalls s JOIN " \
+	"processes p ON p.id = s.process_id GROUP BY s.comm_hash, s.kind, s.func, s.op_seq, "     \
+	"s.peer_state, s.rule_id ORDER BY min(s.started_ns), min(s.id)"
+#define REPORT_NCCL_STALL_TEXT_SQL \
+	"SELECT diagnosis, advice, evidence FROM nccl_stalls WHERE id = ?1"
+
 #define REPORT_NCCL_COMMS_SQL                                                                      \
 	"SELECT c.comm_hash, c.comm_name, c.nranks, count(*) AS ranks_recorded, count(DISTINCT "   \
 	"c.process_id) AS processes, group_concat(c.rank || ':' || coalesce(c.device, '?'), ' ') " \

@@ -17,55 +17,75 @@
 #define MAX_MATRIX_GPUS 128 /* past this, the table only */
 #define OPEN_ROWS	16  /* tables longer than this start folded */
 
+/* Grouped as in the text: one hang is a row per rank. */
 static void stalls(FILE *out, struct report *r)
 {
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL, *text = NULL;
 	if (!p2pg_cli_has_table(r->db, "nccl_stalls") ||
-	    sqlite3_prepare_v2(r->db, REPORT_NCCL_STALLS_SQL, -1, &st, NULL) != SQLITE_OK)
+	    sqlite3_prepare_v2(r->db, REPORT_NCCL_STALL_GROUPS_SQL, -1, &st, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(r->db, REPORT_NCCL_STALL_TEXT_SQL, -1, &text, NULL) != SQLITE_OK)
 		return;
 	int n = 0;
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		if (n++ == 0)
 			fputs("<h3 id=\"nccl-stalls\">Operations that did not finish</h3>\n", out);
-		fprintf(out, "<div class=\"failure nccl-stall\" data-rank=\"%s\" data-comm=\"",
-			p2pg_cli_col(st, 2) ?: "");
+		int count = sqlite3_column_int(st, 1);
+		fprintf(out, "<div class=\"failure nccl-stall\" data-count=\"%d\" data-comm=\"",
+			count);
+		html_text(out, p2pg_cli_col(st, 2));
+		fputs("\" data-func=\"", out);
 		html_text(out, p2pg_cli_col(st, 4));
-		fprintf(out, "\" data-func=\"");
-		html_text(out, p2pg_cli_col(st, 6));
-		fprintf(out, "\"><h3>pid %d rank %s/%s, comm ", sqlite3_column_int(st, 0),
-			p2pg_cli_col(st, 2) ?: "?", p2pg_cli_col(st, 3) ?: "?");
-		html_text(out, p2pg_cli_col(st, 4));
+		fputs("\" data-ranks=\"", out);
+		html_text(out, p2pg_cli_col(st, 9));
+		fprintf(out, "\"><h3>%d. comm ", n);
+		html_text(out, p2pg_cli_col(st, 2));
 		fputs(": ", out);
-		html_text(out, p2pg_cli_col(st, 6));
-		if (strcmp(p2pg_cli_col(st, 5) ?: "", "p2p") == 0)
-			fprintf(out, " with rank %s", p2pg_cli_col(st, 8) ?: "?");
-		else
-			fprintf(out, " #%lld", sqlite3_column_int64(st, 7));
-		fputs("</h3><p class=\"when\">", out);
-		if (sqlite3_column_type(st, 9) != SQLITE_NULL) {
-			html_bytes(out, sqlite3_column_int64(st, 9));
-			fputs(", ", out);
-		}
-		fprintf(out,
-			"its kernel running %.1f s when the row was written; the other ranks: "
-			"<b class=\"peer-state\">",
-			(double)sqlite3_column_int64(st, 10) / 1e9);
-		html_text(out, p2pg_cli_col(st, 11) ?: "unknown");
-		fputs("</b>; started ", out);
-		html_utc(out, sqlite3_column_int64(st, 16));
-		fputs(" UTC</p>", out);
-		if (p2pg_cli_col(st, 12)) {
-			fputs("<p>rule <code class=\"rule\">", out);
+		html_text(out, p2pg_cli_col(st, 4));
+		if (strcmp(p2pg_cli_col(st, 3) ?: "", "p2p") == 0) {
+			fputs(" (rank&#8594;peer ", out);
 			html_text(out, p2pg_cli_col(st, 12));
+			fputs(")", out);
+		} else {
+			fprintf(out, " #%lld", sqlite3_column_int64(st, 5));
+		}
+		fprintf(out, "<span class=\"count\">&#215;%d</span></h3><p class=\"when\">", count);
+		if (sqlite3_column_type(st, 13) != SQLITE_NULL) {
+			html_bytes(out, sqlite3_column_int64(st, 13));
+			fputs("; ", out);
+		}
+		fprintf(out, "rank%s <b>", count == 1 ? "" : "s");
+		html_text(out, p2pg_cli_col(st, 9));
+		fprintf(out,
+			"</b> of %s stuck in it, %s running up to %.1f s; the other ranks: "
+			"<b class=\"peer-state\">",
+			p2pg_cli_col(st, 8) ?: "?", count == 1 ? "its kernel" : "their kernels",
+			(double)sqlite3_column_int64(st, 14) / 1e9);
+		html_text(out, p2pg_cli_col(st, 6) ?: "unknown");
+		fputs("</b>; started ", out);
+		html_utc(out, sqlite3_column_int64(st, 15));
+		fputs(" UTC</p><p class=\"on\">pids ", out);
+		html_text(out, p2pg_cli_col(st, 10));
+		fputs(" on ", out);
+		html_text(out, p2pg_cli_col(st, 11));
+		fputs("</p>", out);
+		if (p2pg_cli_col(st, 7)) {
+			fputs("<p>rule <code class=\"rule\">", out);
+			html_text(out, p2pg_cli_col(st, 7));
 			fputs("</code></p>", out);
 		}
-		fputs("<div class=\"diagnosis\"><b>Why</b><pre>", out);
-		html_text(out, p2pg_cli_col(st, 13));
-		fputs("</pre></div><div class=\"advice\"><b>What to do</b><pre>", out);
-		html_text(out, p2pg_cli_col(st, 14));
-		fputs("</pre></div><details><summary>Evidence</summary><pre>", out);
-		html_text(out, p2pg_cli_col(st, 15));
-		fputs("</pre></details></div>\n", out);
+		sqlite3_reset(text);
+		sqlite3_bind_int64(text, 1, sqlite3_column_int64(st, 0));
+		if (sqlite3_step(text) == SQLITE_ROW) {
+			fputs("<div class=\"diagnosis\"><b>Why</b><pre>", out);
+			html_text(out, p2pg_cli_col(text, 0));
+			fputs("</pre></div><div class=\"advice\"><b>What to do</b><pre>", out);
+			html_text(out, p2pg_cli_col(text, 1));
+			fputs("</pre></div><details><summary>Evidence (first rank)</summary><pre>",
+			      out);
+			html_text(out, p2pg_cli_col(text, 2));
+			fputs("</pre></details>", out);
+		}
+		fputs("</div>\n", out);
 	}
 }
 
