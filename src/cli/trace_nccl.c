@@ -21,7 +21,7 @@
 #include "dbread.h"
 
 #define NCCL_TID  (1 << 28) /* + the track's index: unique in the whole trace (trace_write.c) */
-#define MAX_LANES 16
+#define MAX_LANES 64	    /* past this many in flight at once, a slice waits for a lane (below) */
 
 struct op {
 	int64_t start, dur, gpu_ns, host_ns, bytes, count, id, seq, thread;
@@ -319,40 +319,54 @@ static void name_track(struct trace_nccl *n, struct trace_out *o, size_t k)
 	tr->named = true;
 }
 
-/* The lane a slice goes to: slices of one track must nest or follow, and operations of a group
- * run side by side, so one that starts before the lane's last slice ends takes the next lane. */
-static int lane_for(struct trace_nccl *n, struct trace_out *o, int track, int64_t start,
+/* The lane a slice goes to: slices of one track must nest or follow, and NCCL's operations
+ * overlap (a group's run together; the host enqueues ahead of the GPU), so one that starts before
+ * a lane's last slice ends takes the next lane. With MAX_LANES lanes busy, the slice is drawn from
+ * when the first lane frees (*start moves; its args keep NCCL's start). */
+static int lane_for(struct trace_nccl *n, struct trace_out *o, int track, int64_t *start,
 		    int64_t end)
 {
-	int32_t k = track;
+	int32_t k = track, earliest = track;
 	for (int lane = 0;; lane++) {
 		struct lane_track *tr = &n->tracks[k];
-		if (tr->end <= start || lane == MAX_LANES - 1) {
-			if (end > tr->end)
-				tr->end = end;
+		if (tr->end <= *start) {
+			tr->end = end;
 			return k;
 		}
+		if (tr->end < n->tracks[earliest].end)
+			earliest = k;
 		int32_t next = -1;
 		for (size_t j = (size_t)k + 1; j < n->ntracks; j++)
 			if (n->tracks[j].first == track && n->tracks[j].lane == lane + 1) {
 				next = (int32_t)j;
 				break;
 			}
-		if (next < 0) {
+		if (next < 0 && lane + 1 < MAX_LANES) {
 			if (n->ntracks == n->captracks) {
 				size_t cap = n->captracks * 2;
 				struct lane_track *bigger =
 				    realloc(n->tracks, cap * sizeof(*bigger));
 				if (!bigger)
-					return k;
-				n->tracks = bigger;
-				n->captracks = cap;
+					next = -1;
+				else {
+					n->tracks = bigger;
+					n->captracks = cap;
+				}
 			}
-			struct lane_track *first = &n->tracks[track];
-			n->tracks[n->ntracks] = (struct lane_track){
-			    first->process, first->serial, lane + 1, track, INT64_MIN, false};
-			next = (int32_t)n->ntracks++;
-			name_track(n, o, (size_t)next);
+			if (n->ntracks < n->captracks) {
+				struct lane_track *first = &n->tracks[track];
+				n->tracks[n->ntracks] =
+				    (struct lane_track){first->process, first->serial, lane + 1,
+							track,		INT64_MIN,     false};
+				next = (int32_t)n->ntracks++;
+				name_track(n, o, (size_t)next);
+			}
+		}
+		if (next < 0) {
+			struct lane_track *busy = &n->tracks[earliest];
+			*start = busy->end;
+			busy->end = end > busy->end ? end : busy->end;
+			return earliest;
 		}
 		k = next;
 	}
@@ -377,7 +391,7 @@ static void put_int_arg(struct trace_out *o, const char *key, int64_t value)
 }
 
 static void op_event(struct trace_nccl *n, struct trace_out *o, const struct op *op, int tid,
-		     int64_t base_ns)
+		     int64_t drawn_from, int64_t base_ns)
 {
 	const char *func = text_of(n, op->func);
 	trace_sep(o);
@@ -397,10 +411,11 @@ static void op_event(struct trace_nccl *n, struct trace_out *o, const struct op 
 	TRACE_PUTS(o, ",\"tid\":");
 	trace_put_i64(o, tid + NCCL_TID);
 	TRACE_PUTS(o, ",\"ts\":");
-	trace_put_us(o, op->start - base_ns);
+	trace_put_us(o, drawn_from - base_ns);
 	if (op->done) {
+		int64_t dur = op->start + op->dur - drawn_from;
 		TRACE_PUTS(o, ",\"dur\":");
-		trace_put_us(o, op->dur);
+		trace_put_us(o, dur > 0 ? dur : 0);
 	}
 	TRACE_PUTS(o, ",\"args\":{\"bytes\":");
 	trace_put_i64(o, op->bytes);
@@ -421,6 +436,8 @@ static void op_event(struct trace_nccl *n, struct trace_out *o, const struct op 
 	if (op->done)
 		TRACE_PUTS(o, ",\"timing\":\"host\"");
 	put_int_arg(o, "host_ns", op->host_ns);
+	if (drawn_from != op->start) /* every lane was busy: drawn from when one freed */
+		put_int_arg(o, "started_ns", op->start);
 	if (op->gpu_ns > 0) {
 		put_int_arg(o, "gpu_ns", op->gpu_ns);
 		TRACE_PUTS(o, ",\"GPU GB/s\":");
@@ -496,9 +513,10 @@ void trace_nccl_write(struct trace_nccl *n, struct trace_out *o, int64_t base_ns
 	progress_stage(progress, "writing NCCL's operations", (int64_t)n->nops);
 	for (size_t k = 0; k < n->nops; k++) {
 		const struct op *op = &n->ops[k];
-		int tid = op->done ? lane_for(n, o, op->track, op->start, op->start + op->dur)
-				   : op->track;
-		op_event(n, o, op, tid, base_ns);
+		int64_t from = op->start;
+		int tid =
+		    op->done ? lane_for(n, o, op->track, &from, op->start + op->dur) : op->track;
+		op_event(n, o, op, tid, from, base_ns);
 		if ((k & 0xffff) == 0)
 			progress_tick(progress, (int64_t)k);
 	}
