@@ -263,8 +263,15 @@ static void gpu_cells(FILE *out, const struct nccl_scan *s, int gpu)
 		fprintf(out, "%d", g->index);
 	else
 		fputs("?", out);
-	fputs("</td><td class=\"uuid\">", out);
+	/* the UUID's first group names the GPU in a line; all of it on hover */
+	fputs("</td><td class=\"uuid\" title=\"", out);
 	html_text(out, g ? g->uuid : NULL);
+	fputs("\">", out);
+	if (g && g->uuid) {
+		char first[16];
+		snprintf(first, sizeof(first), "%.12s", g->uuid);
+		html_text(out, first);
+	}
 	fputs("</td>", out);
 }
 
