@@ -15,7 +15,8 @@
 #define MAX_COMMS      8  /* communicators named one a line without --verbose */
 
 /* The text report's table of pairs (report_text.c) said once what these pairs are. */
-#define PAIR_LINE_FMT "  %-*s %-4s %11s %11s %11s %10s %8s %8s\n"
+#define PAIR_LINE_FMT "  %-*s %-4s %9s %10s %9s %9s %8s %8s\n"
+#define PAIR_FIGURES  65 /* the line's width besides the pair's label */
 
 static const char *text_or(sqlite3_stmt *st, int col, const char *fallback)
 {
@@ -75,8 +76,12 @@ void p2pg_report_nccl_stalls(struct report *r, FILE *out)
 		fmt_wrap(out, rbuf_str(&head), at, 5, r->width);
 		rbuf_free(&head);
 		struct rbuf on = {0};
-		rbuf_printf(&on, "%s %s on %s", plural(stalls, "pid", "pids"), text_or(st, 10, "?"),
-			    text_or(st, 11, "?"));
+		if (r->opt->verbose)
+			rbuf_printf(&on, "%s %s on %s", plural(stalls, "pid", "pids"),
+				    text_or(st, 10, "?"), text_or(st, 11, "?"));
+		else
+			rbuf_printf(&on, "%s (%d %s; their pids: --verbose)", text_or(st, 11, "?"),
+				    stalls, plural(stalls, "process", "processes"));
 		labelled(out, r, "on:", rbuf_str(&on));
 		rbuf_free(&on);
 		labelled(out, r, "rule:", p2pg_cli_col(st, 7));
@@ -115,6 +120,7 @@ static void gbps_text(char *buf, size_t len, double v)
 		snprintf(buf, len, "%.3g", v);
 }
 
+/* A label longer than width (hosts' long names) goes on a line of its own, the figures below. */
 static void pair_line(FILE *out, const struct nccl_scan *s, const struct nccl_pair *p, int width)
 {
 	char pair[224], ops[32], bytes[32], timed[32], untimed[32], p50[16], p99[16];
@@ -125,6 +131,10 @@ static void pair_line(FILE *out, const struct nccl_scan *s, const struct nccl_pa
 	fmt_count(untimed, sizeof(untimed), nccl_pair_untimed(p));
 	gbps_text(p50, sizeof(p50), nccl_pair_percentile(p, 0.5));
 	gbps_text(p99, sizeof(p99), nccl_pair_percentile(p, 0.99));
+	if ((int)strlen(pair) > width) {
+		fprintf(out, "  %s\n", pair);
+		pair[0] = '\0';
+	}
 	fprintf(out, PAIR_LINE_FMT, width, pair, p->coll ? "coll" : "p2p", ops, bytes, timed,
 		untimed, p50, p99);
 }
@@ -190,12 +200,12 @@ void p2pg_report_nccl_pairs(struct report *r, FILE *out)
 		order[k] = &s->pairs[k];
 	if (!all)
 		sort_n(order, s->npairs, sizeof(*order), cmp_p50);
-	int width = 9;
+	int width = 9, room = r->width - PAIR_FIGURES > 9 ? r->width - PAIR_FIGURES : 9;
 	for (size_t k = 0; k < shown; k++) {
 		char pair[224];
 		report_nccl_pair_label(s, order[k], pair, sizeof(pair));
 		if ((int)strlen(pair) > width)
-			width = (int)strlen(pair);
+			width = (int)strlen(pair) < room ? (int)strlen(pair) : room;
 	}
 	fprintf(out, PAIR_LINE_FMT, width, "pair", "kind", "ops", "bytes", "timed", "untimed",
 		"p50 GB/s", "p99 GB/s");
@@ -304,7 +314,8 @@ static void func_add(struct func_line *l, const struct nccl_func *f)
 	l->unreported += f->unreported;
 }
 
-static void func_print(FILE *out, const struct func_line *l, int width)
+/* The figures in columns; what needs saying besides, wrapped after them. */
+static void func_print(FILE *out, const struct func_line *l, int width, int line_width)
 {
 	char bytes[32], ops[32], timed[32], gbps[16] = "-";
 	fmt_bytes(bytes, sizeof(bytes), (double)l->bytes);
@@ -312,15 +323,24 @@ static void func_print(FILE *out, const struct func_line *l, int width)
 	fmt_count(timed, sizeof(timed), l->gpu_timed);
 	if (l->gpu_ns > 0)
 		snprintf(gbps, sizeof(gbps), "%.3f", (double)l->timed_bytes / (double)l->gpu_ns);
-	fprintf(out, "  %-*s %-14s %-4s %11s %11s %11s %9s", width, l->where, l->func, l->kind, ops,
-		bytes, timed, gbps);
+	int col = fprintf(out, "  %-*s %-13s %-4s %9s %10s %9s %9s", width, l->where, l->func,
+			  l->kind, ops, bytes, timed, gbps);
+	struct rbuf notes = {0};
 	if (l->running > 0)
-		fprintf(out, "  %lld still running", (long long)l->running);
+		rbuf_printf(&notes, "%lld running;", (long long)l->running);
 	if (l->unreported > 0)
-		fprintf(out, "  %lld unreported", (long long)l->unreported);
+		rbuf_printf(&notes, "%s%lld unreported;", notes.len ? " " : "",
+			    (long long)l->unreported);
 	if (l->folded > 0)
-		fprintf(out, "  %lld folded (rings full)", (long long)l->folded);
-	fputc('\n', out);
+		rbuf_printf(&notes, "%s%lld folded;", notes.len ? " " : "", (long long)l->folded);
+	if (notes.len) {
+		notes.text[--notes.len] = '\0'; /* the last ';' */
+		fputc(' ', out);
+		fmt_wrap(out, rbuf_str(&notes), col + 1, 6, line_width);
+	} else {
+		fputc('\n', out);
+	}
+	rbuf_free(&notes);
 }
 
 static void operations(struct report *r, FILE *out)
@@ -357,10 +377,20 @@ static void operations(struct report *r, FILE *out)
 	for (size_t k = 0; k < n; k++)
 		if ((int)strlen(lines[k].where) > width)
 			width = (int)strlen(lines[k].where);
-	fprintf(out, "  %-*s %-14s %-4s %11s %11s %11s %9s\n", width, "comm", "operation", "kind",
+	fprintf(out, "  %-*s %-13s %-4s %9s %10s %9s %9s\n", width, "comm", "operation", "kind",
 		"ops", "bytes", "GPU-timed", "GPU GB/s");
-	for (size_t k = 0; k < n; k++)
-		func_print(out, &lines[k], width);
+	bool folded = false;
+	for (size_t k = 0; k < n; k++) {
+		func_print(out, &lines[k], width, r->width);
+		folded |= lines[k].folded > 0;
+	}
+	if (folded) {
+		fputs("  ", out);
+		fmt_wrap(out,
+			 "(folded: operations that found their thread's ring full, counted in "
+			 "nccl_op_overflow: no row, no GPU time)",
+			 2, 3, r->width);
+	}
 	free(lines);
 }
 
