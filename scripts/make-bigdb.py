@@ -3,7 +3,7 @@
 testing the outputs (report, report --html, trace, metrics) at scale.
 
     scripts/make-bigdb.py OUT.db [--rows 1000000] [--gpus 8] [--processes 100] [--per-host 8]
-                          [--seed-db DB] [--no-devices] [--seed N]
+                          [--seed-db DB] [--no-devices] [--nccl-rows N] [--seed N]
 
 How it is built: direct SQL inserts into the schema of src/record/schema.sql (plus the columns
 src/record/store_open.c adds to older databases, and the `devices` table of the physical-identity
@@ -16,6 +16,17 @@ more, one small copy in eight), synchronous ones carrying their call time as GPU
 follows size (a fixed latency plus bytes over the link's rate). Each rank also has its
 peer-access calls, its failed enables (one failure row per failing pair), a few identical crashes,
 stalls, overflow aggregates and summary-mode buckets.
+
+NCCL (--nccl-rows, a quarter of --rows by default; 0: none), as the guard's profiler plugin records
+a job of data, tensor and pipeline parallelism: each rank's communicators in nccl_comms (the world,
+its host's ranks, the two-rank group of its GPU and the next one), and its operations in nccl_ops,
+step after step: the world's gradient all-reduces, reduce-scatters and all-gathers over the network,
+its host's all-reduces over NVLink, the two-rank group's all-reduces, and the pipeline's sends and
+receives to the same GPU of the next and the previous host. GPU time follows size and link (one
+two-rank pair and one pipeline link are slow, as a pair rerouted through the root complex is); one
+operation in fifty has no GPU time. The summary-mode ranks fold their operations into
+nccl_op_summary, three ranks overflow into nccl_op_overflow, two ranks hang in an all-reduce
+(nccl_stalls, their operations 'running') and the crashed ranks leave one operation unreported.
 
 The text of failures and crashes (diagnosis, advice, evidence, stacks) and the rules table come
 from --seed-db when given: a database written by the guard on the simulated CUDA (scripts/
@@ -40,6 +51,15 @@ ASYNC_APIS = [("cudaMemcpyAsync", 70), ("cudaMemcpyPeerAsync", 15), ("cuMemcpyDt
 SYNC_APIS = [("cudaMemcpyPeer", 7), ("cudaMemcpy", 3)]
 
 
+def gpu_identity(host, ordinal):
+    """The UUID and PCI bus id of a host's GPU, the same in every table."""
+    u = random.Random(host * 1000 + ordinal)
+    uuid = "GPU-%08x-%04x-%04x-%04x-%012x" % (u.getrandbits(32), u.getrandbits(16), u.getrandbits(16),
+                                             u.getrandbits(16), u.getrandbits(48))
+    bus = "00000000:%s:00.0" % (BUS[ordinal] if ordinal < len(BUS) else "%02X" % (0x10 + ordinal))
+    return uuid, bus
+
+
 def seed_texts(path):
     """Failure and crash texts by kind from a guard-written database, and its rules table."""
     texts = {"fail": {}, "crash": {}, "rules": []}
@@ -59,6 +79,149 @@ def seed_texts(path):
     return texts
 
 
+def nccl(con, procs, a, rnd, t0, span, total):
+    """NCCL's communicators and operations of the job (see the module's text); returns the number
+    of operations, rows or folded."""
+    P, G, per = len(procs), a.gpus, a.per_host
+    host_of = lambda r: r // per
+    hashes = random.Random(a.seed + 7)
+    world = "%016x" % hashes.getrandbits(64)
+    node_hash = {h: "%016x" % hashes.getrandbits(64) for h in range(P // per + 1)}
+    pair_hash = {r: "%016x" % hashes.getrandbits(64) for r in range(0, P, 2)}
+    slow_pair = (3 * per + 2) if 3 * per + 3 < P else None  # its two-rank group's GPUs: a slow path
+    slow_link = 5 * per + 4 if 6 * per + 4 < P else None    # its pipeline sends to the next host: slow
+    stuck = {20, 21} if P > 21 and host_of(20) == host_of(21) else set()
+    crashed = {p["rank"] for p in procs if p["recovered"]}
+    comm_rows, op_rows, summary, overflow, stall_rows = [], [], {}, {}, []
+    ops_total = 0
+
+    def comm_list(r):
+        out = [(0, world, "default_pg", r, P, (P + per - 1) // per)]
+        h = host_of(r)
+        on_host = min(per, P - h * per)
+        if on_host > 1:
+            out.append((1, node_hash[h], "tp_node%03d" % (h + 1), r - h * per, on_host, 1))
+        mate = r ^ 1
+        if mate < P and host_of(mate) == h:
+            out.append((2, pair_hash[r & ~1], "pair_%d_%d" % (r & ~1, r | 1), r & 1, 2, 1))
+        return out
+
+    def gbps(kind, r, peer=None):
+        if kind == "world":
+            return 21.0
+        if kind == "node":
+            return 160.0
+        if kind == "pair":
+            return 14.0 if slow_pair is not None and r & ~1 == slow_pair else 190.0
+        # pipeline over the network
+        return 4.5 if slow_link is not None and (r, peer) == (slow_link, slow_link + per) else 23.0
+
+    per_rank = max(1, total // max(1, P))
+    for p in procs:
+        r, pid = p["rank"], p["pid"]
+        comms = comm_list(r)
+        for serial, h, name, crank, n, nodes in comms:
+            uuid, bus = gpu_identity(host_of(r), p["local"])
+            comm_rows.append([p["id"], serial, h, name, crank, n, nodes, p["local"], uuid, bus, p["host"], 5, None,
+                              pid, p["started"] + 2 * 10**9, None if r in crashed else p["started"] + span + 5 * 10**9,
+                              0, 0, 17 if r == 3 else 0])
+        cidx = {c[1]: i for i, c in enumerate(comm_rows[-len(comms):], len(comm_rows) - len(comms))}
+        step_ops = [("world", "AllReduce", 25 << 20), ("world", "AllReduce", 25 << 20),
+                    ("world", "ReduceScatter", 8 << 20), ("world", "AllGather", 8 << 20)]
+        if 1 in cidx:
+            step_ops += [("node", "AllReduce", 8 << 20)] * 4
+        if 2 in cidx:
+            step_ops += [("pair", "AllReduce", 4 << 20)] * 2
+        for peer in (r + per, r - per):
+            if 0 <= peer < P:
+                step_ops += [("pipe", "Send", 16 << 20, peer), ("pipe", "Recv", 16 << 20, peer)]
+        steps = max(1, per_rank // len(step_ops))
+        period = span // (steps + 1)
+        seqs, serial_seq = {}, 0
+        t = p["started"] + 3 * 10**9
+        folded = p["record"] == "summary"
+        for s in range(steps):
+            t = p["started"] + 3 * 10**9 + s * period
+            for op in step_ops:
+                kind, func, size = op[:3]
+                peer = op[3] if len(op) > 3 else None
+                comm = {"world": 0, "pipe": 0, "node": 1, "pair": 2}[kind]
+                size += rnd.randrange(size // 16) if kind == "world" and rnd.random() < 0.5 else 0
+                rate = gbps(kind, r, peer if func == "Send" else None) * rnd.uniform(0.85, 1.1)
+                if func == "Recv" and slow_link is not None and (peer, r) == (slow_link, slow_link + per):
+                    rate = gbps(kind, peer, r) * rnd.uniform(0.85, 1.1)
+                gpu = int(8000 + size / rate)
+                host = gpu + rnd.randrange(15000, 90000)
+                key = (comm, func)
+                seq = seqs.get(key, 0)
+                seqs[key] = seq + 1
+                p2p = func in ("Send", "Recv")
+                ops_total += 1
+                if folded:
+                    bkey = (p["id"], comm, "p2p" if p2p else "coll", func, peer if p2p else -1, size.bit_length() - 1)
+                    b = summary.setdefault(bkey, [0, 0, 0, 0, 0])
+                    b[0] += 1
+                    b[1] += size
+                    b[2] += host
+                    b[3] += gpu
+                    b[4] += 1
+                    t += host
+                    continue
+                if r in (11, 12, 13) and s % 10 == 9:
+                    okey = (p["id"], 7, comm, func, peer if p2p else -1, "" if p2p else "RING",
+                            "" if p2p else "SIMPLE", size.bit_length() - 1)
+                    o = overflow.setdefault(okey, [0, 0, 0])
+                    o[0] += 1
+                    o[1] += size
+                    o[2] += host
+                    t += host
+                    continue
+                timed = rnd.randrange(50) != 0
+                channels = {"world": 16, "node": 24, "pair": 8, "pipe": 4}[kind]
+                algo = None if p2p else ("TREE" if kind == "world" and func == "AllReduce" and s % 2 else "RING")
+                proto = None if p2p else ("LL128" if kind == "node" else "SIMPLE")
+                op_rows.append([p["id"], comm, pid + 100, "p2p" if p2p else "coll", func,
+                                serial_seq if p2p else seq, peer, None if p2p else 0, size // 2, "ncclBfloat16", size,
+                                channels, channels, algo, proto, "done", t, t + host, host, gpu if timed else None,
+                                7, serial_seq])
+                serial_seq += 1
+                comm_rows[cidx[comm]][16] += 1
+                t += host + rnd.randrange(2000, 20000)
+        if r in crashed or r in stuck:
+            comm = 2 if r in stuck and 2 in cidx else 0
+            seq = seqs.get((comm, "AllReduce"), 0)
+            op_rows.append([p["id"], comm, pid + 100, "coll", "AllReduce", seq, None, 0, 2 << 20, "ncclBfloat16", 4 << 20,
+                            8, 0, "RING", "SIMPLE", "running" if r in stuck else "unreported", t, None, None, None,
+                            7, serial_seq])
+            if r in crashed:
+                comm_rows[cidx[comm]][17] += 1
+            else:
+                stall_rows.append((p["id"], comm, pair_hash[r & ~1], r & 1, 2, "AllReduce", seq, t, t + 40000,
+                                   31 * 10**9))
+    con.executemany("INSERT INTO nccl_comms VALUES (%s)" % ",".join("?" * 19), comm_rows)
+    con.executemany("INSERT INTO nccl_ops (process_id, comm_serial, thread_id, kind, func, op_seq, peer, root, "
+                    "count, datatype, bytes, channels, channels_done, algorithm, protocol, state, started_ns, "
+                    "ended_ns, host_ns, gpu_ns, thread_serial, seq) VALUES (%s)" % ",".join("?" * 22), op_rows)
+    con.executemany("INSERT INTO nccl_op_summary VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    [k + tuple(v) for k, v in summary.items()])
+    con.executemany("INSERT INTO nccl_op_overflow VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    [k + tuple(v) for k, v in overflow.items()])
+    for pid_, comm, h, crank, n, func, seq, started, running, waited in stall_rows:
+        op = con.execute("SELECT id FROM nccl_ops WHERE process_id = ? AND comm_serial = ? AND state = 'running'",
+                         (pid_, comm)).fetchone()
+        evidence = '{"comm_hash": "%s", "stall_s": 30, "peers": {"%d": "waiting"}, "channels": 8, ' \
+                   '"channels_done": 0}' % (h, 1 - crank)
+        con.execute("INSERT INTO nccl_stalls (process_id, op_id, comm_serial, comm_hash, rank, nranks, kind, func, "
+                    "op_seq, peer, bytes, started_ns, running_ns, waited_ns, peer_state, evidence, rule_id, "
+                    "diagnosis, advice) VALUES (?,?,?,?,?,?,'coll',?,?,NULL,?,?,?,?,'waiting',?,"
+                    "'nccl/all-ranks-stuck-in-operation',?,?)",
+                    (pid_, op[0] if op else None, comm, h, crank, n, func, seq, 4 << 20, started, running, waited,
+                     evidence, "Every rank of the communicator waits inside the same operation: the path "
+                     "between their GPUs does not deliver (most often ACS or the IOMMU rerouting P2P).",
+                     "Run once with NCCL_P2P_DISABLE=1 to confirm; then disable ACS on the bridges."))
+    return ops_total
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
@@ -68,6 +231,7 @@ def main():
     ap.add_argument("--per-host", type=int, default=8)
     ap.add_argument("--seed-db")
     ap.add_argument("--no-devices", action="store_true", help="an older database: no devices table")
+    ap.add_argument("--nccl-rows", type=int, default=None, help="NCCL operations in all (default: rows / 4)")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     rnd = random.Random(a.seed)
@@ -115,10 +279,7 @@ def main():
         for p in procs:
             host = p["rank"] // a.per_host
             for o in range(G):
-                u = random.Random(host * 1000 + o)
-                uuid = "GPU-%08x-%04x-%04x-%04x-%012x" % (u.getrandbits(32), u.getrandbits(16), u.getrandbits(16),
-                                                         u.getrandbits(16), u.getrandbits(48))
-                bus = "00000000:%s:00.0" % (BUS[o] if o < len(BUS) else "%02X" % (0x10 + o))
+                uuid, bus = gpu_identity(host, o)
                 rows.append((p["id"], o, uuid, bus, "NVIDIA H100 80GB HBM3", o))
         con.executemany("INSERT INTO devices VALUES (?,?,?,?,?,?)", rows)
 
@@ -264,10 +425,13 @@ def main():
                             "VALUES (?,?,?,'cudaMemcpyAsync',0,1,?,?,'p2p',?,31000000000,'{}',"
                             "'p2p/copy-never-completes','A P2P copy never completed.','Run the pair staged.')",
                             (procs[r]["id"], tid[0], procs[r]["pid"], tid[2], tid[3], tid[1]))
+    nccl_rows = a.rows // 4 if a.nccl_rows is None else a.nccl_rows
+    nccl_ops = nccl(con, procs, a, rnd, t0, span, nccl_rows) if nccl_rows > 0 else 0
     con.execute("COMMIT")
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     con.close()
-    print("%s: %d transfers, %d processes on %d hosts, %d GPUs each" % (a.out, a.rows, P, hosts, G))
+    print("%s: %d transfers, %d NCCL operations, %d processes on %d hosts, %d GPUs each" %
+          (a.out, a.rows, nccl_ops, P, hosts, G))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
  * a fleet's Prometheus aggregates across nodes and takes rates. The copy families are labelled by
  * host, rank, device pair and path and, where the database has the devices table, by the physical
  * GPUs under dcgm-exporter's own label names (gpu, UUID, pci_bus_id; peer_gpu for the other end,
- * as its P2P status metric has it), so that they join with its series.
+ * as its P2P status metric has it), so that they join with its series. NCCL's families are
+ * metrics_nccl.c's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,8 +24,7 @@
 #include "metrics.h"
 #include "report.h"
 
-/* A label value: backslash, double quote and newline escaped, as the format wants. */
-static void label(struct rbuf *b, const char *name, const char *value, bool first)
+void metrics_label(struct rbuf *b, const char *name, const char *value, bool first)
 {
 	rbuf_printf(b, "%s%s=\"", first ? "" : ",", name);
 	for (const char *p = value ? value : ""; *p; p++) {
@@ -38,26 +38,22 @@ static void label(struct rbuf *b, const char *name, const char *value, bool firs
 	rbuf_printf(b, "\"");
 }
 
-static void family(FILE *out, const char *name, const char *help)
+void metrics_family(FILE *out, const char *name, const char *help)
 {
 	fprintf(out, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
 }
 
-/*
- * One sample per row of sql: the first nlabels columns are the labels (names in labels[]), the
- * last one the value.
- */
-static void counter(FILE *out, sqlite3 *db, const char *name, const char *help, const char *sql,
-		    const char *const *labels, int nlabels)
+void metrics_counter(FILE *out, sqlite3 *db, const char *name, const char *help, const char *sql,
+		     const char *const *labels, int nlabels)
 {
-	family(out, name, help);
+	metrics_family(out, name, help);
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		return;
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		struct rbuf b = {0};
 		for (int k = 0; k < nlabels; k++)
-			label(&b, labels[k], p2pg_cli_col(st, k), k == 0);
+			metrics_label(&b, labels[k], p2pg_cli_col(st, k), k == 0);
 		if (sqlite3_column_type(st, nlabels) == SQLITE_INTEGER)
 			fprintf(out, "%s{%s} %lld\n", name, rbuf_str(&b),
 				sqlite3_column_int64(st, nlabels));
@@ -198,13 +194,13 @@ static int label_copies(sqlite3 *db, struct copy_table *t, bool devices)
 		sqlite3_reset(proc);
 		sqlite3_bind_int64(proc, 1, c->process);
 		bool found = sqlite3_step(proc) == SQLITE_ROW;
-		label(&b, "hostname", found ? p2pg_cli_col(proc, 0) : "", true);
-		label(&b, "rank", found ? p2pg_cli_col(proc, 1) : "", false);
+		metrics_label(&b, "hostname", found ? p2pg_cli_col(proc, 0) : "", true);
+		metrics_label(&b, "rank", found ? p2pg_cli_col(proc, 1) : "", false);
 		snprintf(num, sizeof(num), "%d", c->src);
-		label(&b, "src", num, false);
+		metrics_label(&b, "src", num, false);
 		snprintf(num, sizeof(num), "%d", c->dst);
-		label(&b, "dst", num, false);
-		label(&b, "path", report_path_names[c->path], false);
+		metrics_label(&b, "dst", num, false);
+		metrics_label(&b, "path", report_path_names[c->path], false);
 		if (devices) {
 			static const char *const names[2][3] = {
 			    {"gpu", "UUID", "pci_bus_id"},
@@ -215,8 +211,8 @@ static int label_copies(sqlite3 *db, struct copy_table *t, bool devices)
 				sqlite3_bind_int(dev, 2, end ? c->dst : c->src);
 				bool known = sqlite3_step(dev) == SQLITE_ROW;
 				for (int n = 0; n < 3; n++)
-					label(&b, names[end][n], known ? p2pg_cli_col(dev, n) : "",
-					      false);
+					metrics_label(&b, names[end][n],
+						      known ? p2pg_cli_col(dev, n) : "", false);
 			}
 		}
 		c->labels = b.text ? b.text : strdup("");
@@ -234,7 +230,7 @@ static int cmp_labels(const void *a, const void *b)
 static void copy_family(FILE *out, const struct copy_table *t, const char *name, const char *help,
 			size_t field)
 {
-	family(out, name, help);
+	metrics_family(out, name, help);
 	for (size_t k = 0; k < t->n; k++) {
 		const int64_t *v = (const int64_t *)((const char *)&t->v[k] + field);
 		if (field == offsetof(struct copies, timed_ns))
@@ -286,9 +282,10 @@ static void copy_families(FILE *out, struct copy_table *t)
 		    "Copy time of the copies whose copy time is known (GPU time, or a synchronous "
 		    "call's duration); copies without one add nothing.",
 		    offsetof(struct copies, timed_ns));
-	family(out, "p2pguard_peer_copies_untimed_total",
-	       "Successful copies without a copy time (asynchronous and not GPU-timed, in overflow "
-	       "or in summary buckets): counted, never divided.");
+	metrics_family(
+	    out, "p2pguard_peer_copies_untimed_total",
+	    "Successful copies without a copy time (asynchronous and not GPU-timed, in overflow "
+	    "or in summary buckets): counted, never divided.");
 	for (size_t k = 0; k < t->n; k++) {
 		const struct copies *c = &t->v[k];
 		long long untimed = c->calls - c->failed - c->timed;
@@ -317,8 +314,9 @@ static void idle_processes(FILE *out, sqlite3 *db, const struct copy_table *t)
 			while (sqlite3_step(st) == SQLITE_ROW)
 				imap_put(&busy, (uint64_t)sqlite3_column_int64(st, 0) + 1, 1);
 	}
-	family(out, "p2pguard_processes_without_peer_calls_total",
-	       "Guarded processes that made no peer call (no transfer, peer access or failure).");
+	metrics_family(
+	    out, "p2pguard_processes_without_peer_calls_total",
+	    "Guarded processes that made no peer call (no transfer, peer access or failure).");
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(db, "SELECT hostname, id FROM processes ORDER BY 1", -1, &st,
 			       NULL) != SQLITE_OK) {
@@ -333,7 +331,7 @@ static void idle_processes(FILE *out, sqlite3 *db, const struct copy_table *t)
 		const char *h = row ? p2pg_cli_col(st, 0) : NULL;
 		if (any && (!row || strcmp(h ? h : "", host ? host : "") != 0)) {
 			struct rbuf b = {0};
-			label(&b, "hostname", host, true);
+			metrics_label(&b, "hostname", host, true);
 			fprintf(out, "p2pguard_processes_without_peer_calls_total{%s} %lld\n",
 				rbuf_str(&b), idle);
 			rbuf_free(&b);
@@ -366,7 +364,7 @@ int p2pg_metrics_write(sqlite3 *db, FILE *out)
 	copy_families(out, &t);
 
 	static const char *const rule[] = {"hostname", "rank", "api", "rule", "error"};
-	counter(
+	metrics_counter(
 	    out, db, "p2pguard_failures_total",
 	    "Failed peer calls and probe findings, by host, rank, API, knowledge-base rule and "
 	    "error.",
@@ -375,22 +373,24 @@ int p2pg_metrics_write(sqlite3 *db, FILE *out)
 	    "= f.process_id GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5",
 	    rule, 5);
 	static const char *const verdict[] = {"hostname", "src", "dst", "verdict"};
-	counter(out, db, "p2pguard_probe_verdicts_total",
-		"Health-probe findings other than ok, by device pair and verdict.",
-		"SELECT p.hostname, f.device, f.peer_device, json_extract(f.evidence, "
-		"'$.p2p_probe'), count(*) FROM failures f JOIN processes p ON p.id = f.process_id "
-		"WHERE json_valid(f.evidence) AND json_extract(f.evidence, '$.p2p_probe') IS NOT "
-		"NULL GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
-		verdict, 4);
+	metrics_counter(
+	    out, db, "p2pguard_probe_verdicts_total",
+	    "Health-probe findings other than ok, by device pair and verdict.",
+	    "SELECT p.hostname, f.device, f.peer_device, json_extract(f.evidence, "
+	    "'$.p2p_probe'), count(*) FROM failures f JOIN processes p ON p.id = f.process_id "
+	    "WHERE json_valid(f.evidence) AND json_extract(f.evidence, '$.p2p_probe') IS NOT "
+	    "NULL GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
+	    verdict, 4);
 	static const char *const sig[] = {"hostname", "rank", "signal"};
-	counter(out, db, "p2pguard_crashes_total",
-		"Guarded processes that died of a fatal signal, by host, rank and signal number.",
-		"SELECT p.hostname, p.rank, c.signal, count(*) FROM crashes c JOIN processes p ON "
-		"p.id = c.process_id GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
-		sig, 3);
+	metrics_counter(
+	    out, db, "p2pguard_crashes_total",
+	    "Guarded processes that died of a fatal signal, by host, rank and signal number.",
+	    "SELECT p.hostname, p.rank, c.signal, count(*) FROM crashes c JOIN processes p ON "
+	    "p.id = c.process_id GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+	    sig, 3);
 	static const char *const spair[] = {"hostname", "rank", "src", "dst"};
 	if (p2pg_cli_has_table(db, "stalls") && p2pg_cli_has_column(db, "stalls", "src_device"))
-		counter(
+		metrics_counter(
 		    out, db, "p2pguard_stalls_total",
 		    "Peer copies still unfinished past P2PGUARD_STALL_S, by host, rank and "
 		    "device pair.",
@@ -399,17 +399,19 @@ int p2pg_metrics_write(sqlite3 *db, FILE *out)
 		    "4",
 		    spair, 4);
 	else
-		family(out, "p2pguard_stalls_total",
-		       "Peer copies still unfinished past P2PGUARD_STALL_S (not recorded by this "
-		       "database's guard).");
+		metrics_family(
+		    out, "p2pguard_stalls_total",
+		    "Peer copies still unfinished past P2PGUARD_STALL_S (not recorded by this "
+		    "database's guard).");
 	static const char *const host[] = {"hostname"};
-	counter(out, db, "p2pguard_records_dropped_total",
-		"Records lost because a thread's ring was full.",
-		"SELECT hostname, sum(records_dropped) FROM processes GROUP BY 1 ORDER BY 1", host,
-		1);
-	counter(out, db, "p2pguard_processes_total", "Guarded processes recorded.",
-		"SELECT hostname, count(*) FROM processes GROUP BY 1 ORDER BY 1", host, 1);
+	metrics_counter(
+	    out, db, "p2pguard_records_dropped_total",
+	    "Records lost because a thread's ring was full.",
+	    "SELECT hostname, sum(records_dropped) FROM processes GROUP BY 1 ORDER BY 1", host, 1);
+	metrics_counter(out, db, "p2pguard_processes_total", "Guarded processes recorded.",
+			"SELECT hostname, count(*) FROM processes GROUP BY 1 ORDER BY 1", host, 1);
 	idle_processes(out, db, &t);
+	r = p2pg_metrics_nccl(db, out);
 out:
 	for (size_t k = 0; k < t.n; k++)
 		free(t.v[k].labels);
@@ -443,7 +445,9 @@ static void usage(FILE *out)
 	      "and untimed copies, copy seconds and overflow per host, rank, device pair and path\n"
 	      "(with dcgm-exporter's GPU labels gpu, UUID, pci_bus_id and peer_gpu, peer_UUID,\n"
 	      "peer_pci_bus_id where the database knows the physical GPUs); failures by rule,\n"
-	      "probe verdicts, crashes, stalls, dropped records.\n"
+	      "probe verdicts, crashes, stalls, dropped records; NCCL's operations, bytes and GPU\n"
+	      "seconds per rank, communicator and function (with the other end's GPU for sends,\n"
+	      "receives and two-rank collectives), its stalls.\n"
 	      "\n"
 	      "  -o FILE                  write it atomically (node_exporter's textfile collector\n"
 	      "                           reads *.prom files)\n"
@@ -451,7 +455,9 @@ static void usage(FILE *out)
 	      "                           defaults to 127.0.0.1, PORT 0 takes a free one\n"
 	      "\n"
 	      "Bandwidth: rate(p2pguard_peer_copy_timed_bytes_total) / "
-	      "rate(p2pguard_peer_copy_seconds_total).\n",
+	      "rate(p2pguard_peer_copy_seconds_total);\n"
+	      "NCCL's: rate(p2pguard_nccl_gpu_timed_bytes_total) / "
+	      "rate(p2pguard_nccl_gpu_seconds_total).\n",
 	      out);
 }
 

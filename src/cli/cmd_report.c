@@ -76,6 +76,9 @@ int report_open(struct report *r, const struct report_options *opt, bool with_se
 	progress_attach(&r->progress, r->db);
 	if (report_scan_run(r->db, &r->scan, with_series, &r->progress) < 0)
 		return 2;
+	progress_stage(&r->progress, "reading NCCL's operations", 0);
+	/* Said on stderr when it fails; the rest of the report stands without it. */
+	(void)nccl_scan_run(r->db, &r->nccl, false);
 	return 0;
 }
 
@@ -83,6 +86,7 @@ void report_close(struct report *r)
 {
 	progress_end(&r->progress);
 	report_scan_free(&r->scan);
+	nccl_scan_free(&r->nccl);
 	sqlite3_close(r->db);
 	r->db = NULL;
 }
@@ -145,9 +149,12 @@ static void usage(FILE *out)
 	    "What the guard recorded: processes (counted per host and mode), transfers by device\n"
 	    "pair and path, peer-access calls, failures grouped by call, error and rule across\n"
 	    "pairs, ranks and hosts (with diagnosis and advice), crashes grouped by signal and\n"
-	    "top frames, stalls. Bandwidth is computed only from copies whose copy time is known:\n"
-	    "GPU-timed ones and synchronous ones; asynchronous copies without a GPU time are\n"
-	    "counted as untimed, never divided. Dead processes' spools are imported first.\n"
+	    "top frames, stalls; NCCL's operations that did not finish (first), its traffic per\n"
+	    "device pair (nccl_pair_bandwidth), communicators and operations. Bandwidth is\n"
+	    "computed only from copies whose copy time is known: GPU-timed ones and synchronous\n"
+	    "ones; asynchronous copies without a GPU time are counted as untimed, never divided\n"
+	    "(NCCL's: from operations with a GPU time). Dead processes' spools are imported "
+	    "first.\n"
 	    "\n"
 	    "  --json       the same as one JSON object\n"
 	    "  --html FILE  one self-contained page (FILE - : standard output)\n"

@@ -3,8 +3,24 @@
 #pragma once
 
 #include <sqlite3.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+
+#include "report_format.h"
+
+/* A label name="value" (backslash, double quote and newline escaped, as the format wants), after
+ * a comma unless first. */
+void metrics_label(struct rbuf *b, const char *name, const char *value, bool first);
+/* A counter family's HELP and TYPE lines. */
+void metrics_family(FILE *out, const char *name, const char *help);
+/* One sample per row of sql: the first nlabels columns are the labels (names in labels[]), the
+ * last one the value; the family's lines first. */
+void metrics_counter(FILE *out, sqlite3 *db, const char *name, const char *help, const char *sql,
+		     const char *const *labels, int nlabels);
+/* NCCL's families (metrics_nccl.c); nothing for a database without NCCL's tables. Returns 0 or a
+ * negative errno after saying why. */
+int p2pg_metrics_nccl(sqlite3 *db, FILE *out);
 
 /* The exposition of db. Returns 0 or a negative errno after saying why. */
 int p2pg_metrics_write(sqlite3 *db, FILE *out);

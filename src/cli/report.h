@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "nccl_scan.h"
 #include "report_format.h"
 
 enum { RP_P2P, RP_DRIVER, RP_STAGED, RP_CAPTURED, RP_OTHER, RP_PATHS };
@@ -145,6 +146,7 @@ struct report {
 	sqlite3 *db;
 	const struct report_options *opt;
 	struct report_scan scan;
+	struct nccl_scan nccl; /* NCCL's operations (nothing when the database has none) */
 	struct report_progress progress;
 	bool has_devices, has_stalls, has_overflow, crash_python;
 	char selection[160]; /* "" or what the processes were chosen by, said in the report */

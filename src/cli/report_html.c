@@ -17,41 +17,42 @@
 #include "dbread.h"
 #include "report.h"
 #include "report_chart.h"
+#include "report_html.h"
+#include "report_nccl.h"
 
 #define MAX_DETAIL_PAIRS 64 /* pairs with a detail of their own; the rest are in the table */
 #define MAX_MULTIPLES	 64 /* small multiples shown */
-#define OPEN_RANKS	 64 /* the rank table is open up to this many processes */
 
 static const char *const path_colors[RP_PATHS] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd",
 						  "#7f7f7f"};
 
-static void h(FILE *out, const char *text)
+void html_text(FILE *out, const char *text)
 {
 	p2pg_cli_html_text(out, text);
 }
 
-static void utc(FILE *out, int64_t ns)
+void html_utc(FILE *out, int64_t ns)
 {
 	char buf[32];
 	fmt_utc(buf, sizeof(buf), ns);
 	fputs(buf, out);
 }
 
-static void count(FILE *out, long long n)
+void html_count(FILE *out, long long n)
 {
 	char buf[32];
 	fmt_count(buf, sizeof(buf), n);
 	fputs(buf, out);
 }
 
-static void bytes(FILE *out, long long n)
+void html_bytes(FILE *out, long long n)
 {
 	char buf[32];
 	fmt_bytes(buf, sizeof(buf), (double)n);
 	fputs(buf, out);
 }
 
-static long long scalar(sqlite3 *db, const char *sql)
+long long html_scalar(sqlite3 *db, const char *sql)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK ||
@@ -60,8 +61,7 @@ static long long scalar(sqlite3 *db, const char *sql)
 	return sqlite3_column_int64(st, 0);
 }
 
-/* A table of every row of sql; columns named by the query. */
-static int table(FILE *out, sqlite3 *db, const char *id, const char *sql)
+int html_table(FILE *out, sqlite3 *db, const char *id, const char *sql)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
@@ -72,7 +72,7 @@ static int table(FILE *out, sqlite3 *db, const char *id, const char *sql)
 			fprintf(out, "<div class=\"scroll\"><table id=\"%s\"><tr>", id);
 			for (int c = 0; c < sqlite3_column_count(st); c++) {
 				fputs("<th>", out);
-				h(out, sqlite3_column_name(st, c));
+				html_text(out, sqlite3_column_name(st, c));
 				fputs("</th>", out);
 			}
 			fputs("</tr>\n", out);
@@ -82,7 +82,7 @@ static int table(FILE *out, sqlite3 *db, const char *id, const char *sql)
 			const char *v = p2pg_cli_col(st, c);
 			bool multi = v && strchr(v, '\n');
 			fputs(multi ? "<td><pre>" : "<td>", out);
-			h(out, v);
+			html_text(out, v);
 			fputs(multi ? "</pre></td>" : "</td>", out);
 		}
 		fputs("</tr>\n", out);
@@ -91,11 +91,17 @@ static int table(FILE *out, sqlite3 *db, const char *id, const char *sql)
 		fputs("</table></div>\n", out);
 	return n;
 }
+void html_heat(FILE *out, double v, double vmax)
+{
+	double f = vmax > 0 ? v / vmax : 0;
+	f = f < 0 ? 0 : f > 1 ? 1 : f;
+	fprintf(out, "background:hsl(%.0f,70%%,%.0f%%)", 120 * f, 82 - 10 * f);
+}
 
 static void card(FILE *out, const char *id, long long v, const char *label, const char *title)
 {
 	fprintf(out, "<div class=\"card\" title=\"%s\"><b id=\"%s\">", title, id);
-	count(out, v);
+	html_count(out, v);
 	fprintf(out, "</b><span>%s</span></div>", label);
 }
 
@@ -120,8 +126,8 @@ static void summary(FILE *out, struct report *r)
 	     "processes with no transfer, peer-access or failure row");
 	card(out, "n-hosts", (long long)hosts, "hosts", "distinct processes.hostname");
 	card(out, "n-ranks", ranks, "with a rank", "processes with RANK set");
-	card(out, "n-transfers", scalar(r->db, "SELECT count(*) FROM transfers"), "transfer rows",
-	     "rows of transfers");
+	card(out, "n-transfers", html_scalar(r->db, "SELECT count(*) FROM transfers"),
+	     "transfer rows", "rows of transfers");
 	card(out, "n-calls", s->total.calls, "copy calls",
 	     "every call counted once: rows, summary buckets and overflow (peer_totals)");
 	card(out, "n-timed", s->total.gpu_timed + s->total.synchronous, "timed copies",
@@ -131,11 +137,29 @@ static void summary(FILE *out, struct report *r)
 	     "asynchronous copies without a GPU time: counted, never divided");
 	card(out, "n-folded", s->total.folded, "calls in overflow",
 	     "calls that found their thread's ring full: counted in transfer_overflow, no row");
-	card(out, "n-failures", scalar(r->db, "SELECT count(*) FROM failures"), "failures",
+	card(out, "n-failures", html_scalar(r->db, "SELECT count(*) FROM failures"), "failures",
 	     "rows of failures");
-	card(out, "n-crashes", scalar(r->db, "SELECT count(*) FROM crashes"), "crashes",
+	card(out, "n-crashes", html_scalar(r->db, "SELECT count(*) FROM crashes"), "crashes",
 	     "rows of crashes");
 	card(out, "n-dropped", dropped, "records dropped", "sum of processes.records_dropped");
+	if (r->nccl.present && r->nccl.ncomms) {
+		card(out, "n-nccl-ops", r->nccl.ops, "NCCL operations",
+		     "finished NCCL operations, rows, summary buckets and overflow (nccl_totals)");
+		long long stalled = p2pg_cli_has_table(r->db, "nccl_stalls")
+					? html_scalar(r->db, "SELECT count(*) FROM nccl_stalls")
+					: 0;
+		if (stalled)
+			fputs(
+			    "<a class=\"card bad\" href=\"#nccl-stalls\" title=\"NCCL operations "
+			    "whose kernel did not finish (nccl_stalls)\"><b id=\"n-nccl-stalls\">",
+			    out);
+		else
+			fputs("<div class=\"card\" title=\"NCCL operations whose kernel did not "
+			      "finish (nccl_stalls)\"><b id=\"n-nccl-stalls\">",
+			      out);
+		html_count(out, stalled);
+		fprintf(out, "</b><span>NCCL stalls</span></%s>", stalled ? "a" : "div");
+	}
 	fputs("</div>\n", out);
 }
 
@@ -147,14 +171,6 @@ static const struct report_bw *main_path(const struct report_scan *s, size_t fro
 		if (report_path_has_bandwidth(s->bw[k].path) && (!best || s->bw[k].n > best->n))
 			best = &s->bw[k];
 	return best;
-}
-
-/* Cell colour: red (slowest pair) to green (fastest), by the cell's p50 against the best. */
-static void heat(FILE *out, double v, double vmax)
-{
-	double f = vmax > 0 ? v / vmax : 0;
-	f = f < 0 ? 0 : f > 1 ? 1 : f;
-	fprintf(out, "background:hsl(%.0f,70%%,%.0f%%)", 120 * f, 82 - 10 * f);
 }
 
 static void pair_title(FILE *out, const struct report_scan *s, size_t from, size_t to)
@@ -236,7 +252,7 @@ static void matrix(FILE *out, struct report *r)
 			if (isnan(p50))
 				fputs("background:#e4e4e4", out);
 			else
-				heat(out, p50, vmax);
+				html_heat(out, p50, vmax);
 			fputs("\"", out);
 			if (!isnan(p50))
 				fprintf(out, " data-p50=\"%.3f\"", p50);
@@ -280,17 +296,17 @@ static void matrix(FILE *out, struct report *r)
 		const struct report_bw *b = &s->bw[j];
 		fprintf(out, "<tr><td>%d</td><td>%d</td><td>%s</td><td>", b->src, b->dst,
 			report_path_names[b->path]);
-		count(out, b->c.calls);
+		html_count(out, b->c.calls);
 		fputs("</td><td>", out);
-		bytes(out, b->c.bytes);
+		html_bytes(out, b->c.bytes);
 		fprintf(out, "</td><td>%lld</td><td>", (long long)b->c.failed);
-		count(out, b->c.gpu_timed);
+		html_count(out, b->c.gpu_timed);
 		fputs("</td><td>", out);
-		count(out, b->c.synchronous);
+		html_count(out, b->c.synchronous);
 		fputs("</td><td>", out);
-		count(out, report_untimed(&b->c));
+		html_count(out, report_untimed(&b->c));
 		fputs("</td><td>", out);
-		count(out, b->c.folded);
+		html_count(out, b->c.folded);
 		if (b->n)
 			fprintf(out, "</td><td>%.3f</td><td>%.3f</td></tr>\n",
 				report_percentile(b->gbps, b->n, 0.5),
@@ -452,335 +468,6 @@ static void pairs(FILE *out, struct report *r)
 	free(order);
 }
 
-struct host_row {
-	const char *host;
-	struct report_counts c;
-	size_t procs, failures, crashes;
-	int *ranks;
-	size_t nranks;
-	float *gbps;
-	size_t n;
-};
-
-static int cmp_float(const void *a, const void *b)
-{
-	float x = *(const float *)a, y = *(const float *)b;
-	return (x > y) - (x < y);
-}
-
-static double fp50(const float *v, size_t n)
-{
-	if (!n)
-		return NAN;
-	size_t at = (size_t)(0.5 * (double)n + 0.5);
-	return v[(at ? at : 1) - 1];
-}
-
-/* Per host and per rank: where the slow copies, failures and crashes are. */
-static void ranks(FILE *out, struct report *r)
-{
-	const struct report_scan *s = &r->scan;
-	if (!s->nprocs) {
-		fputs("<p>No process was recorded.</p>\n", out);
-		return;
-	}
-	size_t cap = s->nprocs;
-	long long *fails = calloc(cap, sizeof(long long)),
-		  *crashes = calloc(cap, sizeof(long long));
-	struct host_row *hosts = calloc(cap, sizeof(*hosts));
-	size_t nhosts = 0;
-	if (!fails || !crashes || !hosts)
-		goto out;
-	static const char *const per[] = {"SELECT process_id, count(*) FROM failures GROUP BY 1",
-					  "SELECT process_id, count(*) FROM crashes GROUP BY 1"};
-	for (int q = 0; q < 2; q++) {
-		_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-		if (sqlite3_prepare_v2(r->db, per[q], -1, &st, NULL) != SQLITE_OK)
-			continue;
-		while (sqlite3_step(st) == SQLITE_ROW) {
-			const struct report_process *p =
-			    report_scan_process(s, sqlite3_column_int64(st, 0));
-			if (p)
-				(q ? crashes : fails)[p - s->procs] = sqlite3_column_int64(st, 1);
-		}
-	}
-	double vmax = 0;
-	for (size_t k = 0; k < s->nprocs; k++) {
-		const struct report_process *p = &s->procs[k];
-		vmax = fmax(vmax, isnan(fp50(p->gbps, p->n)) ? 0 : fp50(p->gbps, p->n));
-		size_t j = 0;
-		while (j < nhosts && strcmp(hosts[j].host, p->host ? p->host : "?") != 0)
-			j++;
-		if (j == nhosts)
-			hosts[nhosts++].host = p->host ? p->host : "?";
-		struct host_row *hr = &hosts[j];
-		hr->procs++;
-		hr->failures += (size_t)fails[k];
-		hr->crashes += (size_t)crashes[k];
-		hr->c.calls += p->c.calls;
-		hr->c.bytes += p->c.bytes;
-		hr->c.failed += p->c.failed;
-		hr->c.gpu_timed += p->c.gpu_timed;
-		hr->c.synchronous += p->c.synchronous;
-		hr->c.folded += p->c.folded;
-		if (p->rank >= 0) {
-			int *bigger = realloc(hr->ranks, (hr->nranks + 1) * sizeof(int));
-			if (bigger) {
-				hr->ranks = bigger;
-				hr->ranks[hr->nranks++] = p->rank;
-			}
-		}
-		float *more = realloc(hr->gbps, (hr->n + p->n + 1) * sizeof(float));
-		if (more) {
-			hr->gbps = more;
-			if (p->n)
-				memcpy(hr->gbps + hr->n, p->gbps, p->n * sizeof(float));
-			hr->n += p->n;
-		}
-	}
-	fputs("<h3>By host</h3><div class=\"scroll\"><table id=\"hosts\" class=\"num\"><tr><th>host"
-	      "</th><th>processes</th><th>ranks</th><th>copy calls</th><th>bytes</th><th>timed</th>"
-	      "<th>untimed</th><th>p50 GB/s (timed)</th><th>failures</th><th>crashes</th></tr>\n",
-	      out);
-	for (size_t j = 0; j < nhosts; j++) {
-		struct host_row *hr = &hosts[j];
-		sort_n(hr->gbps, hr->n, sizeof(float), cmp_float);
-		struct rbuf rk = {0};
-		fmt_ranges(&rk, hr->ranks, hr->nranks);
-		fputs("<tr><td>", out);
-		h(out, hr->host);
-		fprintf(out, "</td><td>%zu</td><td>%s</td><td>", hr->procs, rbuf_str(&rk));
-		count(out, hr->c.calls);
-		fputs("</td><td>", out);
-		bytes(out, hr->c.bytes);
-		fputs("</td><td>", out);
-		count(out, hr->c.gpu_timed + hr->c.synchronous);
-		fputs("</td><td>", out);
-		count(out, report_untimed(&hr->c));
-		double v = fp50(hr->gbps, hr->n);
-		if (isnan(v))
-			fputs("</td><td>-", out);
-		else
-			fprintf(out, "</td><td>%.3f", v);
-		fprintf(out, "</td><td>%zu</td><td>%zu</td></tr>\n", hr->failures, hr->crashes);
-		rbuf_free(&rk);
-	}
-	fputs("</table></div>\n", out);
-
-	fprintf(out,
-		"<details id=\"rank-view\"%s><summary>By rank: %zu processes (the bar is the "
-		"process's p50 GB/s against the best, %.3g)</summary><div class=\"scroll\"><table "
-		"id=\"ranks\" class=\"num\"><tr><th>rank</th><th>host</th><th>pid</th><th>mode</th>"
-		"<th>copy calls</th><th>bytes</th><th>timed</th><th>untimed</th><th>p50 GB/s"
-		"</th><th>failures</th><th>crashes</th></tr>\n",
-		s->nprocs <= OPEN_RANKS ? " open" : "", s->nprocs, vmax);
-	for (size_t k = 0; k < s->nprocs; k++) {
-		const struct report_process *p = &s->procs[k];
-		fputs("<tr><td>", out);
-		if (p->rank >= 0)
-			fprintf(out, "%d", p->rank);
-		fputs("</td><td>", out);
-		h(out, p->host);
-		fprintf(out, "</td><td>%d</td><td>", p->pid);
-		h(out, p->mode);
-		fputs("</td><td>", out);
-		count(out, p->c.calls);
-		fputs("</td><td>", out);
-		bytes(out, p->c.bytes);
-		fputs("</td><td>", out);
-		count(out, p->c.gpu_timed + p->c.synchronous);
-		fputs("</td><td>", out);
-		count(out, report_untimed(&p->c));
-		double v = fp50(p->gbps, p->n);
-		if (isnan(v))
-			fputs("</td><td>-", out);
-		else
-			fprintf(out,
-				"</td><td class=\"barcell\"><span class=\"bar\" "
-				"style=\"width:%.0f%%\"></span>%.3f",
-				vmax > 0 ? 100 * v / vmax : 0, v);
-		fprintf(out, "</td><td%s>%lld</td><td%s>%lld</td></tr>\n",
-			fails[k] ? " class=\"bad\"" : "", fails[k],
-			crashes[k] ? " class=\"bad\"" : "", crashes[k]);
-	}
-	fputs("</table></div></details>\n", out);
-out:
-	for (size_t j = 0; hosts && j < nhosts; j++) {
-		free(hosts[j].ranks);
-		free(hosts[j].gbps);
-	}
-	free(hosts);
-	free(fails);
-	free(crashes);
-}
-
-static void stack(FILE *out, const char *title, const char *text)
-{
-	if (!text || !*text)
-		return;
-	fputs("<details><summary>", out);
-	h(out, title);
-	fputs("</summary><pre>", out);
-	h(out, text);
-	fputs("</pre></details>", out);
-}
-
-/* "pairs 0-3->4-7 (32) · ranks 0-99 (100) · hosts gpu-[001-013] (13)" */
-static void where(FILE *out, const char *pairs_text, const char *ranks_text, const char *hosts_text)
-{
-	struct dev_pair *pairs = NULL;
-	size_t n = report_parse_pairs(pairs_text, &pairs);
-	int *rk = NULL;
-	size_t nr = report_parse_ints(ranks_text, &rk);
-	char **hosts = NULL;
-	size_t nh = report_parse_strings(hosts_text, &hosts);
-	struct rbuf p = {0}, rr = {0}, hh = {0};
-	fmt_pairs(&p, pairs, n);
-	fmt_ranges(&rr, rk, nr);
-	fmt_hosts(&hh, hosts, nh, 8);
-	fputs("<p class=\"on\">", out);
-	if (n) {
-		fprintf(out, "<span class=\"pairs\" data-n=\"%zu\">pairs <b>", n);
-		h(out, rbuf_str(&p));
-		fprintf(out, "</b> (%zu)</span> ", n);
-	}
-	if (nr) {
-		fprintf(out, "<span class=\"ranks\" data-n=\"%zu\">ranks <b>", nr);
-		h(out, rbuf_str(&rr));
-		fprintf(out, "</b> (%zu)</span> ", nr);
-	}
-	if (nh) {
-		fprintf(out, "<span class=\"hosts\" data-n=\"%zu\">hosts <b>", nh);
-		h(out, rbuf_str(&hh));
-		fprintf(out, "</b> (%zu)</span>", nh);
-	}
-	fputs("</p>", out);
-	rbuf_free(&p);
-	rbuf_free(&rr);
-	rbuf_free(&hh);
-	free(pairs);
-	free(rk);
-	report_free_strings(hosts, nh);
-}
-
-static void failures(FILE *out, struct report *r)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL, *detail = NULL, *places = NULL;
-	if (sqlite3_prepare_v2(r->db, REPORT_FAILURE_GROUPS_SQL, -1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(r->db, REPORT_FAILURE_DETAIL_SQL, -1, &detail, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(r->db, REPORT_FAILURE_WHERE_SQL, -1, &places, NULL) != SQLITE_OK)
-		return;
-	int n = 0;
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		n++;
-		int cnt = sqlite3_column_int(st, 1), procs = sqlite3_column_int(st, 2);
-		fprintf(out, "<div class=\"failure\" id=\"failure-%d\" data-count=\"%d\"><h3>%d. ",
-			n, cnt, n);
-		h(out, p2pg_cli_col(st, 5));
-		fprintf(out, " &#8594; %d ", sqlite3_column_int(st, 6));
-		h(out, p2pg_cli_col(st, 7));
-		fputs(" <small>", out);
-		h(out, p2pg_cli_col(st, 8) ?: "passed");
-		fprintf(out, "</small><span class=\"count\">&#215;%d</span></h3>", cnt);
-		fprintf(out, "<p class=\"when\">%d time%s in %d process%s, first ", cnt,
-			cnt == 1 ? "" : "s", procs, procs == 1 ? "" : "es");
-		utc(out, sqlite3_column_int64(st, 3));
-		fputs(", last ", out);
-		utc(out, sqlite3_column_int64(st, 4));
-		fputs(" UTC</p>", out);
-		where(out, p2pg_cli_col(st, 11), p2pg_cli_col(st, 12), p2pg_cli_col(st, 13));
-		if (p2pg_cli_col(st, 10)) {
-			fputs("<p>probe verdict: <b class=\"verdict\">", out);
-			h(out, p2pg_cli_col(st, 10));
-			fputs("</b></p>", out);
-		}
-		sqlite3_reset(places);
-		for (int c = 1; c <= 6; c++) {
-			if (sqlite3_column_type(st, c + 4) == SQLITE_NULL)
-				sqlite3_bind_null(places, c);
-			else
-				sqlite3_bind_value(places, c, sqlite3_column_value(st, c + 4));
-		}
-		bool any = false;
-		while (sqlite3_step(places) == SQLITE_ROW) {
-			if (!p2pg_cli_col(places, 0) || !*p2pg_cli_col(places, 0))
-				continue;
-			fputs(any ? "; " : "<p class=\"places\">where: ", out);
-			fputs("<code>", out);
-			h(out, p2pg_cli_col(places, 0));
-			fprintf(out, "</code> (%d)", sqlite3_column_int(places, 1));
-			any = true;
-		}
-		if (any)
-			fputs("</p>", out);
-		sqlite3_reset(detail);
-		sqlite3_bind_int64(detail, 1, sqlite3_column_int64(st, 0));
-		if (sqlite3_step(detail) == SQLITE_ROW) {
-			if (p2pg_cli_col(detail, 2)) {
-				fputs("<p class=\"args\">", out);
-				h(out, p2pg_cli_col(detail, 2));
-				fputs("</p>", out);
-			}
-			if (p2pg_cli_col(st, 9)) {
-				fputs("<p>rule <code class=\"rule\">", out);
-				h(out, p2pg_cli_col(st, 9));
-				fputs("</code></p><div class=\"diagnosis\"><b>Why</b><pre>", out);
-				h(out, p2pg_cli_col(detail, 0));
-				fputs("</pre></div><div class=\"advice\"><b>What to do</b><pre>",
-				      out);
-				h(out, p2pg_cli_col(detail, 1));
-				fputs("</pre></div>", out);
-			}
-			stack(out, "Python stack (first failure)", p2pg_cli_col(detail, 3));
-			stack(out, "C stack (first failure)", p2pg_cli_col(detail, 4));
-		}
-		fputs("</div>\n", out);
-	}
-	if (!n)
-		fputs("<p>No failure was recorded.</p>\n", out);
-}
-
-static void crashes(FILE *out, struct report *r)
-{
-	size_t n = 0;
-	struct crash_group *g = report_crash_groups(r, &n);
-	for (size_t k = 0; k < n; k++) {
-		fprintf(out,
-			"<div class=\"crash\" data-count=\"%d\"><h3>%zu. signal %d (%s)"
-			"<span class=\"count\">&#215;%d</span></h3><p class=\"when\">%d crash%s "
-			"in %d process%s, first ",
-			g[k].count, k + 1, g[k].signal, strsignal(g[k].signal), g[k].count,
-			g[k].count, g[k].count == 1 ? "" : "es", g[k].processes,
-			g[k].processes == 1 ? "" : "es");
-		utc(out, g[k].first_ns);
-		fputs(", last ", out);
-		utc(out, g[k].last_ns);
-		fputs(" UTC</p>", out);
-		struct rbuf rk = {0}, hs = {0};
-		fmt_ranges(&rk, g[k].ranks, g[k].nranks);
-		fmt_hosts(&hs, g[k].hosts, g[k].nhosts, 8);
-		fputs("<p class=\"on\">", out);
-		if (g[k].nranks)
-			fprintf(out, "ranks <b>%s</b> (%zu) ", rbuf_str(&rk), g[k].nranks);
-		if (g[k].nhosts) {
-			fputs("hosts <b>", out);
-			h(out, rbuf_str(&hs));
-			fprintf(out, "</b> (%zu)", g[k].nhosts);
-		}
-		fputs("</p><p>top frames <code class=\"frames\">", out);
-		h(out, g[k].key);
-		fputs("</code></p>", out);
-		stack(out, "Python stack (first crash)", g[k].python);
-		stack(out, "C stack (first crash)", g[k].backtrace);
-		fputs("</div>\n", out);
-		rbuf_free(&rk);
-		rbuf_free(&hs);
-	}
-	if (!n)
-		fputs("<p>No crash was recorded.</p>\n", out);
-	report_crash_groups_free(g, n);
-}
-
 static const char style[] =
     "body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#222}"
     "main{margin:0 24px 40px 232px;min-width:0}"
@@ -811,20 +498,17 @@ static const char style[] =
     "0;font-size:12px}"
     "code{background:#eee;padding:0 3px;overflow-wrap:anywhere}.barcell{position:relative}"
     ".barcell .bar{position:absolute;left:0;top:3px;bottom:3px;background:#c6dbef;z-index:-1}"
-    ".bad{color:#d62728;font-weight:600}";
+    ".bad{color:#d62728;font-weight:600}a.card{text-decoration:none}"
+    ".matrix th.host{border-bottom:2px solid #bbb}.nccl-stall{margin-top:6px}";
 
 static const struct {
 	const char *id, *title;
 } sections[] = {
-    {"sec-summary", "Summary"},
-    {"sec-matrix", "P2P matrix"},
-    {"sec-pairs", "Pairs over time"},
-    {"sec-ranks", "Hosts and ranks"},
-    {"sec-failures", "Failures"},
-    {"sec-crashes", "Crashes"},
-    {"sec-stalls", "Stalls"},
-    {"sec-processes", "Processes"},
-    {"sec-peer-access", "Peer access calls"},
+    {"sec-summary", "Summary"},	      {"sec-matrix", "P2P matrix"},
+    {"sec-pairs", "Pairs over time"}, {"sec-nccl", "NCCL"},
+    {"sec-ranks", "Hosts and ranks"}, {"sec-failures", "Failures"},
+    {"sec-crashes", "Crashes"},	      {"sec-stalls", "Stalls"},
+    {"sec-processes", "Processes"},   {"sec-peer-access", "Peer access calls"},
 };
 
 static void open_section(FILE *out, int k)
@@ -841,17 +525,17 @@ int p2pg_report_html(struct report *r, FILE *out)
 	      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
 	      "style-src 'unsafe-inline'\"><title>p2pguard report: ",
 	      out);
-	h(out, db_path);
+	html_text(out, db_path);
 	fprintf(out,
 		"</title><style>%s</style></head><body>\n<nav id=\"toc\"><b>p2pguard report</b>",
 		style);
 	for (size_t k = 0; k < sizeof(sections) / sizeof(sections[0]); k++)
 		fprintf(out, "<a href=\"#%s\">%s</a>", sections[k].id, sections[k].title);
 	fputs("</nav>\n<main><h1>p2pguard report</h1><p class=\"dim\">", out);
-	h(out, db_path);
+	html_text(out, db_path);
 	if (r->selection[0]) {
 		fputs(" &#183; ", out);
-		h(out, r->selection);
+		html_text(out, r->selection);
 	}
 	fputs(" &#183; generated by p2pguard " P2PGUARD_VERSION
 	      "</p>\n<section id=\"sec-summary\">",
@@ -863,33 +547,37 @@ int p2pg_report_html(struct report *r, FILE *out)
 	open_section(out, 2);
 	pairs(out, r);
 	open_section(out, 3);
-	ranks(out, r);
-	progress_stage(&r->progress, "grouping failures and crashes", 0);
+	p2pg_report_nccl_html(r, out);
 	open_section(out, 4);
-	failures(out, r);
+	report_html_ranks(out, r);
+	progress_stage(&r->progress, "grouping failures and crashes", 0);
 	open_section(out, 5);
-	crashes(out, r);
+	report_html_failures(out, r);
 	open_section(out, 6);
+	report_html_crashes(out, r);
+	open_section(out, 7);
 	if (!r->has_stalls)
 		fputs("<p class=\"dim\">Not recorded in this database (its guard predates stall "
 		      "detection).</p>\n",
 		      out);
-	else if (!table(out, r->db, "stalls",
-			"SELECT p.pid, p.hostname, p.rank, s.api, s.src_device, s.dst_device, "
-			"s.bytes, s.path, datetime(s.started_ns / 1000000000, 'unixepoch') AS "
-			"started_utc, s.waited_ns / 1e9 AS waited_s, s.rule_id, s.diagnosis FROM "
-			"stalls s JOIN processes p ON p.id = s.process_id ORDER BY s.rowid"))
+	else if (!html_table(
+		     out, r->db, "stalls",
+		     "SELECT p.pid, p.hostname, p.rank, s.api, s.src_device, s.dst_device, "
+		     "s.bytes, s.path, datetime(s.started_ns / 1000000000, 'unixepoch') AS "
+		     "started_utc, s.waited_ns / 1e9 AS waited_s, s.rule_id, s.diagnosis FROM "
+		     "stalls s JOIN processes p ON p.id = s.process_id ORDER BY s.rowid"))
 		fputs("<p>No stall was recorded.</p>\n", out);
-	open_section(out, 7);
+	open_section(out, 8);
 	fprintf(out, "<details%s><summary>%zu processes</summary>\n",
 		r->scan.nprocs <= 32 ? " open" : "", r->scan.nprocs);
-	table(out, r->db, "processes",
-	      "SELECT pid, hostname, rank, local_rank, mode, guard_version, datetime(started_ns / "
-	      "1000000000, 'unixepoch') AS started_utc, records_dropped, recovered, cmdline FROM "
-	      "processes ORDER BY coalesce(rank, 1 << 30), id");
+	html_table(
+	    out, r->db, "processes",
+	    "SELECT pid, hostname, rank, local_rank, mode, guard_version, datetime(started_ns / "
+	    "1000000000, 'unixepoch') AS started_utc, records_dropped, recovered, cmdline FROM "
+	    "processes ORDER BY coalesce(rank, 1 << 30), id");
 	fputs("</details>\n", out);
-	open_section(out, 8);
-	table(out, r->db, "peer-access", REPORT_PEER_ACCESS_SQL);
+	open_section(out, 9);
+	html_table(out, r->db, "peer-access", REPORT_PEER_ACCESS_SQL);
 	/*
 	 * Sections that other files add (report_*.c) go here, one call each: open them with a
 	 * <section id="sec-..."> of their own.

@@ -156,12 +156,13 @@ static long long scalar(sqlite3 *db, const char *sql)
 static void summary(struct report *r, FILE *out)
 {
 	const struct report_scan *s = &r->scan;
-	long long idle = 0, dropped = 0, invalid = 0, recovered = 0;
+	long long idle = 0, dropped = 0, invalid = 0, recovered = 0, nccl = 0;
 	int *ranks = malloc((s->nprocs ? s->nprocs : 1) * sizeof(int));
 	char **hosts = malloc((s->nprocs ? s->nprocs : 1) * sizeof(char *));
 	size_t nranks = 0, nhosts = 0;
 	for (size_t k = 0; k < s->nprocs; k++) {
 		idle += !s->procs[k].peer_calls;
+		nccl += nccl_scan_has_process(&r->nccl, s->procs[k].id);
 		dropped += s->procs[k].dropped;
 		invalid += s->procs[k].invalid;
 		recovered += s->procs[k].recovered;
@@ -174,6 +175,7 @@ static void summary(struct report *r, FILE *out)
 	fputs("  \"summary\": {", out);
 	j_int(out, "processes_guarded", (long long)s->nprocs, &f);
 	j_int(out, "processes_without_peer_calls", idle, &f);
+	j_int(out, "processes_with_nccl", nccl, &f);
 	j_int(out, "processes_recovered", recovered, &f);
 	j_int(out, "records_dropped", dropped, &f);
 	j_int(out, "records_invalid", invalid, &f);
@@ -376,7 +378,7 @@ int report_json(struct report *r, FILE *out)
 	p2pg_cli_json_string(out, r->selection[0] ? r->selection : NULL);
 	fputs(",\n", out);
 	summary(r, out);
-	p2pg_report_nccl_json(r->db, out);
+	p2pg_report_nccl_json(r, out);
 	p2pg_report_mappings_json(r->db, out);
 	processes(r, out);
 	transfers(r, out);

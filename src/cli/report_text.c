@@ -47,12 +47,13 @@ static void section_processes(struct report *r, FILE *out)
 			r->opt->run_id ? " (the program made no CUDA call under the guard)" : "");
 		return;
 	}
-	long long idle = 0, recovered = 0, dropped = 0, invalid = 0;
+	long long idle = 0, idle_nccl = 0, recovered = 0, dropped = 0, invalid = 0;
 	int *ranks = malloc(s->nprocs * sizeof(int));
 	size_t nranks = 0;
 	for (size_t k = 0; k < s->nprocs; k++) {
 		const struct report_process *p = &s->procs[k];
 		idle += !p->peer_calls;
+		idle_nccl += !p->peer_calls && nccl_scan_has_process(&r->nccl, p->id);
 		recovered += p->recovered;
 		dropped += p->dropped;
 		invalid += p->invalid;
@@ -84,6 +85,8 @@ static void section_processes(struct report *r, FILE *out)
 	if (nranks)
 		rbuf_printf(&line, ", ranks %s", rbuf_str(&rk));
 	rbuf_printf(&line, "; mode %s; %lld made no peer call", rbuf_str(&modes), idle);
+	if (idle_nccl)
+		rbuf_printf(&line, " (%lld of them ran NCCL, below)", idle_nccl);
 	if (recovered)
 		rbuf_printf(&line, "; %lld ended abruptly (recovered from their spool)", recovered);
 	char num[32];
@@ -551,16 +554,17 @@ int report_text(struct report *r, FILE *out)
 	if (r->selection[0])
 		fprintf(out, "(%s)\n", r->selection);
 	/* A job that hangs in NCCL: the first thing to read. */
-	p2pg_report_nccl_stalls(r->db, out, r->opt->brief);
+	p2pg_report_nccl_stalls(r, out);
 	section_processes(r, out);
 	section_gpus(r, out);
 	section_transfers(r, out);
+	p2pg_report_nccl_pairs(r, out);
 	section_peer_access(r, out);
 	section_failures(r, out);
 	section_crashes(r, out);
 	section_stalls(r, out);
 	p2pg_report_mappings(r->db, out);
-	p2pg_report_nccl(r->db, out);
+	p2pg_report_nccl(r, out);
 	/*
 	 * Sections that other files add (report_*.c: cross-process mappings, NCCL operations, ...)
 	 * go here, one call each, with the same (r, out) and the same habits: nothing printed when

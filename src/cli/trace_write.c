@@ -24,6 +24,8 @@
 #include "dbread.h"
 #include "report.h"
 #include "trace.h"
+#include "trace_nccl.h"
+#include "trace_out.h"
 
 /* Kineto makes every timestamp relative to the start of the current three-month interval of the
  * Unix clock (libkineto/src/output_json.h, ChromeTraceBaseTime: 7889238 s), so that traces of
@@ -31,6 +33,7 @@
 #define KINETO_INTERVAL_NS (7889238LL * 1000000000LL)
 #define WARN_BYTES	   (256LL << 20) /* a trace larger than this is hard to open: said */
 #define BYTES_PER_SLICE	   240		 /* what a transfer costs in the file, about */
+#define BYTES_PER_NCCL	   420		 /* what an NCCL operation costs, about */
 
 void trace_options_init(struct trace_options *o)
 {
@@ -38,103 +41,6 @@ void trace_options_init(struct trace_options *o)
 	o->clock = TRACE_CLOCK_KINETO;
 	o->from_ns = INT64_MIN;
 	o->to_ns = INT64_MAX;
-}
-
-/* ---- output: a buffer and number formatting without printf ---- */
-
-struct out {
-	FILE *f;
-	char buf[1 << 20];
-	size_t len;
-	int64_t written;
-	bool first;
-};
-
-static void flush(struct out *o)
-{
-	if (o->len && fwrite(o->buf, 1, o->len, o->f) != o->len)
-		o->written = -1;
-	else if (o->written >= 0)
-		o->written += (int64_t)o->len;
-	o->len = 0;
-}
-
-static void put(struct out *o, const char *s, size_t n)
-{
-	if (o->len + n > sizeof(o->buf))
-		flush(o);
-	if (n > sizeof(o->buf)) {
-		if (fwrite(s, 1, n, o->f) != n)
-			o->written = -1;
-		return;
-	}
-	memcpy(o->buf + o->len, s, n);
-	o->len += n;
-}
-
-#define PUTS(o, lit) put((o), (lit), sizeof(lit) - 1)
-
-static void put_str(struct out *o, const char *s)
-{
-	put(o, s, strlen(s));
-}
-
-static void put_i64(struct out *o, int64_t v)
-{
-	char tmp[24];
-	int n = 0;
-	uint64_t u = v < 0 ? (uint64_t)(-(v + 1)) + 1 : (uint64_t)v;
-	do
-		tmp[n++] = (char)('0' + u % 10);
-	while ((u /= 10) && n < 23);
-	if (o->len + 24 > sizeof(o->buf))
-		flush(o);
-	if (v < 0)
-		o->buf[o->len++] = '-';
-	while (n)
-		o->buf[o->len++] = tmp[--n];
-}
-
-/* v / 1000 with three decimals ("12.345"): ns as microseconds, as Kineto writes them. */
-static void put_thousandths(struct out *o, int64_t ns)
-{
-	if (ns < 0) {
-		PUTS(o, "-");
-		ns = -ns;
-	}
-	put_i64(o, ns / 1000);
-	char frac[4] = {'.', (char)('0' + ns / 100 % 10), (char)('0' + ns / 10 % 10),
-			(char)('0' + ns % 10)};
-	put(o, frac, 4);
-}
-
-static void put_json(struct out *o, const char *text)
-{
-	if (!text) {
-		PUTS(o, "null");
-		return;
-	}
-	PUTS(o, "\"");
-	for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
-		char esc[8];
-		if (*p == '"' || *p == '\\') {
-			esc[0] = '\\';
-			esc[1] = (char)*p;
-			put(o, esc, 2);
-		} else if (*p < 0x20) {
-			int n = snprintf(esc, sizeof(esc), "\\u%04x", *p);
-			put(o, esc, (size_t)n);
-		} else {
-			put(o, (const char *)p, 1);
-		}
-	}
-	PUTS(o, "\"");
-}
-
-static void sep(struct out *o)
-{
-	put(o, o->first ? "\n" : ",\n", o->first ? 1 : 2);
-	o->first = false;
 }
 
 /* ---- the trace ---- */
@@ -165,7 +71,7 @@ struct trace {
 	sqlite3 *db;
 	const struct trace_options *opt;
 	int64_t base_ns;
-	struct out *out;
+	struct trace_out *out;
 	struct track *tracks;
 	size_t ntracks, captracks;
 	struct imap track_index;
@@ -353,22 +259,22 @@ static void track_name(struct trace *t, size_t k)
 			      dst[0] ? dst : "?");
 	if (tr->lane && n < (int)sizeof(name))
 		snprintf(name + n, sizeof(name) - (size_t)n, " (overlap %d)", tr->lane + 1);
-	sep(t->out);
-	PUTS(t->out, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
-	put_i64(t->out, tr->process);
-	PUTS(t->out, ",\"tid\":");
-	put_i64(t->out, (int64_t)k + STREAM_TID);
-	PUTS(t->out, ",\"args\":{\"name\":");
-	put_json(t->out, name);
-	PUTS(t->out, "}}");
-	sep(t->out);
-	PUTS(t->out, "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":");
-	put_i64(t->out, tr->process);
-	PUTS(t->out, ",\"tid\":");
-	put_i64(t->out, (int64_t)k + STREAM_TID);
-	PUTS(t->out, ",\"args\":{\"sort_index\":");
-	put_i64(t->out, (int64_t)k);
-	PUTS(t->out, "}}");
+	trace_sep(t->out);
+	TRACE_PUTS(t->out, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
+	trace_put_i64(t->out, tr->process);
+	TRACE_PUTS(t->out, ",\"tid\":");
+	trace_put_i64(t->out, (int64_t)k + STREAM_TID);
+	TRACE_PUTS(t->out, ",\"args\":{\"name\":");
+	trace_put_json(t->out, name);
+	TRACE_PUTS(t->out, "}}");
+	trace_sep(t->out);
+	TRACE_PUTS(t->out, "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":");
+	trace_put_i64(t->out, tr->process);
+	TRACE_PUTS(t->out, ",\"tid\":");
+	trace_put_i64(t->out, (int64_t)k + STREAM_TID);
+	TRACE_PUTS(t->out, ",\"args\":{\"sort_index\":");
+	trace_put_i64(t->out, (int64_t)k);
+	TRACE_PUTS(t->out, "}}");
 }
 
 /* The lane (a track of its own) a slice goes to: slices of one track must nest or follow, so one
@@ -412,7 +318,7 @@ static int lane_for(struct trace *t, int track, int64_t start, int64_t end)
 
 static void transfers(struct trace *t, struct report_progress *progress)
 {
-	struct out *o = t->out;
+	struct trace_out *o = t->out;
 	size_t named = t->ntracks;
 	for (size_t k = 0; k < named; k++)
 		track_name(t, k);
@@ -420,41 +326,41 @@ static void transfers(struct trace *t, struct report_progress *progress)
 	for (size_t k = 0; k < t->nrows; k++) {
 		const struct row *r = &t->rows[k];
 		int tid = lane_for(t, r->track, r->start, r->start + r->dur);
-		sep(o);
-		PUTS(o, "{\"ph\":\"X\",\"cat\":\"transfer\",\"name\":\"");
-		put_str(o, t->apis[r->api]);
-		PUTS(o, "\",\"pid\":");
-		put_i64(o, t->tracks[tid].process);
-		PUTS(o, ",\"tid\":");
-		put_i64(o, tid + STREAM_TID);
-		PUTS(o, ",\"ts\":");
-		put_thousandths(o, ts(t, r->start));
-		PUTS(o, ",\"dur\":");
-		put_thousandths(o, r->dur);
-		PUTS(o, ",\"args\":{\"bytes\":");
-		put_i64(o, r->bytes);
-		PUTS(o, ",\"path\":\"");
-		put_str(o, report_path_names[r->path]);
-		PUTS(o, "\",\"src_device\":");
-		put_i64(o, t->tracks[tid].src);
-		PUTS(o, ",\"dst_device\":");
-		put_i64(o, t->tracks[tid].dst);
-		PUTS(o, ",\"status\":");
-		put_i64(o, r->status);
+		trace_sep(o);
+		TRACE_PUTS(o, "{\"ph\":\"X\",\"cat\":\"transfer\",\"name\":\"");
+		trace_put_str(o, t->apis[r->api]);
+		TRACE_PUTS(o, "\",\"pid\":");
+		trace_put_i64(o, t->tracks[tid].process);
+		TRACE_PUTS(o, ",\"tid\":");
+		trace_put_i64(o, tid + STREAM_TID);
+		TRACE_PUTS(o, ",\"ts\":");
+		trace_put_us(o, ts(t, r->start));
+		TRACE_PUTS(o, ",\"dur\":");
+		trace_put_us(o, r->dur);
+		TRACE_PUTS(o, ",\"args\":{\"bytes\":");
+		trace_put_i64(o, r->bytes);
+		TRACE_PUTS(o, ",\"path\":\"");
+		trace_put_str(o, report_path_names[r->path]);
+		TRACE_PUTS(o, "\",\"src_device\":");
+		trace_put_i64(o, t->tracks[tid].src);
+		TRACE_PUTS(o, ",\"dst_device\":");
+		trace_put_i64(o, t->tracks[tid].dst);
+		TRACE_PUTS(o, ",\"status\":");
+		trace_put_i64(o, r->status);
 		/* GB/s only where the copy's time is known: a slice of host time is the enqueue. */
 		if (r->gpu_timed && r->status == 0 && r->dur > 0) {
-			PUTS(o, ",\"GB/s\":");
-			put_thousandths(
-			    o, (int64_t)llround((double)r->bytes / (double)r->dur * 1000.0));
+			TRACE_PUTS(o, ",\"GB/s\":");
+			trace_put_us(o,
+				     (int64_t)llround((double)r->bytes / (double)r->dur * 1000.0));
 		}
 		if (r->gpu_timed)
-			PUTS(o, ",\"timing\":\"gpu\",\"thread_id\":");
+			TRACE_PUTS(o, ",\"timing\":\"gpu\",\"thread_id\":");
 		else
-			PUTS(o, ",\"timing\":\"host\",\"thread_id\":");
-		put_i64(o, r->thread);
-		PUTS(o, ",\"transfer_id\":");
-		put_i64(o, r->id);
-		PUTS(o, "}}");
+			TRACE_PUTS(o, ",\"timing\":\"host\",\"thread_id\":");
+		trace_put_i64(o, r->thread);
+		TRACE_PUTS(o, ",\"transfer_id\":");
+		trace_put_i64(o, r->id);
+		TRACE_PUTS(o, "}}");
 		if ((k & 0xffff) == 0)
 			progress_tick(progress, (int64_t)k);
 	}
@@ -475,7 +381,7 @@ static void processes(struct trace *t)
 			   "ORDER BY coalesce(rank, 1 << 30), hostname, id",
 		-1, &st, NULL) != SQLITE_OK)
 		return;
-	struct out *o = t->out;
+	struct trace_out *o = t->out;
 	for (int order = 0; sqlite3_step(st) == SQLITE_ROW; order++) {
 		int64_t id = sqlite3_column_int64(st, 0);
 		bool rank =
@@ -486,22 +392,22 @@ static void processes(struct trace *t)
 		snprintf(name + n, sizeof(name) - (size_t)n, "pid %d@%s %.200s",
 			 sqlite3_column_int(st, 1), p2pg_cli_col(st, 2) ?: "?",
 			 p2pg_cli_col(st, 4) ?: "");
-		sep(o);
-		PUTS(o, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
-		put_i64(o, id);
-		PUTS(o, ",\"tid\":");
-		put_i64(o, id);
-		PUTS(o, ",\"args\":{\"name\":");
-		put_json(o, name);
-		PUTS(o, "}}");
-		sep(o);
-		PUTS(o, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":");
-		put_i64(o, id);
-		PUTS(o, ",\"tid\":");
-		put_i64(o, id);
-		PUTS(o, ",\"args\":{\"sort_index\":");
-		put_i64(o, order);
-		PUTS(o, "}}");
+		trace_sep(o);
+		TRACE_PUTS(o, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
+		trace_put_i64(o, id);
+		TRACE_PUTS(o, ",\"tid\":");
+		trace_put_i64(o, id);
+		TRACE_PUTS(o, ",\"args\":{\"name\":");
+		trace_put_json(o, name);
+		TRACE_PUTS(o, "}}");
+		trace_sep(o);
+		TRACE_PUTS(o, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":");
+		trace_put_i64(o, id);
+		TRACE_PUTS(o, ",\"tid\":");
+		trace_put_i64(o, id);
+		TRACE_PUTS(o, ",\"args\":{\"sort_index\":");
+		trace_put_i64(o, order);
+		TRACE_PUTS(o, "}}");
 		char labels[256];
 		n = rank ? snprintf(labels, sizeof(labels), "rank %d, ", sqlite3_column_int(st, 3))
 			 : 0;
@@ -511,50 +417,22 @@ static void processes(struct trace *t)
 			snprintf(labels + n, sizeof(labels) - (size_t)n,
 				 ", %lld copy calls in transfer_overflow (no slice)",
 				 sqlite3_column_int64(st, 6));
-		sep(o);
-		PUTS(o, "{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":");
-		put_i64(o, id);
-		PUTS(o, ",\"tid\":");
-		put_i64(o, id);
-		PUTS(o, ",\"args\":{\"labels\":");
-		put_json(o, labels);
-		PUTS(o, "}}");
+		trace_sep(o);
+		TRACE_PUTS(o, "{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":");
+		trace_put_i64(o, id);
+		TRACE_PUTS(o, ",\"tid\":");
+		trace_put_i64(o, id);
+		TRACE_PUTS(o, ",\"args\":{\"labels\":");
+		trace_put_json(o, labels);
+		TRACE_PUTS(o, "}}");
 		/* The track of the process's failures and probe verdicts. */
-		sep(o);
-		PUTS(o, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
-		put_i64(o, id);
-		PUTS(o, ",\"tid\":");
-		put_i64(o, FAILURE_TID + id);
-		PUTS(o, ",\"args\":{\"name\":\"failures and probe verdicts\"}}");
+		trace_sep(o);
+		TRACE_PUTS(o, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
+		trace_put_i64(o, id);
+		TRACE_PUTS(o, ",\"tid\":");
+		trace_put_i64(o, FAILURE_TID + id);
+		TRACE_PUTS(o, ",\"args\":{\"name\":\"failures and probe verdicts\"}}");
 	}
-}
-
-/* Every column of a row as args, except the ones the event itself carries. */
-static void row_args(struct out *o, sqlite3_stmt *st)
-{
-	bool first = true;
-	PUTS(o, "\"args\":{");
-	for (int c = 0; c < sqlite3_column_count(st); c++) {
-		const char *name = sqlite3_column_name(st, c);
-		if (strcmp(name, "process_id") == 0 || sqlite3_column_type(st, c) == SQLITE_NULL)
-			continue;
-		if (!first)
-			PUTS(o, ",");
-		first = false;
-		put_json(o, name);
-		PUTS(o, ":");
-		if (sqlite3_column_type(st, c) == SQLITE_INTEGER) {
-			put_i64(o, sqlite3_column_int64(st, c));
-		} else if (sqlite3_column_type(st, c) == SQLITE_FLOAT) {
-			char num[32];
-			put(o, num,
-			    (size_t)snprintf(num, sizeof(num), "%.6g",
-					     sqlite3_column_double(st, c)));
-		} else {
-			put_json(o, p2pg_cli_col(st, c));
-		}
-	}
-	PUTS(o, "}");
 }
 
 static void failures(struct trace *t)
@@ -570,7 +448,7 @@ static void failures(struct trace *t)
 		return;
 	sqlite3_bind_int64(st, 1, t->opt->from_ns);
 	sqlite3_bind_int64(st, 2, t->opt->to_ns);
-	struct out *o = t->out;
+	struct trace_out *o = t->out;
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		const char *probe = p2pg_cli_col(st, 2);
 		char name[256];
@@ -580,20 +458,20 @@ static void failures(struct trace *t)
 		else
 			snprintf(name, sizeof(name), "%s failed: %s", p2pg_cli_col(st, 3) ?: "?",
 				 p2pg_cli_col(st, 5) ?: "error");
-		sep(o);
-		PUTS(o, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":");
-		put_str(o, probe ? "\"probe\"" : "\"failure\"");
-		PUTS(o, ",\"name\":");
-		put_json(o, name);
-		PUTS(o, ",\"pid\":");
-		put_i64(o, sqlite3_column_int64(st, 0));
-		PUTS(o, ",\"tid\":");
-		put_i64(o, FAILURE_TID + sqlite3_column_int64(st, 0));
-		PUTS(o, ",\"ts\":");
-		put_thousandths(o, ts(t, sqlite3_column_int64(st, 1)));
-		PUTS(o, ",");
-		row_args(o, st);
-		PUTS(o, "}");
+		trace_sep(o);
+		TRACE_PUTS(o, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":");
+		trace_put_str(o, probe ? "\"probe\"" : "\"failure\"");
+		TRACE_PUTS(o, ",\"name\":");
+		trace_put_json(o, name);
+		TRACE_PUTS(o, ",\"pid\":");
+		trace_put_i64(o, sqlite3_column_int64(st, 0));
+		TRACE_PUTS(o, ",\"tid\":");
+		trace_put_i64(o, FAILURE_TID + sqlite3_column_int64(st, 0));
+		TRACE_PUTS(o, ",\"ts\":");
+		trace_put_us(o, ts(t, sqlite3_column_int64(st, 1)));
+		TRACE_PUTS(o, ",");
+		trace_put_row_args(o, st);
+		TRACE_PUTS(o, "}");
 	}
 }
 
@@ -622,7 +500,7 @@ static void instants(struct trace *t, const char *table, const char *what)
 	}
 	if (pcol < 0 || tcol < 0)
 		return;
-	struct out *o = t->out;
+	struct trace_out *o = t->out;
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		char name[128];
 		if (scol >= 0)
@@ -631,20 +509,20 @@ static void instants(struct trace *t, const char *table, const char *what)
 				 strsignal(sqlite3_column_int(st, scol)));
 		else
 			snprintf(name, sizeof(name), "%s", what);
-		sep(o);
-		PUTS(o, "{\"ph\":\"i\",\"s\":\"p\",\"cat\":");
-		put_json(o, what);
-		PUTS(o, ",\"name\":");
-		put_json(o, name);
-		PUTS(o, ",\"pid\":");
-		put_i64(o, sqlite3_column_int64(st, pcol));
-		PUTS(o, ",\"tid\":");
-		put_i64(o, sqlite3_column_int64(st, pcol));
-		PUTS(o, ",\"ts\":");
-		put_thousandths(o, ts(t, sqlite3_column_int64(st, tcol)));
-		PUTS(o, ",");
-		row_args(o, st);
-		PUTS(o, "}");
+		trace_sep(o);
+		TRACE_PUTS(o, "{\"ph\":\"i\",\"s\":\"p\",\"cat\":");
+		trace_put_json(o, what);
+		TRACE_PUTS(o, ",\"name\":");
+		trace_put_json(o, name);
+		TRACE_PUTS(o, ",\"pid\":");
+		trace_put_i64(o, sqlite3_column_int64(st, pcol));
+		TRACE_PUTS(o, ",\"tid\":");
+		trace_put_i64(o, sqlite3_column_int64(st, pcol));
+		TRACE_PUTS(o, ",\"ts\":");
+		trace_put_us(o, ts(t, sqlite3_column_int64(st, tcol)));
+		TRACE_PUTS(o, ",");
+		trace_put_row_args(o, st);
+		TRACE_PUTS(o, "}");
 	}
 }
 
@@ -671,10 +549,10 @@ static int64_t overflow_calls(sqlite3 *db)
 
 int trace_write(sqlite3 *db, const struct trace_options *opt, FILE *f)
 {
-	_cleanup_free_ struct out *o = calloc(1, sizeof(*o));
+	_cleanup_free_ struct trace_out *o = calloc(1, sizeof(*o));
 	if (!o)
 		return -ENOMEM;
-	*o = (struct out){.f = f, .first = true};
+	*o = (struct trace_out){.f = f, .first = true};
 	struct trace t = {
 	    .db = db, .opt = opt, .out = o, .devices = p2pg_cli_has_table(db, "devices")};
 	struct report_progress progress;
@@ -686,37 +564,54 @@ int trace_write(sqlite3 *db, const struct trace_options *opt, FILE *f)
 		    : opt->clock == TRACE_CLOCK_RELATIVE ? first
 		    : first >= 0 ? first / KINETO_INTERVAL_NS * KINETO_INTERVAL_NS
 				 : 0;
+	struct trace_nccl *nccl = NULL;
 	int r = read_rows(&t, &progress);
+	if (r == 0)
+		r = trace_nccl_read(db, opt, &nccl, &progress);
 	if (r < 0)
 		goto out;
-	int64_t estimate = (int64_t)t.nrows * BYTES_PER_SLICE;
+	int64_t estimate =
+	    (int64_t)t.nrows * BYTES_PER_SLICE + (int64_t)trace_nccl_count(nccl) * BYTES_PER_NCCL;
 	if (estimate > WARN_BYTES)
 		fprintf(stderr,
-			"p2pguard trace: %zu transfers make about %" PRId64
+			"p2pguard trace: %zu transfers and %zu NCCL operations make about %" PRId64
 			" MB of JSON, more than trace viewers open comfortably; narrow it with "
 			"--rank, --pid, --host, --from/--to or --limit\n",
-			t.nrows, estimate >> 20);
-	PUTS(o, "{\"displayTimeUnit\":\"ns\",\"baseTimeNanoseconds\":");
-	put_i64(o, t.base_ns);
-	PUTS(o, ",\"otherData\":{\"producer\":\"p2pguard " P2PGUARD_VERSION "\",\"clock\":\"");
-	put_str(o, clock_names[opt->clock]);
-	PUTS(o, "\",\"ts_zero_unix_ns\":\"");
-	put_i64(o, t.base_ns);
-	PUTS(o, "\",\"calls_in_transfer_overflow\":");
-	put_i64(o, overflow_calls(db));
-	PUTS(o, ",\"calls_in_transfer_overflow_means\":\"copy calls that found their thread's ring "
-		"full: counted, no row, so no slice\"},\"traceEvents\":[");
+			t.nrows, trace_nccl_count(nccl), estimate >> 20);
+	TRACE_PUTS(o, "{\"displayTimeUnit\":\"ns\",\"baseTimeNanoseconds\":");
+	trace_put_i64(o, t.base_ns);
+	TRACE_PUTS(o,
+		   ",\"otherData\":{\"producer\":\"p2pguard " P2PGUARD_VERSION "\",\"clock\":\"");
+	trace_put_str(o, clock_names[opt->clock]);
+	TRACE_PUTS(o, "\",\"ts_zero_unix_ns\":\"");
+	trace_put_i64(o, t.base_ns);
+	TRACE_PUTS(o, "\",\"calls_in_transfer_overflow\":");
+	trace_put_i64(o, overflow_calls(db));
+	TRACE_PUTS(
+	    o, ",\"calls_in_transfer_overflow_means\":\"copy calls that found their thread's ring "
+	       "full: counted, no row, so no slice\"");
+	if (nccl) {
+		TRACE_PUTS(o, ",\"nccl_ops_folded\":");
+		trace_put_i64(o, trace_nccl_folded(nccl));
+		TRACE_PUTS(o,
+			   ",\"nccl_ops_folded_means\":\"NCCL operations in summary buckets "
+			   "(P2PGUARD_RECORD=summary) or found their thread's ring full: counted "
+			   "in nccl_op_summary and nccl_op_overflow, no row, so no slice\"");
+	}
+	TRACE_PUTS(o, "},\"traceEvents\":[");
 	processes(&t);
 	transfers(&t, &progress);
+	trace_nccl_write(nccl, o, t.base_ns, &progress);
 	progress_stage(&progress, "writing failures, crashes and stalls", 0);
 	failures(&t);
 	instants(&t, "crashes", "crash");
 	instants(&t, "stalls", "stall");
-	PUTS(o, "\n]}\n");
-	flush(o);
+	TRACE_PUTS(o, "\n]}\n");
+	trace_flush(o);
 	r = o->written < 0 || ferror(f) ? -EIO : 0;
 out:
 	progress_end(&progress);
+	trace_nccl_free(nccl);
 	free(t.tracks);
 	free(t.rows);
 	imap_free(&t.track_index);

@@ -489,3 +489,90 @@ SELECT m.id,
        m.ended_by
 FROM peer_mappings m JOIN processes p ON p.id = m.process_id
 ORDER BY m.started_ns;
+
+-- NCCL's traffic per device pair with its bandwidth: the sibling of peer_bandwidth, which keeps to
+-- the guard's copies (an NCCL operation is not a copy: its GPU time runs from its kernel's first
+-- channel's start to its last channel's end, waiting for the peer included, and its two ends are
+-- ranks of different processes, often on different hosts). A pair is two physical GPUs, each named
+-- by its host, its index (nvidia-smi's where the devices table knows it, else the rank's CUDA
+-- ordinal) and its UUID, found by joining the ranks' nccl_comms rows across processes by
+-- comm_hash, over every communicator. A send counts from its rank to its peer, a receive from its
+-- peer to its rank; both sides of one transfer name the same operation, so each pair counts the
+-- side that recorded more of them (on a tie the one with more GPU times, then the senders), rows,
+-- summary buckets and overflow alike. Collectives have a pair only in two-rank communicators (kind coll, from each rank to the
+-- other: NCCL does not tell the ring or tree order of bigger ones), their GB/s the operation's size
+-- over its GPU time. p50 and p99 come from the counted side's rows with a GPU time (gpu_timed);
+-- untimed are the others (no GPU time, or no row of their own), counted and never divided. An end
+-- whose rank no process in this database recorded is NULL (p2pguard merge joins hosts' databases).
+CREATE VIEW IF NOT EXISTS nccl_pair_bandwidth AS
+WITH ends AS (
+  SELECT c.comm_hash, c.rank, coalesce(c.hostname, p.hostname) AS host,
+         coalesce(d.physical_index, c.device) AS gpu, c.uuid, MAX(c.started_ns)
+  FROM nccl_comms c LEFT JOIN processes p ON p.id = c.process_id
+  LEFT JOIN devices d ON d.process_id = c.process_id AND d.ordinal = c.device
+  GROUP BY c.comm_hash, c.rank
+), parts AS (
+  SELECT o.process_id, o.comm_serial, o.kind, o.func, o.peer, 1 AS ops, o.bytes, o.gpu_ns
+  FROM nccl_ops o WHERE o.state = 'done'
+  UNION ALL
+  SELECT process_id, comm_serial, kind, func, peer, count, bytes, NULL FROM nccl_op_summary
+  UNION ALL
+  SELECT process_id, comm_serial, CASE WHEN func IN ('Send', 'Recv') THEN 'p2p' ELSE 'coll' END,
+         func, peer, count, bytes, NULL
+  FROM nccl_op_overflow
+), sides AS (
+  SELECT c.comm_hash, c.rank AS src_rank, x.peer AS dst_rank, 'p2p' AS kind, 0 AS side, x.ops,
+         x.bytes, x.gpu_ns
+  FROM parts x JOIN nccl_comms c ON c.process_id = x.process_id AND c.comm_serial = x.comm_serial
+  WHERE x.func = 'Send'
+  UNION ALL
+  SELECT c.comm_hash, x.peer, c.rank, 'p2p', 1, x.ops, x.bytes, x.gpu_ns
+  FROM parts x JOIN nccl_comms c ON c.process_id = x.process_id AND c.comm_serial = x.comm_serial
+  WHERE x.func = 'Recv'
+  UNION ALL
+  SELECT c.comm_hash, c.rank, 1 - c.rank, 'coll', 0, x.ops, x.bytes, x.gpu_ns
+  FROM parts x JOIN nccl_comms c ON c.process_id = x.process_id AND c.comm_serial = x.comm_serial
+  WHERE x.kind IN ('coll', 'ce') AND c.nranks = 2 AND c.rank IN (0, 1)
+), located AS MATERIALIZED (
+  SELECT s.host AS src_host, s.gpu AS src_gpu, s.uuid AS src_uuid, d.host AS dst_host,
+         d.gpu AS dst_gpu, d.uuid AS dst_uuid, x.kind, x.side, x.ops, x.bytes, x.gpu_ns
+  FROM sides x
+  LEFT JOIN ends s ON s.comm_hash = x.comm_hash AND s.rank = x.src_rank
+  LEFT JOIN ends d ON d.comm_hash = x.comm_hash AND d.rank = x.dst_rank
+), counted AS MATERIALIZED (
+  SELECT src_host, src_gpu, src_uuid, dst_host, dst_gpu, dst_uuid, kind, side,
+         SUM(ops) AS ops, SUM(bytes) AS bytes,
+         SUM(CASE WHEN gpu_ns > 0 THEN 1 ELSE 0 END) AS gpu_timed
+  FROM located GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
+), chosen AS MATERIALIZED (
+  SELECT * FROM counted c
+  WHERE NOT EXISTS (
+    SELECT 1 FROM counted o
+    WHERE o.src_host IS c.src_host AND o.src_gpu IS c.src_gpu AND o.src_uuid IS c.src_uuid
+      AND o.dst_host IS c.dst_host AND o.dst_gpu IS c.dst_gpu AND o.dst_uuid IS c.dst_uuid
+      AND o.kind = c.kind AND o.side != c.side
+      AND (o.ops > c.ops OR (o.ops = c.ops AND (o.gpu_timed > c.gpu_timed
+           OR (o.gpu_timed = c.gpu_timed AND o.side < c.side)))))
+), ranked AS (
+  SELECT l.src_host, l.src_gpu, l.src_uuid, l.dst_host, l.dst_gpu, l.dst_uuid, l.kind,
+         l.bytes * 1.0 / l.gpu_ns AS gbps,
+         ROW_NUMBER() OVER (w ORDER BY l.bytes * 1.0 / l.gpu_ns) AS r, COUNT(*) OVER w AS n
+  FROM located l JOIN chosen c
+    ON l.src_host IS c.src_host AND l.src_gpu IS c.src_gpu AND l.src_uuid IS c.src_uuid
+   AND l.dst_host IS c.dst_host AND l.dst_gpu IS c.dst_gpu AND l.dst_uuid IS c.dst_uuid
+   AND l.kind = c.kind AND l.side = c.side
+  WHERE l.gpu_ns > 0
+  WINDOW w AS (PARTITION BY l.src_host, l.src_gpu, l.src_uuid, l.dst_host, l.dst_gpu, l.dst_uuid,
+                            l.kind)
+), percentiles AS (
+  SELECT src_host, src_gpu, src_uuid, dst_host, dst_gpu, dst_uuid, kind,
+         ROUND(MAX(CASE WHEN r = MAX(1, CAST(0.50 * n + 0.5 AS INTEGER)) THEN gbps END), 3) AS p50_gbps,
+         ROUND(MAX(CASE WHEN r = MAX(1, CAST(0.99 * n + 0.5 AS INTEGER)) THEN gbps END), 3) AS p99_gbps
+  FROM ranked GROUP BY 1, 2, 3, 4, 5, 6, 7
+)
+SELECT c.src_host, c.src_gpu, c.src_uuid, c.dst_host, c.dst_gpu, c.dst_uuid, c.kind,
+       c.ops, c.bytes, c.gpu_timed, c.ops - c.gpu_timed AS untimed, p.p50_gbps, p.p99_gbps
+FROM chosen c LEFT JOIN percentiles p
+  ON p.src_host IS c.src_host AND p.src_gpu IS c.src_gpu AND p.src_uuid IS c.src_uuid
+ AND p.dst_host IS c.dst_host AND p.dst_gpu IS c.dst_gpu AND p.dst_uuid IS c.dst_uuid
+ AND p.kind = c.kind;

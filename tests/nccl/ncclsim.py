@@ -49,3 +49,52 @@ def counts(path):
         return []
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def nccl_job(db, stall=True, copies=True):
+    """A small job's database with every kind of NCCL row, written by the guard under the
+    simulated NCCL: four ranks in four processes running `mixed` on one communicator (ring sends
+    and receives with the next and the previous rank beside all-reduces, broadcasts, reduce-
+    scatters and all-gathers in groups: point-to-point pairs); two ranks of a two-rank
+    communicator all-reducing (collective pairs), the second in P2PGUARD_RECORD=summary (its
+    operations in summary buckets); with stall, two ranks of a third communicator stuck in an
+    all-reduce until the drainer writes their nccl_stalls rows, then killed and recovered (their
+    operations unreported); with copies, rt_peer's copies beside them. Each process has its
+    rank in RANK."""
+    import signal
+    import time
+    procs = []
+    for rank in range(4):
+        procs.append(sim_start(["--rank", rank, "--nranks", 4, "--comm", "00000000000a11a1", "--device", rank,
+                                "mixed", 3], db=db, SIMCUDA_DEVICES=4, RANK=rank))
+    for rank in range(2):
+        procs.append(sim_start(["--rank", rank, "--nranks", 2, "--comm", "00000000000b22b2", "--device", rank,
+                                "allreduce", 5, 1 << 19], db=db, SIMCUDA_DEVICES=4, RANK=rank,
+                               P2PGUARD_RECORD="summary" if rank == 1 else None))
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        if p.returncode != 0:
+            raise SystemExit("simnccl exited with %d: %s" % (p.returncode, err))
+    if stall:
+        stuck = []
+        for rank in range(2):
+            p = sim_start(["--rank", rank, "--nranks", 2, "--comm", "00000000000c33c3", "--device", rank + 2,
+                           "stuck", "AllReduce", 4], db=db, SIMCUDA_DEVICES=4, RANK=rank + 2,
+                          P2PGUARD_STALL_S=1)
+            if p.stdout.readline().strip() != "ready":
+                raise SystemExit("simnccl stuck did not start")
+            stuck.append(p)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if len(query(db, "SELECT 1 FROM nccl_stalls WHERE comm_hash = '00000000000c33c3'")) >= 2:
+                    break
+            except Exception:
+                pass  # the table may not exist yet
+            time.sleep(0.1)
+        for p in stuck:
+            p.send_signal(signal.SIGKILL)
+            p.communicate(timeout=30)
+        cli("recover", db)
+    if copies:
+        run([program("rt_peer"), "basic"], db=db, RANK=0)

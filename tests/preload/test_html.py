@@ -16,6 +16,9 @@ import sqlite3
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
+sys.path.insert(0, os.path.join(SOURCE, "tests/nccl"))
+from ncclsim import nccl_job  # noqa: E402 (the simulated NCCL under the guard)
+
 
 def page_checks(browser, name, gpus, processes):
     """What every page must do, whatever its size."""
@@ -49,6 +52,76 @@ def page_checks(browser, name, gpus, processes):
     equal(browser.execute_script("return performance.getEntriesByType('resource').length"), 0, "%s: the page fetched nothing" % name)
 
 
+def nccl_matrix_checks(browser, name):
+    """NCCL's matrix, where the page has one: N x N, one-line rows, inside its own scroll box."""
+    check(browser.find_elements(By.CSS_SELECTOR, 'nav#toc a[href="#sec-nccl"]'), "%s: NCCL in the table of contents" % name)
+    matrix = browser.find_elements(By.ID, "nccl-matrix")
+    if not matrix:
+        return 0
+    n = int(matrix[0].get_attribute("data-gpus"))
+    rows = [r for r in matrix[0].find_elements(By.CSS_SELECTOR, "tr") if r.find_elements(By.TAG_NAME, "td")]
+    equal((len(rows), {len(r.find_elements(By.TAG_NAME, "td")) for r in rows}), (n, {n}),
+          "%s: NCCL's matrix is %d x %d" % (name, n, n))
+    heights = {r.size["height"] for r in rows}
+    check(max(heights) <= (24 if n > 8 else 60), "%s: NCCL's matrix rows stay one line high (%s px)" % (name, sorted(heights)))
+    return n
+
+
+def nccl_page(browser, work, shots):
+    """A job with NCCL (ncclsim.nccl_job): its section checked through the DOM against the database."""
+    db = os.path.join(work, "nccl", "job.db")
+    os.makedirs(os.path.dirname(db))
+    nccl_job(db)
+    page = os.path.join(work, "nccl.html")
+    proc = cli("report", "--html", page, db)
+    equal(proc.returncode, 0, "NCCL job: report --html (%s)" % proc.stderr.strip())
+    browser.get("file://" + page)
+    page_checks(browser, "NCCL job", 2, scalar(db, "SELECT count(*) FROM processes"))
+    equal(nccl_matrix_checks(browser, "NCCL job"), 4, "NCCL job: the matrix has the 4 GPUs of the pairs")
+    section = browser.find_element(By.ID, "sec-nccl")
+    first = browser.execute_script(
+        "const s = document.querySelector('#sec-nccl .nccl-stall'), m = document.getElementById('nccl-matrix');"
+        "return !!(s && m && (s.compareDocumentPosition(m) & Node.DOCUMENT_POSITION_FOLLOWING));")
+    check(first, "NCCL job: the operations that did not finish come first in the section")
+    stall = section.find_element(By.CSS_SELECTOR, ".nccl-stall")
+    check(stall.get_attribute("data-count") == "2" and stall.get_attribute("data-ranks") == "0,1" and
+          "nccl/all-ranks-stuck-in-operation" in stall.find_element(By.CSS_SELECTOR, "code.rule").text and
+          stall.find_element(By.CSS_SELECTOR, ".advice").text,
+          "NCCL job: the hang is one box: both ranks, its rule and what to do (%s)" % stall.text[:160])
+    equal(browser.find_element(By.ID, "n-nccl-stalls").text, "2", "NCCL job: the summary card counts the stall rows")
+    equal(browser.find_element(By.ID, "n-nccl-ops").text.replace(",", ""),
+          str(scalar(db, "SELECT sum(ops) FROM nccl_totals")), "NCCL job: the summary card counts every finished operation")
+    view = query(db, "SELECT src_gpu, dst_gpu, kind, gpu_timed, p50_gbps FROM nccl_pair_bandwidth")
+    cells = browser.find_elements(By.CSS_SELECTOR, "#nccl-matrix td[data-src]")
+    equal(len(cells), len({(r[0], r[1]) for r in view}), "NCCL job: a cell per device pair of nccl_pair_bandwidth")
+    for src, dst in sorted({(r[0], r[1]) for r in view}):
+        cell = browser.find_element(By.CSS_SELECTOR, '#nccl-matrix td[data-src="vm:%d"][data-dst="vm:%d"]' % (src, dst))
+        kinds = sorted((d.get_attribute("data-kind"), d.text) for d in cell.find_elements(By.CSS_SELECTOR, ".bw"))
+        want = sorted((r[2], "%s %s" % (r[2], "untimed" if r[4] is None else "%.3g" % r[4]))
+                      for r in view if (r[0], r[1]) == (src, dst))
+        equal(kinds, want, "NCCL job: cell %d->%d shows each kind's p50 from the view" % (src, dst))
+        best = max((r for r in view if (r[0], r[1]) == (src, dst)), key=lambda r: r[3])
+        equal(cell.get_attribute("data-p50"), None if best[4] is None else "%.3f" % best[4],
+              "NCCL job: cell %d->%d coloured by its most-timed kind's p50" % (src, dst))
+    pair_rows = browser.find_elements(By.CSS_SELECTOR, "#nccl-pair-table tr")
+    equal(len(pair_rows) - 1, len(view), "NCCL job: the folded table has every pair")
+    funcs = {r.find_elements(By.TAG_NAME, "td")[0].text: int(r.find_elements(By.TAG_NAME, "td")[3].text.replace(",", ""))
+             for r in browser.find_elements(By.CSS_SELECTOR, "#nccl-funcs tr") if r.find_elements(By.TAG_NAME, "td")}
+    want = dict(query(db, "SELECT func, sum(ops) FROM nccl_totals GROUP BY func"))
+    equal(funcs, want, "NCCL job: operations per function as nccl_totals counts them")
+    gbps = {r.find_elements(By.TAG_NAME, "td")[0].text: r.find_elements(By.TAG_NAME, "td")[6].text
+            for r in browser.find_elements(By.CSS_SELECTOR, "#nccl-funcs tr") if r.find_elements(By.TAG_NAME, "td")}
+    # the rows with a GPU time, and the summary buckets whose every operation had one
+    rates = dict(query(db, "SELECT func, printf('%.3f', sum(b) * 1.0 / sum(ns)) FROM (SELECT func, bytes AS b, "
+                           "gpu_ns AS ns FROM nccl_ops WHERE state = 'done' AND gpu_ns > 0 UNION ALL SELECT func, "
+                           "bytes, gpu_ns_total FROM nccl_op_summary WHERE gpu_timed = count) GROUP BY func"))
+    equal(gbps, rates, "NCCL job: GPU GB/s per function from the GPU-timed operations")
+    equal(len(browser.find_elements(By.CSS_SELECTOR, "#nccl-comms tr")) - 1, 3, "NCCL job: the three communicators")
+    browser.execute_script("window.scrollTo(0, document.getElementById('sec-nccl').offsetTop - 8)")
+    shot = os.path.join(shots, "report-nccl.png")
+    check(browser.save_screenshot(shot) and os.path.getsize(shot) > 10000, "NCCL job: a screenshot (%s)" % shot)
+
+
 def check_scale(browser, work, shots):
     """Databases of a cluster job: 8 and 64 GPUs, and 1000 processes."""
     for name, args in (("8gpu", ["--gpus", "8", "--processes", "16", "--rows", "60000"]),
@@ -65,6 +138,12 @@ def check_scale(browser, work, shots):
         gpus = int(args[1])
         processes = int(args[3])
         page_checks(browser, name, gpus, processes)
+        n = nccl_matrix_checks(browser, name)
+        if name == "1000proc":
+            check(n == 0 and "too many for a matrix" in browser.find_element(By.ID, "sec-nccl").text,
+                  "1000 processes: NCCL's 1000 GPUs in the table, not a matrix")
+        else:
+            check(n > 0, "%s: NCCL's matrix (%d GPUs)" % (name, n))
         # Past a few thousand points a chart draws percentile bands, not a smear of points.
         charts = browser.find_elements(By.CSS_SELECTOR, "svg.bw-time, svg.multiple")
         dense = [c for c in charts if int(c.get_attribute("data-points")) > 2000]
@@ -157,6 +236,7 @@ try:
     shot = os.path.join(shots, "report-2gpu.png")
     check(browser.save_screenshot(shot) and os.path.getsize(shot) > 10000, "a screenshot of the rendered page (%s)" % shot)
     check_scale(browser, work, shots)
+    nccl_page(browser, work, shots)
 finally:
     browser.quit()
 done()

@@ -144,19 +144,26 @@ def trace(*args):
 t = trace("--rank", "0-1,5")
 names = sorted(e["args"]["name"].split(" pid")[0] for e in t["traceEvents"] if e["name"] == "process_name")
 equal(names, ["rank 0", "rank 1", "rank 5"], "trace --rank: only those ranks")
-slices = [e for e in t["traceEvents"] if e["ph"] == "X"]
+slices = [e for e in t["traceEvents"] if e["ph"] == "X" and e["cat"] == "transfer"]
 equal(len(slices), scalar(big, "SELECT count(*) FROM transfers t JOIN processes p ON p.id = t.process_id "
                                "WHERE p.rank IN (0, 1, 5)"), "trace --rank: their transfers")
+equal(len([e for e in t["traceEvents"] if e["ph"] == "X" and e["cat"] == "nccl"]),
+      scalar(big, "SELECT count(*) FROM nccl_ops o JOIN processes p ON p.id = o.process_id "
+                  "WHERE p.rank IN (0, 1, 5) AND o.state = 'done'"), "trace --rank: their NCCL operations")
 t = trace("--host", "gpu-node-002")
 equal({e["args"]["name"].split("@")[1].split()[0] for e in t["traceEvents"] if e["name"] == "process_name"},
       {"gpu-node-002"}, "trace --host")
 pid = scalar(big, "SELECT pid FROM processes WHERE rank = 3")
 t = trace("--pid", str(pid))
 equal(len([e for e in t["traceEvents"] if e["name"] == "process_name"]), 1, "trace --pid")
-equal(len([e for e in trace("--limit", "100")["traceEvents"] if e["ph"] == "X"]), 100, "trace --limit 100")
+limited = trace("--limit", "100")["traceEvents"]
+equal([len([e for e in limited if e["ph"] == "X" and e["cat"] == c]) for c in ("transfer", "nccl")], [100, 100],
+      "trace --limit 100: the first 100 transfers and the first 100 NCCL operations")
 first = scalar(big, "SELECT min(started_ns) FROM processes")
 t = trace("--from", "+600", "--to", "+1200")
-starts = [e["ts"] * 1000 + t["baseTimeNanoseconds"] for e in t["traceEvents"] if e["ph"] == "X"]
+# (an NCCL slice drawn later than it started, when every lane was busy, keeps its start in args)
+starts = [e["args"].get("started_ns", e["ts"] * 1000 + t["baseTimeNanoseconds"]) for e in t["traceEvents"]
+          if e["ph"] == "X"]
 check(starts and all(first + 600e9 - 1e3 <= s < first + 1200e9 + 1e3 for s in starts),
       "trace --from/--to: only what started in the window (%d slices)" % len(starts))
 # Kineto's clock: microseconds from the start of the three-month interval of the Unix clock.

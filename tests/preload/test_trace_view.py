@@ -5,7 +5,8 @@ speedscope.loadFileFromBase64, named in the page's #localProfilePath=). The test
 speedscope imported from its DOM: a profile per track ("process_name (pid P), thread_name (tid T)")
 with the track's total time, and per track, in its Sandwich table, every slice with its args and
 duration. It takes a screenshot (P2PG_SCREENSHOT=path keeps it, as docs/trace-speedscope.png was
-made)."""
+made). The database has NCCL's operations too (the simulated NCCL), each a slice on its rank's
+communicator's track."""
 import os
 import sys
 
@@ -44,6 +45,15 @@ work = os.path.dirname(db)
 cli("run", "--db", db, "--", program("rt_peer"), "basic", RANK="0")
 cli("run", "--db", db, "--", program("rt_peer"), "errors", RANK="1")
 cli("run", "--db", db, "--mode", "staged", "--", program("rt_peer"), "basic", RANK="2")
+# Two ranks of NCCL (the simulated NCCL under the guard): sends and receives, a track per rank's
+# communicator, their operations in flight together on lanes.
+sys.path.insert(0, os.path.join(SOURCE, "tests/nccl"))
+from ncclsim import sim_start  # noqa: E402
+ranks = [sim_start(["--rank", r, "--nranks", 2, "--comm", "0000000000d44d4d", "--device", r, "sendrecv", 2,
+                    65536, 1 - r], db=db, RANK=r + 3) for r in range(2)]
+for p in ranks:
+    p.communicate(timeout=120)
+    check(p.returncode == 0, "an NCCL rank ran under the guard")
 trace_path = os.path.join(work, "job.trace.json")
 proc = cli("trace", db, "-o", trace_path)
 equal(proc.returncode, 0, "trace: exit 0 (%s)" % proc.stderr.strip())
@@ -54,9 +64,12 @@ tracks = {}
 for e in events:
     if e["ph"] == "X":
         tracks.setdefault((e["pid"], e["tid"]), []).append(e)
-equal(sum(len(t) for t in tracks.values()), scalar(db, "SELECT count(*) FROM transfers"),
-      "the trace has a slice per transfer in the database")
-check(len(process_names) == 3 and len(tracks) >= 4, "3 processes, %d tracks of transfers" % len(tracks))
+equal(sum(len(t) for t in tracks.values()),
+      scalar(db, "SELECT (SELECT count(*) FROM transfers) + (SELECT count(*) FROM nccl_ops WHERE state = 'done')"),
+      "the trace has a slice per transfer and per NCCL operation in the database")
+check(len(process_names) == 5 and len(tracks) >= 6, "5 processes, %d tracks of slices" % len(tracks))
+check(sum(thread_names[k].startswith("NCCL comm 0000000000d44d4d") for k in tracks) >= 2,
+      "a track (or more: lanes) per NCCL rank's communicator")
 
 check(os.path.exists(SPEEDSCOPE), "speedscope's release build is installed (scripts/install-deps.sh: %s)" % SPEEDSCOPE)
 chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -112,7 +125,9 @@ try:
     rows = [[td.get_attribute("textContent") for td in r.find_elements(By.TAG_NAME, "td")]
             for r in browser.find_elements(By.XPATH, PROFILE_ROWS)]
     equal([r[1] for r in rows], want, "the profile selector lists each track by process (rank) and track name")
-    check(any(n.startswith("rank 0 pid ") for n in want) and any("GPU 0->1" in n for n in want), "names such as 'rank 0 pid ...' and 'GPU 0->1'")
+    check(any(n.startswith("rank 0 pid ") for n in want) and any("GPU 0->1" in n for n in want) and
+          any(n.startswith("rank 3 pid ") and "NCCL comm 0000000000d44d4d" in n for n in want),
+          "names such as 'rank 0 pid ...', 'GPU 0->1' and 'NCCL comm ...'")
     sums = [sum(e["dur"] for e in tracks[k]) for k in order]
     check(len(rows) == len(order) and all(same_duration(r[2], s) for r, s in zip(rows, sums)),
           "each profile's total weight is its track's GPU/host time (%s vs %s)" % ([r[2] for r in rows], sums))
@@ -129,7 +144,8 @@ try:
             symbol = next((s for s in got if s.startswith(e["name"] + " {") and
                            json.loads(s[len(e["name"]) + 1:]) == e["args"]), None)
             if symbol is None or not same_duration(got[symbol], e["dur"]):
-                missing.append((e["name"], e["args"].get("transfer_id"), e["dur"], symbol and got[symbol]))
+                missing.append((e["name"], e["args"].get("transfer_id") or e["args"].get("nccl_op_id"), e["dur"],
+                                symbol and got[symbol]))
         return got, missing
 
     keys("3")

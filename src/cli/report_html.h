@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the parts of report --html share (report_html.c, report_html_ranks.c,
+ * report_html_failures.c, report_nccl_html.c): escaped text, numbers, times, a table of a query's
+ * rows, heat colours, and the sections each part writes.
+ */
+#pragma once
+
+#include <sqlite3.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "report.h"
+
+/* text with HTML's special characters escaped */
+void html_text(FILE *out, const char *text);
+/* Unix ns as UTC */
+void html_utc(FILE *out, int64_t ns);
+/* 1234567 as 1,234,567 */
+void html_count(FILE *out, long long n);
+/* 1536 as 1.5 KiB */
+void html_bytes(FILE *out, long long n);
+/* The first column of sql's first row, 0 without one. */
+long long html_scalar(sqlite3 *db, const char *sql);
+/* A table of every row of sql, columns named by the query; returns the number of rows. */
+int html_table(FILE *out, sqlite3 *db, const char *id, const char *sql);
+/* A cell's colour: red (slowest pair) to green (fastest), by its value against the best. */
+void html_heat(FILE *out, double v, double vmax);
+
+/* The sections the parts write. */
+void report_html_ranks(FILE *out, struct report *r);
+void report_html_failures(FILE *out, struct report *r);
+void report_html_crashes(FILE *out, struct report *r);
