@@ -25,6 +25,12 @@ bool p2pg_cli_has_column(sqlite3 *db, const char *table, const char *column);
 
 /* text as a JSON string literal, quotes included; NULL as null. */
 void p2pg_cli_json_string(FILE *out, const char *text);
+/*
+ * Each row of sql as a JSON object keyed by its column names (integers as they are, reals with 17
+ * digits, NULL as null, anything else as a string), in an array; each object starts a line of its
+ * own after `indent` spaces. Returns 0, or -EIO having written nothing when sql cannot be prepared.
+ */
+int p2pg_cli_json_rows(sqlite3 *db, FILE *out, const char *sql, int indent);
 /* text with HTML's special characters escaped; NULL as nothing. */
 void p2pg_cli_html_text(FILE *out, const char *text);
 

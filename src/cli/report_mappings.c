@@ -100,32 +100,8 @@ void p2pg_report_mappings(sqlite3 *db, FILE *out)
 
 static void json_array(sqlite3 *db, FILE *out, const char *sql)
 {
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	fputs("[", out);
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK)
-		for (int n = 0; sqlite3_step(st) == SQLITE_ROW; n++) {
-			fputs(n ? ",\n      {" : "\n      {", out);
-			for (int c = 0; c < sqlite3_column_count(st); c++) {
-				fputs(c ? ", " : "", out);
-				p2pg_cli_json_string(out, sqlite3_column_name(st, c));
-				fputs(": ", out);
-				switch (sqlite3_column_type(st, c)) {
-				case SQLITE_INTEGER:
-					fprintf(out, "%lld", sqlite3_column_int64(st, c));
-					break;
-				case SQLITE_FLOAT:
-					fprintf(out, "%.17g", sqlite3_column_double(st, c));
-					break;
-				case SQLITE_NULL:
-					fputs("null", out);
-					break;
-				default:
-					p2pg_cli_json_string(out, p2pg_cli_col(st, c));
-				}
-			}
-			fputs("}", out);
-		}
-	fputs("]", out);
+	if (p2pg_cli_json_rows(db, out, sql, 6) < 0)
+		fputs("[]", out);
 }
 
 void p2pg_report_mappings_json(sqlite3 *db, FILE *out)

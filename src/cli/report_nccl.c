@@ -410,41 +410,11 @@ void p2pg_report_nccl(struct report *r, FILE *out)
 
 /* ---- JSON ---- */
 
-static void json_value(FILE *out, sqlite3_stmt *st, int c)
-{
-	switch (sqlite3_column_type(st, c)) {
-	case SQLITE_INTEGER:
-		fprintf(out, "%lld", sqlite3_column_int64(st, c));
-		break;
-	case SQLITE_FLOAT:
-		fprintf(out, "%.17g", sqlite3_column_double(st, c));
-		break;
-	case SQLITE_NULL:
-		fputs("null", out);
-		break;
-	default:
-		p2pg_cli_json_string(out, p2pg_cli_col(st, c));
-	}
-}
-
 static void json_array(sqlite3 *db, FILE *out, const char *key, const char *sql)
 {
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	fprintf(out, "    \"%s\": [", key);
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
-		for (int n = 0; sqlite3_step(st) == SQLITE_ROW; n++) {
-			fputs(n ? ",\n      {" : "\n      {", out);
-			for (int c = 0; c < sqlite3_column_count(st); c++) {
-				if (c)
-					fputs(", ", out);
-				p2pg_cli_json_string(out, sqlite3_column_name(st, c));
-				fputs(": ", out);
-				json_value(out, st, c);
-			}
-			fputs("}", out);
-		}
-	}
-	fputs("]", out);
+	fprintf(out, "    \"%s\": ", key);
+	if (p2pg_cli_json_rows(db, out, sql, 6) < 0)
+		fputs("[]", out);
 }
 
 static void j_num(FILE *out, double v)
