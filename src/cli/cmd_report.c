@@ -79,6 +79,8 @@ int report_open(struct report *r, const struct report_options *opt, bool with_se
 	progress_stage(&r->progress, "reading NCCL's operations", 0);
 	/* Said on stderr when it fails; the rest of the report stands without it. */
 	(void)nccl_scan_run(r->db, &r->nccl, false);
+	progress_stage(&r->progress, "reading the cross-process mappings", 0);
+	(void)mapping_scan_run(r->db, &r->mappings);
 	return 0;
 }
 
@@ -87,6 +89,7 @@ void report_close(struct report *r)
 	progress_end(&r->progress);
 	report_scan_free(&r->scan);
 	nccl_scan_free(&r->nccl);
+	mapping_scan_free(&r->mappings);
 	sqlite3_close(r->db);
 	r->db = NULL;
 }

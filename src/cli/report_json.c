@@ -351,7 +351,7 @@ int report_json(struct report *r, FILE *out)
 	fputs(",\n", out);
 	summary(r, out);
 	p2pg_report_nccl_json(r, out);
-	p2pg_report_mappings_json(r->db, out);
+	p2pg_report_mappings_json(r, out);
 	processes(r, out);
 	transfers(r, out);
 	fputs("  \"peer_access\": ", out);
