@@ -158,12 +158,12 @@ static void pairs(struct report *r, FILE *out)
 	fmt_count(failed, sizeof(failed), t->failed);
 	struct rbuf head = {0};
 	rbuf_printf(&head,
-		    "per device pair, owner->accessor (whose memory -> the GPU given access, %s "
-		    "nvidia-smi's index where known, else the process's CUDA ordinal): %s opened "
+		    "per device pair, owner->accessor (whose memory -> the GPU given access; %s "
+		    "nvidia-smi's where known, else the process's CUDA ordinal): %s opened "
 		    "(IPC opens, cuMemSetAccess grants), %s closed, %s live at the end, %s; %s "
 		    "failed calls ('?': owner unknown, '-': no accessor)",
-		    s->gpus.hosts ? "host:index, the index" : "GPUs by", opened, closed, live,
-		    bytes, failed);
+		    s->gpus.hosts ? "GPUs as host:index, the index" : "GPUs by index,", opened,
+		    closed, live, bytes, failed);
 	fputs("  ", out);
 	fmt_wrap(out, rbuf_str(&head), 2, 4, r->width);
 	rbuf_free(&head);
@@ -327,12 +327,13 @@ void p2pg_report_mappings(struct report *r, FILE *out)
 	    sqlite3_step(sum) != SQLITE_ROW ||
 	    (sqlite3_column_int64(sum, 0) == 0 && sqlite3_column_int64(sum, 5) == 0))
 		return;
+	char n[6][32];
+	for (int k = 0; k < 6; k++)
+		fmt_count(n[k], sizeof(n[k]), sqlite3_column_int64(sum, k));
 	fprintf(out,
-		"\ncross-process mappings: %lld rows in %d processes (%lld peer, %lld across "
-		"processes, %lld failed); %lld own-device calls counted\n",
-		sqlite3_column_int64(sum, 0), sqlite3_column_int(sum, 1),
-		sqlite3_column_int64(sum, 2), sqlite3_column_int64(sum, 3),
-		sqlite3_column_int64(sum, 4), sqlite3_column_int64(sum, 5));
+		"\ncross-process mappings: %s rows in %s processes (%s peer, %s across processes, "
+		"%s failed); %s own-device calls counted\n",
+		n[0], n[1], n[2], n[3], n[4], n[5]);
 	pairs(r, out);
 	groups(r, out);
 	counts(r, out);
