@@ -91,6 +91,50 @@ int html_table(FILE *out, sqlite3 *db, const char *id, const char *sql)
 		fputs("</table></div>\n", out);
 	return n;
 }
+void html_gpu_matrix_head(FILE *out, const struct cli_gpus *g, const int *gpus, size_t n,
+			  bool compact, const char *corner)
+{
+	if (g->hosts) {
+		/* a row of hosts over the row of GPU indices */
+		fprintf(out, "<tr><th class=\"corner\" rowspan=\"2\">%s</th>", corner);
+		for (size_t d = 0; d < n;) {
+			size_t e = d;
+			const char *host = g->v[gpus[d]].host;
+			while (e < n && !strcmp(g->v[gpus[e]].host ?: "", host ?: ""))
+				e++;
+			fprintf(out, "<th class=\"host\" colspan=\"%zu\">", e - d);
+			html_text(out, host ? host : "?");
+			fputs("</th>", out);
+			d = e;
+		}
+		fputs("</tr>\n<tr>", out);
+	} else {
+		fprintf(out, "<tr><th class=\"corner\">%s</th>", corner);
+	}
+	for (size_t d = 0; d < n; d++)
+		fprintf(out, "<th class=\"col\">%s%d</th>", compact ? "" : "GPU ",
+			g->v[gpus[d]].index);
+	fputs("</tr>\n", out);
+}
+
+void html_gpu_row_head(FILE *out, const struct cli_gpus *g, int gpu, bool compact)
+{
+	const struct cli_gpu *x = &g->v[gpu];
+	fputs("<tr><th>", out);
+	if (g->hosts) {
+		html_text(out, x->host ? x->host : "?");
+		fputs(" ", out);
+	}
+	fprintf(out, "%s%d</th>", compact ? "" : "GPU ", x->index);
+}
+
+void html_gpu_attr(FILE *out, const struct cli_gpus *g, int gpu)
+{
+	const struct cli_gpu *x = &g->v[gpu];
+	html_text(out, x->host ? x->host : "?");
+	fprintf(out, ":%d", x->index);
+}
+
 void html_heat(FILE *out, double v, double vmax)
 {
 	double f = vmax > 0 ? v / vmax : 0;
