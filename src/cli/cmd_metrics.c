@@ -6,7 +6,7 @@
  * host, rank, device pair and path and, where the database has the devices table, by the physical
  * GPUs under dcgm-exporter's own label names (gpu, UUID, pci_bus_id; peer_gpu for the other end,
  * as its P2P status metric has it), so that they join with its series. NCCL's families are
- * metrics_nccl.c's.
+ * metrics_nccl.c's, the cross-process mappings' metrics_mappings.c's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -412,6 +412,8 @@ int p2pg_metrics_write(sqlite3 *db, FILE *out)
 			"SELECT hostname, count(*) FROM processes GROUP BY 1 ORDER BY 1", host, 1);
 	idle_processes(out, db, &t);
 	r = p2pg_metrics_nccl(db, out);
+	if (r == 0)
+		r = p2pg_metrics_mappings(db, out);
 out:
 	for (size_t k = 0; k < t.n; k++)
 		free(t.v[k].labels);
@@ -439,26 +441,29 @@ char *p2pg_metrics_render(const char *db_path, size_t *len)
 
 static void usage(FILE *out)
 {
-	fputs("Usage: p2pguard metrics [DATABASE] [-o FILE] [--listen [HOST:]PORT]\n"
-	      "\n"
-	      "Prints the database as Prometheus text exposition: copies, bytes, failures, timed\n"
-	      "and untimed copies, copy seconds and overflow per host, rank, device pair and path\n"
-	      "(with dcgm-exporter's GPU labels gpu, UUID, pci_bus_id and peer_gpu, peer_UUID,\n"
-	      "peer_pci_bus_id where the database knows the physical GPUs); failures by rule,\n"
-	      "probe verdicts, crashes, stalls, dropped records; NCCL's operations, bytes and GPU\n"
-	      "seconds per rank, communicator and function (with the other end's GPU for sends,\n"
-	      "receives and two-rank collectives), its stalls.\n"
-	      "\n"
-	      "  -o FILE                  write it atomically (node_exporter's textfile collector\n"
-	      "                           reads *.prom files)\n"
-	      "  --listen [HOST:]PORT     serve GET /metrics, read afresh at each scrape; HOST\n"
-	      "                           defaults to 127.0.0.1, PORT 0 takes a free one\n"
-	      "\n"
-	      "Bandwidth: rate(p2pguard_peer_copy_timed_bytes_total) / "
-	      "rate(p2pguard_peer_copy_seconds_total);\n"
-	      "NCCL's: rate(p2pguard_nccl_gpu_timed_bytes_total) / "
-	      "rate(p2pguard_nccl_gpu_seconds_total).\n",
-	      out);
+	fputs(
+	    "Usage: p2pguard metrics [DATABASE] [-o FILE] [--listen [HOST:]PORT]\n"
+	    "\n"
+	    "Prints the database as Prometheus text exposition: copies, bytes, failures, timed\n"
+	    "and untimed copies, copy seconds and overflow per host, rank, device pair and path\n"
+	    "(with dcgm-exporter's GPU labels gpu, UUID, pci_bus_id and peer_gpu, peer_UUID,\n"
+	    "peer_pci_bus_id where the database knows the physical GPUs); failures by rule,\n"
+	    "probe verdicts, crashes, stalls, dropped records; NCCL's operations, bytes and GPU\n"
+	    "seconds per rank, communicator and function (with the other end's GPU for sends,\n"
+	    "receives and two-rank collectives), its stalls; cross-process mappings opened,\n"
+	    "closed, live, their bytes and failed calls per device pair and handle type (the\n"
+	    "accessor's GPU as gpu, the owner's as peer_gpu), exports, own-device mapping calls.\n"
+	    "\n"
+	    "  -o FILE                  write it atomically (node_exporter's textfile collector\n"
+	    "                           reads *.prom files)\n"
+	    "  --listen [HOST:]PORT     serve GET /metrics, read afresh at each scrape; HOST\n"
+	    "                           defaults to 127.0.0.1, PORT 0 takes a free one\n"
+	    "\n"
+	    "Bandwidth: rate(p2pguard_peer_copy_timed_bytes_total) / "
+	    "rate(p2pguard_peer_copy_seconds_total);\n"
+	    "NCCL's: rate(p2pguard_nccl_gpu_timed_bytes_total) / "
+	    "rate(p2pguard_nccl_gpu_seconds_total).\n",
+	    out);
 }
 
 /* Written beside and renamed: the collector never reads half a file. The temporary name is
