@@ -441,29 +441,28 @@ char *p2pg_metrics_render(const char *db_path, size_t *len)
 
 static void usage(FILE *out)
 {
-	fputs(
-	    "Usage: p2pguard metrics [DATABASE] [-o FILE] [--listen [HOST:]PORT]\n"
-	    "\n"
-	    "Prints the database as Prometheus text exposition: copies, bytes, failures, timed\n"
-	    "and untimed copies, copy seconds and overflow per host, rank, device pair and path\n"
-	    "(with dcgm-exporter's GPU labels gpu, UUID, pci_bus_id and peer_gpu, peer_UUID,\n"
-	    "peer_pci_bus_id where the database knows the physical GPUs); failures by rule,\n"
-	    "probe verdicts, crashes, stalls, dropped records; NCCL's operations, bytes and GPU\n"
-	    "seconds per rank, communicator and function (with the other end's GPU for sends,\n"
-	    "receives and two-rank collectives), its stalls; cross-process mappings opened,\n"
-	    "closed, live, their bytes and failed calls per device pair and handle type (the\n"
-	    "accessor's GPU as gpu, the owner's as peer_gpu), exports, own-device mapping calls.\n"
-	    "\n"
-	    "  -o FILE                  write it atomically (node_exporter's textfile collector\n"
-	    "                           reads *.prom files)\n"
-	    "  --listen [HOST:]PORT     serve GET /metrics, read afresh at each scrape; HOST\n"
-	    "                           defaults to 127.0.0.1, PORT 0 takes a free one\n"
-	    "\n"
-	    "Bandwidth: rate(p2pguard_peer_copy_timed_bytes_total) / "
-	    "rate(p2pguard_peer_copy_seconds_total);\n"
-	    "NCCL's: rate(p2pguard_nccl_gpu_timed_bytes_total) / "
-	    "rate(p2pguard_nccl_gpu_seconds_total).\n",
-	    out);
+	fputs("Usage: p2pguard metrics [DATABASE] [-o FILE] [--listen [HOST:]PORT]\n"
+	      "\n"
+	      "Prints the database as Prometheus text exposition: copies, bytes, failures, timed\n"
+	      "and untimed copies, copy seconds and overflow per host, rank, device pair and path\n"
+	      "(with dcgm-exporter's GPU labels gpu, UUID, pci_bus_id and peer_gpu, peer_UUID,\n"
+	      "peer_pci_bus_id where the database knows the physical GPUs); failures by rule,\n"
+	      "probe verdicts, crashes, stalls, dropped records; NCCL's operations, bytes and GPU\n"
+	      "seconds per rank, communicator and function (with the other end's GPU for sends,\n"
+	      "receives and two-rank collectives), its stalls; cross-process mappings opened,\n"
+	      "closed, live, their bytes and failed calls per device pair and handle type (the\n"
+	      "accessor's GPU as gpu, the owner's as peer_gpu), exports, own-device calls.\n"
+	      "\n"
+	      "  -o FILE                  write it atomically (node_exporter's textfile collector\n"
+	      "                           reads *.prom files)\n"
+	      "  --listen [HOST:]PORT     serve GET /metrics, read afresh at each scrape; HOST\n"
+	      "                           defaults to 127.0.0.1, PORT 0 takes a free one\n"
+	      "\n"
+	      "Bandwidth: rate(p2pguard_peer_copy_timed_bytes_total) / "
+	      "rate(p2pguard_peer_copy_seconds_total);\n"
+	      "NCCL's: rate(p2pguard_nccl_gpu_timed_bytes_total) / "
+	      "rate(p2pguard_nccl_gpu_seconds_total).\n",
+	      out);
 }
 
 /* Written beside and renamed: the collector never reads half a file. The temporary name is

@@ -48,12 +48,16 @@ static int cmp_sample(const void *a, const void *b)
 	return strcmp(((const struct sample *)a)->labels, ((const struct sample *)b)->labels);
 }
 
+/* A family's lines, a sample for each series with mappings (for failures, with failed calls): a
+ * pair that only failed has no mapping series, and the other way round. */
 static void family(FILE *out, const struct sample *v, size_t n, const char *name, const char *type,
 		   const char *help, int64_t (*value)(const struct mapping_counts *))
 {
 	fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	bool failures = strcmp(name, "p2pguard_peer_mapping_failures_total") == 0;
 	for (size_t k = 0; k < n; k++)
-		fprintf(out, "%s{%s} %lld\n", name, v[k].labels, (long long)value(&v[k].c));
+		if (failures ? v[k].c.failed > 0 : v[k].c.opened > 0)
+			fprintf(out, "%s{%s} %lld\n", name, v[k].labels, (long long)value(&v[k].c));
 }
 
 static int64_t opened(const struct mapping_counts *c)
