@@ -40,13 +40,14 @@
 	"SELECT api, sum(calls), sum(bytes), count(DISTINCT process_id) FROM mapping_counts " \
 	"GROUP BY api ORDER BY api"
 
-#define PAIR_BASIS                                                                                \
-	"opened: IPC opens and cuMemSetAccess grants (cuMem imports and maps lead to them); "     \
-	"closed: their close or unmap was seen; live: still mapped when their process's records " \
-	"end; exported by: the processes that exported memory of the owner GPU (a handle does "   \
-	"not say who made it); failed: every failed mapping call, '?' where its owner is "        \
-	"unknown, "                                                                               \
-	"'-' where it has no accessor."
+/* What report --json's pairs are, said once in it. */
+#define PAIR_BASIS                                                                                 \
+	"owner -> accessor: whose memory -> the GPU given access to it, both GPUs of the host of " \
+	"the process that made the mapping; opened: IPC opens and cuMemSetAccess grants (cuMem "   \
+	"imports and maps lead to them); closed: their close or unmap was seen; live: still "      \
+	"mapped when their process's records end; exported_by: the processes that exported "       \
+	"memory of the owner GPU (a handle does not say who made it); failed: every failed "       \
+	"mapping call, its owner or accessor null where unknown or none"
 
 static void human_bytes(long long bytes, char *buf, size_t len)
 {
