@@ -168,6 +168,7 @@ for e in slices:
     ok &= e["args"].get("accessor_device") == g["accessor"]
     if g["ended"] is not None:
         ok &= abs(e["ts"] + e["dur"] - (g["ended"] - base) / 1000) < 0.002 and e["args"]["ended_by"] == g["ended_by"]
+        ok &= "ended" not in e["args"] and not e["name"].endswith("(live)")
     else:
         live += 1
         ok &= e["name"].endswith("(live)") and "ended" in e["args"]
