@@ -162,9 +162,9 @@ static void pairs(struct report *r, FILE *out)
 		    "per device pair, owner->accessor (whose memory -> the GPU given access; %s "
 		    "nvidia-smi's where known, else the process's CUDA ordinal): %s opened "
 		    "(IPC opens, cuMemSetAccess grants), %s closed, %s live at the end, %s; %s "
-		    "failed calls ('?': owner unknown, '-': no accessor)",
+		    "failed call%s ('?': owner unknown, '-': no accessor)",
 		    s->gpus.hosts ? "GPUs as host:index, the index" : "GPUs by index,", opened,
-		    closed, live, bytes, failed);
+		    closed, live, bytes, failed, t->failed == 1 ? "" : "s");
 	fputs("  ", out);
 	fmt_wrap(out, rbuf_str(&head), 2, 4, r->width);
 	rbuf_free(&head);

@@ -287,7 +287,8 @@ void p2pg_report_mappings_html(struct report *r, FILE *out)
 	html_bytes(out, t->bytes);
 	fprintf(out, "; <b id=\"n-mapping-failures\"%s>", t->failed ? " class=\"bad\"" : "");
 	html_count(out, t->failed);
-	fputs("</b> failed calls (each with its failure, in Failures); ", out);
+	fprintf(out, "</b> failed call%s (each with its failure, in Failures); ",
+		t->failed == 1 ? "" : "s");
 	html_count(out, s->exports);
 	fputs(" exports; ", out);
 	html_count(out, s->own_calls);
