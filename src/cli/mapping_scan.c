@@ -471,18 +471,3 @@ void mapping_who(const struct mapping_scan *s, const struct mapping_procs *p, st
 		rbuf_printf(b, "-");
 	free(ranks);
 }
-
-void mapping_gpu_label(const struct mapping_scan *s, int gpu, const char *host, char *buf,
-		       size_t len)
-{
-	const struct cli_gpu *g = gpu >= 0 ? &s->gpus.v[gpu] : NULL;
-	if (g)
-		host = g->host;
-	char index[16] = "?";
-	if (g)
-		snprintf(index, sizeof(index), "%d", g->index);
-	if (s->gpus.hosts)
-		snprintf(buf, len, "%s:%s", host ? host : "?", index);
-	else
-		snprintf(buf, len, "%s", index);
-}

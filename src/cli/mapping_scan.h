@@ -97,6 +97,3 @@ void mapping_handles_text(unsigned handles, char *buf, size_t len);
 const char *mapping_handle_name(unsigned handle);
 /* Who: "ranks 0-3" (compact ranges), "pid 4242", "ranks 0,1, pid 4242"; "-" for nobody. */
 void mapping_who(const struct mapping_scan *s, const struct mapping_procs *p, struct rbuf *b);
-/* "3" or "gpu-node-001:3" (with the host when the GPUs are on several hosts); "?" unknown. */
-void mapping_gpu_label(const struct mapping_scan *s, int gpu, const char *host, char *buf,
-		       size_t len);
