@@ -147,7 +147,7 @@ struct report {
 	sqlite3 *db;
 	const struct report_options *opt;
 	struct report_scan scan;
-	struct nccl_scan nccl; /* NCCL's operations (nothing when the database has none) */
+	struct nccl_scan nccl;	      /* NCCL's operations (nothing when the database has none) */
 	struct mapping_scan mappings; /* cross-process mappings (nothing without their tables) */
 	struct report_progress progress;
 	bool has_devices, has_stalls, has_overflow, crash_python;

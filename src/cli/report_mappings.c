@@ -88,22 +88,24 @@ void report_mapping_pair_label(const struct mapping_scan *s, const struct mappin
 }
 
 /* The ranks or pids of a list, or how many when that is too long for its column. */
-static void who_cell(const struct mapping_scan *s, const struct mapping_procs *p, char *buf,
-		     size_t len, bool *ret_long)
+/* The ranks or pids of a list, or how many when that is longer than `most` (or always when most
+ * is 0): *ret_counted says so. */
+static void who_cell(const struct mapping_scan *s, const struct mapping_procs *p, size_t most,
+		     char *buf, size_t len, bool *ret_counted)
 {
 	struct rbuf b = {0};
 	mapping_who(s, p, &b);
-	if (strlen(rbuf_str(&b)) <= MAX_WHO) {
+	if (strlen(rbuf_str(&b)) <= most || p->n == 0) {
 		snprintf(buf, len, "%s", rbuf_str(&b));
 	} else {
 		size_t ranked = 0;
 		for (size_t k = 0; k < p->n; k++)
 			ranked += s->procs[p->v[k]].rank >= 0;
 		snprintf(buf, len, "%zu %s", p->n,
-			 ranked == p->n ? "ranks"
+			 ranked == p->n ? (p->n == 1 ? "rank" : "ranks")
 			 : p->n == 1	? "process"
 					: "processes");
-		*ret_long = true;
+		*ret_counted = true;
 	}
 	rbuf_free(&b);
 }
@@ -131,19 +133,21 @@ static int cmp_attention(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* With --verbose, a list that its column only counted. */
-static void full_list(struct report *r, FILE *out, const char *label, const struct mapping_procs *p)
+/* With --verbose, a list that its column only counted (longer than `most`). */
+static void full_list(struct report *r, FILE *out, const char *label, const struct mapping_procs *p,
+		      size_t most)
 {
 	struct rbuf b = {0};
 	mapping_who(&r->mappings, p, &b);
-	if (strlen(rbuf_str(&b)) > MAX_WHO) {
+	if (strlen(rbuf_str(&b)) > most && p->n) {
 		int at = fprintf(out, "      %s ", label);
 		fmt_wrap(out, rbuf_str(&b), at, 8, r->width);
 	}
 	rbuf_free(&b);
 }
 
-#define PAIR_LINE_FMT "  %-*s %-*s %-*s %7s %7s %6s %10s  %-*s %6s\n"
+#define PAIR_LINE_FMT "  %-*s %-*s %-*s %6s %6s %5s %9s  %-*s %6s\n"
+#define PAIR_FIGURES  43 /* the line's width besides its four columns of text */
 
 static void pairs(struct report *r, FILE *out)
 {
@@ -178,24 +182,33 @@ static void pairs(struct report *r, FILE *out)
 		order[k] = &s->pairs[k];
 	if (!all)
 		sort_n(order, s->npairs, sizeof(*order), cmp_attention);
-	int wpair = 4, wby = 2, wexp = 11, whandles = 7;
-	for (size_t k = 0; k < shown; k++) {
-		char label[224], by[64], exp[64], handles[64];
-		bool longer = false;
-		report_mapping_pair_label(s, order[k], label, sizeof(label));
-		who_cell(s, &order[k]->by, by, sizeof(by), &longer);
-		who_cell(s, exporters_of(s, order[k]), exp, sizeof(exp), &longer);
-		mapping_handles_text(order[k]->handles, handles, sizeof(handles));
-		wpair = (int)strlen(label) > wpair ? (int)strlen(label) : wpair;
-		wby = (int)strlen(by) > wby ? (int)strlen(by) : wby;
-		wexp = (int)strlen(exp) > wexp ? (int)strlen(exp) : wexp;
-		whandles = (int)strlen(handles) > whandles ? (int)strlen(handles) : whandles;
+	/* Lists of ranks as they are, up to MAX_WHO, unless the line is then past the width: then
+	 * counted. A label longer than the room the figures leave goes on a line of its own. */
+	static const size_t mosts[] = {MAX_WHO, 10, 0};
+	size_t most = MAX_WHO;
+	int wpair, wby, wexp, whandles;
+	for (int pass = 0;; pass++) {
+		most = mosts[pass];
+		wpair = 4, wby = 2, wexp = 11, whandles = 7;
+		for (size_t k = 0; k < shown; k++) {
+			char label[224], by[64], exp[64], handles[64];
+			bool counted = false;
+			report_mapping_pair_label(s, order[k], label, sizeof(label));
+			who_cell(s, &order[k]->by, most, by, sizeof(by), &counted);
+			who_cell(s, exporters_of(s, order[k]), most, exp, sizeof(exp), &counted);
+			mapping_handles_text(order[k]->handles, handles, sizeof(handles));
+			wpair = (int)strlen(label) > wpair ? (int)strlen(label) : wpair;
+			wby = (int)strlen(by) > wby ? (int)strlen(by) : wby;
+			wexp = (int)strlen(exp) > wexp ? (int)strlen(exp) : wexp;
+			whandles =
+			    (int)strlen(handles) > whandles ? (int)strlen(handles) : whandles;
+		}
+		if (pass == 2 || wby + wexp + whandles + PAIR_FIGURES + 9 <= r->width)
+			break;
 	}
-	/* A label longer than the room the figures leave goes on a line of its own. */
-	int figures = wby + wexp + whandles + 46;
-	int room = r->width - figures > 9 ? r->width - figures : 9;
-	if (wpair > room)
-		wpair = room;
+	int room = r->width - (wby + wexp + whandles + PAIR_FIGURES);
+	if (wpair > (room > 9 ? room : 9))
+		wpair = room > 9 ? room : 9;
 	fprintf(out, PAIR_LINE_FMT, wpair, "pair", wby, "by", wexp, "exported by", "opened",
 		"closed", "live", "bytes", whandles, "handles", "failed");
 	bool lists = false;
@@ -203,8 +216,8 @@ static void pairs(struct report *r, FILE *out)
 		const struct mapping_pair *p = order[k];
 		char label[224], by[64], exp[64], handles[64];
 		report_mapping_pair_label(s, p, label, sizeof(label));
-		who_cell(s, &p->by, by, sizeof(by), &lists);
-		who_cell(s, exporters_of(s, p), exp, sizeof(exp), &lists);
+		who_cell(s, &p->by, most, by, sizeof(by), &lists);
+		who_cell(s, exporters_of(s, p), most, exp, sizeof(exp), &lists);
 		mapping_handles_text(p->handles, handles, sizeof(handles));
 		fmt_count(opened, sizeof(opened), p->c.opened);
 		fmt_count(closed, sizeof(closed), p->c.closed);
@@ -219,17 +232,17 @@ static void pairs(struct report *r, FILE *out)
 			bytes, whandles, handles, failed);
 		if (r->opt->verbose) {
 			/* the lists that were counted, in full */
-			full_list(r, out, "by:", &p->by);
-			full_list(r, out, "exported by:", exporters_of(s, p));
+			full_list(r, out, "by:", &p->by, most);
+			full_list(r, out, "exported by:", exporters_of(s, p), most);
 		}
 	}
 	if (!all)
 		fprintf(out,
-			"  (%d of %zu pair lines: those with failures first, then the most still "
-			"live; all of them: --verbose or --json)\n",
+			"  (%d of %zu pair lines, those with failures first, then the most still "
+			"live;\n   all of them: --verbose or --json)\n",
 			SHOWN_PAIR_LINES, s->npairs);
 	else if (lists && !r->opt->verbose)
-		fputs("  (lists of more than a few ranks are counted; in full: --verbose or "
+		fputs("  (lists of ranks or pids counted to fit the line; in full: --verbose or "
 		      "--json)\n",
 		      out);
 	free(order);
@@ -264,20 +277,23 @@ static void groups(struct report *r, FILE *out)
 		device_or(st, 4, owner, sizeof(owner), "?");
 		device_or(st, 5, accessor, sizeof(accessor), "-");
 		human_bytes(sqlite3_column_int64(st, 11), bytes, sizeof(bytes));
-		fprintf(out, "  pid %d: %s %s %s->%s%s%s %s x%d %s", sqlite3_column_int(st, 0),
-			p2pg_cli_col(st, 2), p2pg_cli_col(st, 3), owner, accessor,
-			sqlite3_column_int(st, 6) == 1 ? " peer" : "",
-			sqlite3_column_int(st, 7) ? " cross-process" : "",
-			p2pg_cli_col(st, 8) ? p2pg_cli_col(st, 8) : "", sqlite3_column_int(st, 10),
-			bytes);
+		struct rbuf line = {0};
+		rbuf_printf(&line, "pid %d: %s %s %s->%s%s%s %s x%d %s", sqlite3_column_int(st, 0),
+			    p2pg_cli_col(st, 2), p2pg_cli_col(st, 3), owner, accessor,
+			    sqlite3_column_int(st, 6) == 1 ? " peer" : "",
+			    sqlite3_column_int(st, 7) ? " cross-process" : "",
+			    p2pg_cli_col(st, 8) ? p2pg_cli_col(st, 8) : "",
+			    sqlite3_column_int(st, 10), bytes);
 		if (sqlite3_column_int(st, 9))
-			fprintf(out, " FAILED %d", sqlite3_column_int(st, 9));
+			rbuf_printf(&line, " FAILED %d", sqlite3_column_int(st, 9));
 		if (p2pg_cli_col(st, 13))
-			fprintf(out, ", ended by %s (%.3f ms on average)", p2pg_cli_col(st, 13),
-				sqlite3_column_double(st, 14));
+			rbuf_printf(&line, ", ended by %s (%.3f ms on average)",
+				    p2pg_cli_col(st, 13), sqlite3_column_double(st, 14));
 		if (sqlite3_column_int(st, 12))
-			fprintf(out, ", %d live at the end", sqlite3_column_int(st, 12));
-		fprintf(out, "\n");
+			rbuf_printf(&line, ", %d live at the end", sqlite3_column_int(st, 12));
+		fputs("  ", out);
+		fmt_wrap(out, rbuf_str(&line), 2, 4, r->width);
+		rbuf_free(&line);
 	}
 }
 
@@ -331,10 +347,14 @@ void p2pg_report_mappings(struct report *r, FILE *out)
 	char n[6][32];
 	for (int k = 0; k < 6; k++)
 		fmt_count(n[k], sizeof(n[k]), sqlite3_column_int64(sum, k));
-	fprintf(out,
-		"\ncross-process mappings: %s rows in %s processes (%s peer, %s across processes, "
-		"%s failed); %s own-device calls counted\n",
-		n[0], n[1], n[2], n[3], n[4], n[5]);
+	struct rbuf head = {0};
+	rbuf_printf(&head,
+		    "cross-process mappings: %s rows in %s processes (%s peer, %s across "
+		    "processes, %s failed); %s own-device calls counted",
+		    n[0], n[1], n[2], n[3], n[4], n[5]);
+	fputc('\n', out);
+	fmt_wrap(out, rbuf_str(&head), 0, 2, r->width);
+	rbuf_free(&head);
 	pairs(r, out);
 	groups(r, out);
 	counts(r, out);

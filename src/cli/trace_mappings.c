@@ -519,7 +519,8 @@ static void slice(struct trace_mappings *m, struct trace_out *o, const struct ev
 	if (e->live) {
 		TRACE_PUTS(o, ",\"ended\":\"not closed when its process's records end\"");
 	} else {
-		/* its end is the slice's (a Unix ns number is past what JSON readers hold exactly) */
+		/* its end is the slice's (a Unix ns number is past what JSON readers hold exactly)
+		 */
 		put_text_arg(o, "ended_by", text_of(m, e->ended_by));
 	}
 	if (e->address) {
