@@ -2,6 +2,7 @@
 #include "failure.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,22 +28,67 @@ void p2pg_failure_configure(const char *user_rules_dir, bool backtraces)
 	snprintf(user_rules, sizeof(user_rules), "%s", user_rules_dir ? user_rules_dir : "");
 }
 
+/* A user's folder full of broken files costs this many lines, then one that says how many more. */
+#define RULE_LINES_MAX 20
+static unsigned rule_problems;
+
 static void report_rule_problem(void *userdata, const char *file, int line, const char *message)
 {
 	(void)userdata;
-	p2pg_notice("rule %s:%d: %s (this rule is skipped, the others load)", file, line, message);
+	if (++rule_problems <= RULE_LINES_MAX)
+		p2pg_notice("rule %s:%d: %s (this rule is skipped, the others load)", file, line,
+			    message);
 }
+
+static void *load_rules_thread(void *arg)
+{
+	(void)arg;
+	p2pg_ruleset_load_builtin(ruleset, report_rule_problem, NULL);
+	if (user_rules[0] &&
+	    p2pg_ruleset_load_dir(ruleset, user_rules, report_rule_problem, NULL) < 0)
+		p2pg_notice("P2PGUARD_RULES=%s cannot be read; using the built-in rules",
+			    user_rules);
+	if (rule_problems > RULE_LINES_MAX)
+		p2pg_notice("%u more problems in the rules of P2PGUARD_RULES=%s (`p2pguard rules "
+			    "validate %s` lists them)",
+			    rule_problems - RULE_LINES_MAX, user_rules, user_rules);
+	return NULL;
+}
+
+/*
+ * The rules are read once per process, on a thread of their own with a stack of RULES_STACK:
+ * glibc's regcomp() recurses as deep as a regex's optional parts are long, and neither the
+ * program's thread that failed (any stack size) nor the drainer (256 KiB) is made for a user's
+ * regex. The stack is address space; only what is used becomes memory. Signals are blocked there:
+ * they are the program's.
+ */
+#define RULES_STACK (8u << 20)
 
 static void load_rules(void)
 {
 	ruleset = p2pg_ruleset_new();
 	if (!ruleset)
 		return;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, RULES_STACK);
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_t loader;
+	int rc = pthread_create(&loader, &attr, load_rules_thread, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (rc == 0) {
+		pthread_join(loader, NULL);
+		return;
+	}
+	/* No thread to be had: the built-in rules, whose regexes are small (tested), here. */
 	p2pg_ruleset_load_builtin(ruleset, report_rule_problem, NULL);
-	if (user_rules[0] &&
-	    p2pg_ruleset_load_dir(ruleset, user_rules, report_rule_problem, NULL) < 0)
-		p2pg_notice("P2PGUARD_RULES=%s cannot be read; using the built-in rules",
-			    user_rules);
+	if (user_rules[0])
+		p2pg_notice("P2PGUARD_RULES=%s is not read: no thread could be started to read it "
+			    "(%s); using the built-in rules",
+			    user_rules, strerror(rc));
 }
 
 void p2pg_failure_record(const struct p2pg_failure *f)
@@ -117,38 +163,31 @@ void p2pg_failure_record(const struct p2pg_failure *f)
 
 /* ---- hooks for the recorder (drainer thread only) ---- */
 
-static struct p2pg_ruleset *ruleset_with(const char *rules_dir)
+/* The same rules as the failures' (the user's folder read once), read without the drainer's pass
+ * lock held. */
+static void prepare_rules(const char *rules_dir)
 {
-	struct p2pg_ruleset *rs = p2pg_ruleset_new();
-	if (!rs)
-		return NULL;
-	p2pg_ruleset_load_builtin(rs, NULL, NULL);
-	if (rules_dir && rules_dir[0])
-		p2pg_ruleset_load_dir(rs, rules_dir, NULL, NULL);
-	return rs;
+	/* `p2pguard topo` configures the recorder only: its P2PGUARD_RULES comes this way. */
+	if (!user_rules[0] && rules_dir)
+		snprintf(user_rules, sizeof(user_rules), "%s", rules_dir);
+	pthread_once(&rules_once, load_rules);
 }
 
 static void write_rules(sqlite3 *db, const char *rules_dir)
 {
-	struct p2pg_ruleset *rs = ruleset_with(rules_dir);
-	if (!rs)
-		return;
-	p2pg_rules_write_sqlite(db, rs);
-	p2pg_ruleset_free(rs);
+	(void)rules_dir;
+	pthread_once(&rules_once, load_rules);
+	if (ruleset)
+		p2pg_rules_write_sqlite(db, ruleset);
 }
 
 static bool stall_diagnosis(const char *rules_dir, const char **rule_id, const char **root_cause,
 			    const char **advice)
 {
-	static struct p2pg_ruleset *rs; /* kept for the process's life: rule points into it */
-	static const struct p2pg_rule *rule;
-	static bool loaded;
-	if (!loaded) {
-		loaded = true;
-		rs = ruleset_with(rules_dir);
-		if (rs)
-			rule = p2pg_ruleset_find(rs, "p2p/copy-never-completes");
-	}
+	(void)rules_dir;
+	pthread_once(&rules_once, load_rules);
+	const struct p2pg_rule *rule =
+	    ruleset ? p2pg_ruleset_find(ruleset, "p2p/copy-never-completes") : NULL;
 	if (!rule)
 		return false;
 	*rule_id = p2pg_rule_id(rule);
@@ -158,6 +197,7 @@ static bool stall_diagnosis(const char *rules_dir, const char **rule_id, const c
 }
 
 const struct p2pg_recorder_hooks p2pg_knowledge_hooks = {
+    .prepare = prepare_rules,
     .database_opened = write_rules,
     .stall_diagnosis = stall_diagnosis,
 };
