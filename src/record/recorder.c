@@ -153,9 +153,31 @@ static void *drainer_main(void *arg);
  */
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t fork_handlers_once = PTHREAD_ONCE_INIT;
+/* fork()s waiting for pass_lock: the drainer, which may take it again at once after a pass or a
+ * transaction of an old spool's import, lets them have it first (a mutex is not fair). */
+static _Atomic int forks_waiting;
 
 static void fork_prepare(void)
 {
+	atomic_fetch_add(&forks_waiting, 1);
+	pthread_mutex_lock(&pass_lock);
+	atomic_fetch_sub(&forks_waiting, 1);
+}
+
+/* pass_lock released: lets a fork() that waits for it go first. */
+static void wait_for_forks(void)
+{
+	while (atomic_load(&forks_waiting) > 0) {
+		struct timespec nap = {0, 100000};
+		nanosleep(&nap, NULL);
+	}
+}
+
+/* Between two transactions of a pass: a fork() that waits goes first. */
+static void let_forks_through(void)
+{
+	pthread_mutex_unlock(&pass_lock);
+	wait_for_forks();
 	pthread_mutex_lock(&pass_lock);
 }
 
@@ -237,6 +259,18 @@ struct p2pg_spool_layout *p2pg_recorder_spool_signal_safe(void)
 	return atomic_load_explicit(&rec.spool, memory_order_acquire);
 }
 
+/* The process's device count, for the importers' checks (a successful call names no device past
+ * it). Asked by each thread's first record and by the drainer until known. */
+static void note_device_count(struct p2pg_spool_layout *spool)
+{
+	if (atomic_load_explicit(&spool->header.device_count, memory_order_relaxed) ||
+	    !p2pg_drv.cuDeviceGetCount)
+		return;
+	int n = 0;
+	if (p2pg_drv.cuDeviceGetCount(&n) == CUDA_SUCCESS && n > 0)
+		atomic_store(&spool->header.device_count, n);
+}
+
 static struct p2pg_spool_thread *ring_get(void)
 {
 	if (__builtin_expect(tls_ring != NULL, 1))
@@ -251,15 +285,23 @@ static struct p2pg_spool_thread *ring_get(void)
 	if (!tls_ring) {
 		tls_no_ring = true;
 		static atomic_bool said;
-		if (errno && !atomic_exchange(&said, true))
+		int e = errno;
+		if (e && !atomic_exchange(&said, true))
 			p2pg_notice(
 			    "no room for a thread's records in %s (%s); its calls are counted "
 			    "as dropped, the program runs on",
-			    rec.spool_path, strerror(errno));
+			    rec.spool_path,
+			    e == EFBIG
+				? "the file size limit, RLIMIT_FSIZE or `ulimit -f`, is reached"
+				: strerror(e));
 		return NULL;
 	}
 	pthread_once(&ring_key_once, make_ring_key);
 	pthread_setspecific(ring_key, tls_ring);
+	/* A thread's first record follows a call the driver answered: it is initialised, and the
+	 * count is known for the records of a process that may be killed before its drainer asks.
+	 */
+	note_device_count(spool);
 	return tls_ring;
 }
 
@@ -285,6 +327,9 @@ struct p2pg_spool_blob *p2pg_recorder_blob(void)
 	if (!spool)
 		return NULL;
 	struct p2pg_spool_blob *blob = p2pg_spool_blob_claim(spool);
+	/* The slots the file holds are all taken: more of them, if the file may grow. */
+	if (!blob && p2pg_spool_blobs_grow(spool, rec.spool_fd) == 0)
+		blob = p2pg_spool_blob_claim(spool);
 	/* Every blob slot waiting for a starved drainer: this failure's entry is lost, and the
 	 * loss is counted with the other records lost (processes.records_dropped). */
 	if (!blob)
@@ -528,6 +573,57 @@ static void reopen_database(sqlite3 **db, struct p2pg_importer *im, struct stat 
 		    rec.settings.db_path);
 }
 
+static bool stop_requested(void)
+{
+	pthread_mutex_lock(&rec.lock);
+	bool stop = rec.stop;
+	pthread_mutex_unlock(&rec.lock);
+	return stop;
+}
+
+/* Between two transactions of an old spool's import: a fork() gets its turn, and the program's
+ * exit (past the deadline, when one is set) or crash stops the import (the rest waits for the next
+ * reader). */
+static bool between_recovery_batches(void *userdata)
+{
+	const uint64_t *deadline = userdata;
+	let_forks_through();
+	if (*deadline)
+		return p2pg_now_ns() < *deadline && !atomic_load(&rec.crashing);
+	return !stop_requested() && !atomic_load(&rec.crashing);
+}
+
+/* Spools of processes that are gone (children that left with _exit, ranks that were killed),
+ * imported a transaction at a time so that a fork() never waits for more than one. deadline: at
+ * exit, when to stop (CLOCK_MONOTONIC); 0: until the program's exit begins. */
+static int recover_others(sqlite3 *db, uint64_t deadline)
+{
+	struct p2pg_recovery r = {
+	    .skip_path = rec.spool_path,
+	    .record = rec.settings.record,
+	    .between = between_recovery_batches,
+	    .userdata = &deadline,
+	};
+	int n = p2pg_store_recover_dir_with(db, rec.spool_dir, &r);
+	static bool said;
+	if (n < 0 && !said) {
+		said = true;
+		p2pg_notice(
+		    "cannot import the spools of earlier processes in %s into %s (%s); they "
+		    "stay for `p2pguard recover`",
+		    rec.spool_dir, rec.settings.db_path, r.error[0] ? r.error : strerror(-n));
+	}
+	return n;
+}
+
+/* Records one pass imports at most: a pass holds pass_lock, which a fork() waits for. */
+#define PASS_BUDGET 65536
+/* At exit, within p2pg_recorder_shutdown's one second: the last pass retries a busy database until
+ * this long after the stop, and the spools of processes that are gone are imported until the
+ * second bound. */
+#define FINAL_PASS_NS	  600000000ull
+#define FINAL_RECOVERY_NS 800000000ull
+
 static void *drainer_main(void *arg)
 {
 	/* Whatever the drainer calls (SQLite, the driver for event queries) must never be taken for
@@ -540,24 +636,34 @@ static void *drainer_main(void *arg)
 	atomic_store(&rec.drainer_tid, p2pg_tid());
 	sem_post(arg); /* start_drainer's, which returns now */
 	/* Opening writes the schema: like a pass, it waits at most 100 ms for another rank's lock
-	 * with pass_lock held, and tries again later with it released. */
+	 * with pass_lock held, and tries again later with it released, until the program ends. */
 	int rc;
+	bool stopped = false;
 	while ((rc = p2pg_store_open_wait(rec.settings.db_path, &db, err, sizeof(err), 100)) ==
 	       -EBUSY) {
+		if (!atomic_load(&rec.exiting) && !atomic_load(&rec.crashing))
+			note_device_count(spool);
 		pthread_mutex_unlock(&pass_lock);
 		pthread_mutex_lock(&rec.lock);
-		if (!rec.stop)
+		stopped = rec.stop;
+		if (!stopped)
 			nap_locked(50);
 		pthread_mutex_unlock(&rec.lock);
 		pthread_mutex_lock(&pass_lock);
+		if (stopped)
+			break;
 	}
 	if (rc < 0) {
 		atomic_store(&rec.drainer_tid, 0);
 		pthread_mutex_unlock(&pass_lock);
-		p2pg_notice(
-		    "cannot use the database %s (%s); records stay in %s for `p2pguard recover`, "
-		    "the program runs on",
-		    rec.settings.db_path, err, rec.spool_path);
+		if (stopped)
+			p2pg_notice("the database %s stayed locked by another connection while the "
+				    "program ran; its records wait in %s for the next reader",
+				    rec.settings.db_path, rec.spool_path);
+		else
+			p2pg_notice("cannot use the database %s (%s); records stay in %s for "
+				    "`p2pguard recover`, the program runs on",
+				    rec.settings.db_path, err, rec.spool_path);
 		return NULL;
 	}
 	/* A pass holds pass_lock, which a fork() in the program waits for: a pass must never sit in
@@ -569,8 +675,10 @@ static void *drainer_main(void *arg)
 	struct p2pg_importer im;
 	p2pg_importer_init(&im, rec.settings.record);
 	im.on_timed = on_timed;
+	im.budget = PASS_BUDGET;
 	bool warned = false;
 	unsigned passes = 0;
+	uint64_t stopped_at = 0;
 
 	pthread_mutex_lock(&rec.lock);
 	for (;;) {
@@ -579,6 +687,11 @@ static void *drainer_main(void *arg)
 
 		if (p2pg_cupti_active())
 			match_needed();
+		bool no_cuda = atomic_load(&rec.exiting) || atomic_load(&rec.crashing);
+		if (!no_cuda)
+			note_device_count(spool);
+		if (stopping && !stopped_at)
+			stopped_at = p2pg_now_ns();
 
 		/* Rows written into a database that was deleted or replaced under us would be lost
 		 * with it: the records wait in the spool for the file now at the path. */
@@ -586,52 +699,75 @@ static void *drainer_main(void *arg)
 			reopen_database(&db, &im, &opened, &know_file);
 			if (!db)
 				break;
+			im.budget = PASS_BUDGET;
 		}
 		uint64_t pass = atomic_fetch_add(&rec.passes_begun, 1) + 1;
 		atomic_thread_fence(memory_order_seq_cst); /* see p2pg_recorder_await_signal_safe */
-		rc = p2pg_store_import(db, spool, &im, false);
-		if (rc >= 0)
+		if (stopping) {
+			/* The last pass takes everything, and a database locked by another rank is
+			 * tried again until shortly before shutdown gives up on this thread. */
+			im.budget = 0;
+			uint64_t until = stopped_at + FINAL_PASS_NS;
+			while ((rc = p2pg_store_import(db, spool, &im, false)) == -EBUSY &&
+			       p2pg_now_ns() < until)
+				let_forks_through();
+		} else {
+			rc = p2pg_store_import(db, spool, &im, false);
+		}
+		/* A crash waits for a pass that took everything published before it. */
+		if (rc >= 0 && !im.more)
 			atomic_store(&rec.passes_imported, pass);
-		bool no_cuda = atomic_load(&rec.exiting) || atomic_load(&rec.crashing);
+		no_cuda = atomic_load(&rec.exiting) || atomic_load(&rec.crashing);
 		/* GPU times before the housekeeping below (the first pass writes the rules): a
 		 * short program's copies are read while it still runs. */
 		if (rec.npending && !stopping && !no_cuda)
 			poll_timings(db);
 		if (rec.match)
 			collect_cupti(db, stopping || no_cuda);
-		/* Children that left with _exit, ranks that were killed: their spools are imported
-		 * by whoever is still alive, about once a second and once more at exit. */
 		if (passes++ == 0) {
-			/* After the first pass, so that the program's early records never wait. */
-			int recovered = p2pg_store_recover_dir(db, rec.spool_dir, rec.spool_path,
-							       rec.settings.record);
+			/* After the first pass, so that the program's early records never wait. The
+			 * rules are read (a user's folder may be slow, or large) with pass_lock
+			 * released: a fork() does not wait for them. */
+			if (rec.hooks.prepare) {
+				pthread_mutex_unlock(&pass_lock);
+				rec.hooks.prepare(rec.settings.rules_dir);
+				pthread_mutex_lock(&pass_lock);
+			}
+			if (rec.hooks.database_opened)
+				rec.hooks.database_opened(db, rec.settings.rules_dir);
+			int recovered =
+			    recover_others(db, stopping ? stopped_at + FINAL_RECOVERY_NS : 0);
 			if (recovered > 0 && !rec.settings.quiet)
 				p2pg_notice(
 				    "imported the records of %d earlier process%s that ended "
 				    "without a flush",
 				    recovered, recovered == 1 ? "" : "es");
-			if (rec.hooks.database_opened)
-				rec.hooks.database_opened(db, rec.settings.rules_dir);
 		} else if (stopping || passes % 200 == 0) {
-			p2pg_store_recover_dir(db, rec.spool_dir, rec.spool_path,
-					       rec.settings.record);
+			/* Children that left with _exit, ranks that were killed: their spools are
+			 * imported by whoever is still alive, about once a second, and once more at
+			 * exit, then only until shutdown's bound: this process's own last pass came
+			 * first, and it is marked a clean exit whatever happens after. */
+			recover_others(db, stopping ? stopped_at + FINAL_RECOVERY_NS : 0);
 		}
 		if (rc < 0 && rc != -EBUSY && !warned) {
 			warned = true;
 			p2pg_notice(
 			    "writing to %s failed (%s); records stay in %s for `p2pguard recover`",
-			    rec.settings.db_path, sqlite3_errmsg(db), rec.spool_path);
+			    rec.settings.db_path, im.error[0] ? im.error : strerror(-rc),
+			    rec.spool_path);
 		}
 		if (stopping) {
-			rec.drained_all = rc >= 0;
+			rec.drained_all = rc >= 0 && !im.more;
 			break;
 		}
-		pthread_mutex_unlock(&pass_lock);
-		pthread_mutex_lock(&rec.lock);
 		/* A busy pass means busy rings: go again at once rather than let them fill. */
+		bool busy = rc >= 1024 || im.more;
+		pthread_mutex_unlock(&pass_lock);
+		wait_for_forks();
+		pthread_mutex_lock(&rec.lock);
 		/* 5 ms between passes: a row is queryable well within 100 ms, and an idle process
 		 * costs 200 wake-ups a second at most. */
-		if (!rec.stop && rc < 1024)
+		if (!rec.stop && !busy)
 			nap_locked(5);
 		pthread_mutex_unlock(&rec.lock);
 		pthread_mutex_lock(&pass_lock);
@@ -683,7 +819,12 @@ void p2pg_recorder_exit_begins(void)
 void p2pg_recorder_shutdown(void)
 {
 	struct p2pg_spool_layout *spool = atomic_load(&rec.spool);
-	if (!spool || !rec.drainer_running)
+	if (!spool)
+		return;
+	/* The process ends by exit(): whatever its last pass leaves behind (a database locked past
+	 * the bound below), whoever imports it later knows it was not a crash. */
+	atomic_store(&spool->header.clean_exit, 1);
+	if (!rec.drainer_running)
 		return;
 	pthread_mutex_lock(&rec.lock);
 	rec.stop = true;
@@ -698,17 +839,15 @@ void p2pg_recorder_shutdown(void)
 		return;
 	}
 	rec.drainer_running = false;
-	if (rec.drained_all) {
-		atomic_store(&spool->header.clean_exit, 1);
+	if (rec.drained_all)
 		unlink(rec.spool_path);
-	}
 }
 
 void p2pg_recorder_atfork_child(void)
 {
 	struct p2pg_spool_layout *spool = atomic_load(&rec.spool);
 	if (spool)
-		munmap(spool, P2PG_SPOOL_FILE_SIZE);
+		munmap(spool, P2PG_SPOOL_MAP_SIZE);
 	/* Closing, not unlocking: the flock belongs to the parent's open file description. */
 	if (rec.spool_fd >= 0)
 		close(rec.spool_fd);

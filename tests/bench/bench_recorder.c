@@ -54,6 +54,7 @@ static int cmp_u64(const void *a, const void *b)
 
 struct record_arg {
 	struct p2pg_spool_layout *spool;
+	int fd;
 	int calls;
 	uint64_t *ticks;
 	pthread_barrier_t *barrier;
@@ -62,7 +63,11 @@ struct record_arg {
 static void *record_worker(void *p)
 {
 	struct record_arg *a = p;
-	struct p2pg_spool_thread *t = p2pg_spool_claim_thread(a->spool, -1, 1);
+	struct p2pg_spool_thread *t = p2pg_spool_claim_thread(a->spool, a->fd, 1);
+	if (!t) {
+		perror("bench: no ring");
+		exit(1);
+	}
 	struct p2pg_record r = {.api = 5, .kind = P2PG_REC_TRANSFER, .bytes = 256, .path = 1};
 	pthread_barrier_wait(a->barrier);
 	for (int k = 0; k < a->calls; k++) {
@@ -112,8 +117,8 @@ static void bench_record(const char *dir, int threads)
 	}
 	qsort(empty, 1000, sizeof(uint64_t), cmp_u64);
 	for (int k = 0; k < threads; k++) {
-		args[k] = (struct record_arg){spool, calls, calloc((size_t)calls, sizeof(uint64_t)),
-					      &barrier};
+		args[k] = (struct record_arg){spool, fd, calls,
+					      calloc((size_t)calls, sizeof(uint64_t)), &barrier};
 		pthread_create(&tid[k], NULL, record_worker, &args[k]);
 	}
 	size_t total = (size_t)threads * (size_t)calls;
@@ -133,7 +138,7 @@ static void bench_record(const char *dir, int threads)
 	       (p50 <= 150 && p99 <= 500) ? "met" : "MISSED");
 	free(all);
 	pthread_barrier_destroy(&barrier);
-	munmap(spool, P2PG_SPOOL_FILE_SIZE);
+	munmap(spool, P2PG_SPOOL_MAP_SIZE);
 	close(fd);
 }
 
@@ -212,7 +217,7 @@ static void bench_drain(const char *dir, enum p2pg_record_mode mode, const char 
 	       (double)file_size(db_path) / 1048576.0);
 	p2pg_importer_release(&im);
 	sqlite3_close(db);
-	munmap(spool, P2PG_SPOOL_FILE_SIZE);
+	munmap(spool, P2PG_SPOOL_MAP_SIZE);
 	close(fd);
 }
 

@@ -216,7 +216,7 @@ int main(void)
 
 	/* Recovery of a dead process's file: flock free, imported, deleted. Another version's spool
 	 * beside it (another layout) is left alone, for that version's recover. */
-	munmap(spool, P2PG_SPOOL_FILE_SIZE);
+	munmap(spool, P2PG_SPOOL_MAP_SIZE);
 	close(fd);
 	char other_version[600];
 	snprintf(other_version, sizeof(other_version), "%s/1-1.spool", spool_dir);
@@ -275,7 +275,7 @@ int main(void)
 	p2pg_importer_release(&timed_sum);
 	p2pg_importer_release(&im);
 	p2pg_importer_release(&fresh);
-	munmap(spool, P2PG_SPOOL_FILE_SIZE);
+	munmap(spool, P2PG_SPOOL_MAP_SIZE);
 	close(fd);
 	sqlite3_stmt *st = NULL;
 	sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL);
