@@ -124,10 +124,8 @@ static void process_info(struct p2pg_process_info *info)
 	memset(info, 0, sizeof(*info));
 	if (gethostname(info->hostname, sizeof(info->hostname) - 1) < 0)
 		snprintf(info->hostname, sizeof(info->hostname), "unknown");
-	const char *rank = getenv("RANK");
-	const char *local = getenv("LOCAL_RANK");
-	info->rank = rank && *rank ? atoi(rank) : -1;
-	info->local_rank = local && *local ? atoi(local) : -1;
+	info->rank = rec.settings.rank;
+	info->local_rank = rec.settings.local_rank;
 	info->mode = rec.mode_name;
 	info->record = rec.settings.record;
 	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);

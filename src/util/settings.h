@@ -48,6 +48,8 @@ struct p2pg_settings {
 	unsigned stall_s;     /* P2PGUARD_STALL_S: a timed peer copy unfinished this long stalls */
 	char rules_dir[4096]; /* P2PGUARD_RULES, "" when unset */
 	bool quiet;	      /* P2PGUARD_QUIET: no startup banner or summary lines */
+	int rank;	      /* RANK (torchrun's), -1 when unset or not a rank */
+	int local_rank;	      /* LOCAL_RANK, likewise */
 };
 
 /*
@@ -62,9 +64,18 @@ bool p2pg_settings_pair_selected(const struct p2pg_settings *s, int a, int b);
 
 const char *p2pg_mode_name(enum p2pg_mode mode);
 
-/* Parses the process's environment into its settings, each problem one p2pguard: line. Once,
- * from the preload constructor (the guard's early start). */
+/* Parses the process's environment into its settings, each problem one p2pguard: line, and makes
+ * the database and rules paths absolute (against the folder the process starts in: a program that
+ * changes folder later keeps writing to the same database). Once, from the preload constructor
+ * (the guard's early start). */
 void p2pg_settings_load(void);
+
+/*
+ * Makes path (a buffer of len bytes) absolute against the current folder, when it is relative.
+ * Returns 0, or a negative errno (the folder cannot be named, or the result would not fit): path is
+ * then unchanged.
+ */
+int p2pg_settings_absolute(char *path, size_t len);
 /* The process's settings (all defaults before p2pg_settings_load). Inline, because every
  * intercepted copy asks for them; written only by p2pg_settings_load. */
 extern struct p2pg_settings p2pg_process_settings;
