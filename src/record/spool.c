@@ -2,6 +2,7 @@
 #include "spool.h"
 
 #include "clock.h"
+#include "safe_path.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -70,6 +71,10 @@ uint32_t p2pg_spool_header_crc(const struct p2pg_spool_header *h)
 int p2pg_spool_dir_open(const char *dir, bool create, char *why, size_t why_len)
 {
 	snprintf(why, why_len, "%s", "");
+	/* The folders on the way: no other user's link (safe_path.h). */
+	int r = p2pg_path_check(dir, false, why, why_len);
+	if (r < 0)
+		return r;
 	if (create && mkdir(dir, 0700) < 0 && errno != EEXIST) {
 		int e = errno;
 		snprintf(why, why_len, "%s", strerror(e));
