@@ -63,10 +63,11 @@ int p2pg_cli_import_dead_spools(const char *db_path, bool quiet)
 		fprintf(stderr, "p2pguard: could not import the dead spools in %s: %s\n", dir, err);
 		return r;
 	}
-	int n = p2pg_store_recover_dir(db, dir, NULL, P2PG_RECORD_ALL);
+	struct p2pg_recovery recovery = {.record = P2PG_RECORD_ALL};
+	int n = p2pg_store_recover_dir_with(db, dir, &recovery);
 	if (n < 0) {
 		fprintf(stderr, "p2pguard: could not import the dead spools in %s: %s\n", dir,
-			strerror(-n));
+			recovery.error[0] ? recovery.error : strerror(-n));
 		return n;
 	}
 	if (!quiet || n > 0)
@@ -96,7 +97,9 @@ int p2pg_cli_open_read(const char *db_path, sqlite3 **ret_db)
 		fprintf(stderr, "p2pguard: no database at %s\n", db_path);
 		return -ENOENT;
 	}
-	(void)p2pg_cli_import_dead_spools(db_path, true);
+	/* A damaged database (said by the import) is not read as if it were whole. */
+	if (p2pg_cli_import_dead_spools(db_path, true) == -EBADMSG)
+		return -EIO;
 
 	sqlite3 *db = NULL;
 	if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||

@@ -12,15 +12,26 @@
 #include "p2pguard/spool.h"
 #include "settings.h"
 
+/* The schema this release writes (PRAGMA user_version; schema.sql sets it): 2. Schema 1 (0.1) is
+ * migrated when opened; a newer one is refused. */
+#define P2PG_SCHEMA_VERSION 2
+/* PRAGMA application_id of a p2pguard database ("P2PG"), set since schema 2. */
+#define P2PG_APPLICATION_ID 0x50325047u
+
 /*
- * Opens (creating if needed) the database in WAL mode with a busy timeout and applies the schema.
- * Returns 0, or a negative errno with a human-readable reason in err (e.g. "file is not a
- * database"). *ret_db is set only on success.
+ * Opens (creating if needed) the database in WAL mode with a busy timeout and applies the schema,
+ * migrating an earlier release's. Refuses, writing nothing, what is not ours (another program's
+ * database, a newer p2pguard's: -EPERM, unless it holds no table at all) and a path another user
+ * could have planted a link or a file on (safe_path.h: -EPERM). Returns 0, or a negative errno with
+ * a human-readable reason in err (e.g. "file is not a database"). *ret_db is set only on success.
  */
 int p2pg_store_open(const char *path, sqlite3 **ret_db, char *err, size_t err_len);
 /* The same, waiting at most busy_ms for another connection's lock (-EBUSY past it). */
 int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t err_len,
 			 int busy_ms);
+/* Whether the database at path is one p2pg_store_open would write, without writing anything: 0, or
+ * a negative errno with the reason in err. */
+int p2pg_store_check(const char *path, char *err, size_t err_len);
 
 struct p2pg_summary_bucket;
 
@@ -59,8 +70,10 @@ struct p2pg_importer {
 	 * next pass. Bounds the time a pass holds the database and the drainer's pass lock. */
 	uint64_t budget;
 	bool more;
-	/* Why the last import failed, read before its rollback (SQLite's message is gone after). */
+	/* Why the last import failed, read before its rollback (SQLite's message is gone after):
+	 * the text and SQLite's primary result code. */
 	char error[160];
+	int error_code;
 	struct p2pg_summary_bucket *buckets; /* summary mode */
 	size_t nbuckets;
 	/*

@@ -606,12 +606,14 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 	struct p2pg_spool_header *h = &spool->header;
 	im->more = false;
 	im->error[0] = '\0';
+	im->error_code = SQLITE_OK;
 	if (!p2pg_spool_header_valid(h))
 		return -EINVAL;
 
 	int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
 	if (rc != SQLITE_OK) {
 		snprintf(im->error, sizeof(im->error), "%s", sqlite3_errmsg(db));
+		im->error_code = sqlite3_errcode(db) & 0xff;
 		return rc == SQLITE_BUSY ? -EBUSY : -EIO;
 	}
 
@@ -811,6 +813,7 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 fail:
 	/* The reason, before the rollback replaces it ("cannot rollback", "not an error"). */
 	snprintf(im->error, sizeof(im->error), "%s", sqlite3_errmsg(db));
+	im->error_code = sqlite3_errcode(db) & 0xff;
 	statements_finalize(&s);
 	sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 	im->more = false;

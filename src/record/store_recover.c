@@ -73,8 +73,9 @@ static int import_file(sqlite3 *db, struct p2pg_spool_layout *spool, uint64_t si
 		int rc = p2pg_store_import(db, spool, im, true);
 		if (rc < 0) {
 			snprintf(r->error, sizeof(r->error), "%s", im->error);
-			int code = sqlite3_errcode(db);
-			return code == SQLITE_CORRUPT || code == SQLITE_NOTADB ? -EBADMSG : rc;
+			return im->error_code == SQLITE_CORRUPT || im->error_code == SQLITE_NOTADB
+				   ? -EBADMSG
+				   : rc;
 		}
 		if (!im->more)
 			return 0;

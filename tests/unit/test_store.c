@@ -88,7 +88,8 @@ int main(void)
 	sqlite3 *db = NULL;
 	char err[256];
 	CHECK(p2pg_store_open(db_path, &db, err, sizeof(err)) == 0, "open creates the schema");
-	CHECK(one(db, "PRAGMA user_version") == 1, "schema version 1");
+	CHECK(one(db, "PRAGMA user_version") == 2, "schema version 2");
+	CHECK(one(db, "PRAGMA application_id") == 0x50325047, "application_id P2PG");
 
 	struct p2pg_process_info info = {.hostname = "unit",
 					 .rank = 3,
