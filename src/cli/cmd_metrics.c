@@ -18,6 +18,7 @@
 #include "cleanup.h"
 #include "cli.h"
 #include "dbread.h"
+#include "safe_path.h"
 
 /* A label value: backslash, double quote and newline escaped, as the format wants. */
 static void label(FILE *out, const char *name, const char *value, bool first)
@@ -342,18 +343,11 @@ int p2pg_cmd_metrics(int argc, char **argv)
 		fwrite(text, 1, len, stdout);
 		return 0;
 	}
-	/* Written beside and renamed: the collector never reads half a file. */
-	char tmp[4096];
-	snprintf(tmp, sizeof(tmp), "%s.tmp", out_path);
-	FILE *f = fopen(tmp, "we");
-	bool written = f && fwrite(text, 1, len, f) == len;
-	if (f && fclose(f) != 0)
-		written = false;
-	if (!written || rename(tmp, out_path) < 0) {
-		if (f)
-			unlink(tmp);
-		fprintf(stderr, "p2pguard metrics: cannot write %s: %s\n", out_path,
-			strerror(errno));
+	/* Written beside under an unguessable name and renamed: the collector never reads half a
+	 * file, and no link another user planted is followed (safe_path.h). */
+	char why[256];
+	if (p2pg_replace_file(out_path, text, len, why, sizeof(why)) < 0) {
+		fprintf(stderr, "p2pguard metrics: cannot write %s: %s\n", out_path, why);
 		return 2;
 	}
 	return 0;
