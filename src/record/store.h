@@ -58,7 +58,8 @@ struct p2pg_importer {
 	uint64_t invalid_reported;
 	bool ring_damaged[P2PG_SPOOL_THREADS];				/* counted once */
 	uint64_t agg_damaged[P2PG_SPOOL_THREADS][P2PG_SPOOL_AGGS / 64]; /* counted once */
-	bool blobs_cut; /* the file ends inside its blob slots: counted once */
+	bool blobs_cut;		     /* the file ends inside its blob slots: counted once */
+	bool header_dropped_damaged; /* the header's drop counter is damage: counted once */
 	/*
 	 * The file's size, for a spool of a process that is gone (0: the importer's own process,
 	 * whose header is believed). Rings and blob slots the header says the file holds but that

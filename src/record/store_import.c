@@ -200,7 +200,8 @@ bool p2pg_spool_header_valid(const struct p2pg_spool_header *h)
 	       h->blob_size == P2PG_SPOOL_BLOB_SIZE && h->aggs == P2PG_SPOOL_AGGS &&
 	       h->reserve == P2PG_SPOOL_RESERVE &&
 	       h->thread_size == sizeof(struct p2pg_spool_thread) &&
-	       h->blob_step == P2PG_SPOOL_BLOB_STEP && h->header_crc == p2pg_spool_header_crc(h);
+	       h->blob_step == P2PG_SPOOL_BLOB_STEP && h->header_crc == p2pg_spool_header_crc(h) &&
+	       h->pid > 0 && h->started_ns <= INT64_MAX;
 }
 
 /* A device a call that succeeded can have named: an ordinal of the process's, once their count is
@@ -639,7 +640,15 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 		im->process_id = id;
 	}
 
+	/* Counters that grow by one per lost record: one past what a signed column holds is
+	 * damage, counted once and left out. */
 	uint64_t dropped = atomic_load(&h->dropped_no_slot);
+	if (dropped > INT64_MAX) {
+		if (!im->header_dropped_damaged)
+			im->invalid++;
+		im->header_dropped_damaged = true;
+		dropped = 0;
+	}
 	for (int k = 0; k < P2PG_SPOOL_THREADS; k++) {
 		readable[k] = ring_readable(im, h, k);
 		if (!readable[k])
@@ -648,7 +657,14 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 		uint64_t head = atomic_load_explicit(&t->head, memory_order_acquire);
 		uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
 		new_tail[k] = tail;
-		dropped += atomic_load(&t->dropped);
+		uint64_t ring_dropped = atomic_load(&t->dropped);
+		if (ring_dropped > INT64_MAX) {
+			if (!im->ring_damaged[k])
+				im->invalid++;
+			im->ring_damaged[k] = true;
+			continue;
+		}
+		dropped = ring_dropped > INT64_MAX - dropped ? INT64_MAX : dropped + ring_dropped;
 		if (head == tail && im->serial[k] == t->serial)
 			continue;
 		if (!ring_valid(t, head, tail)) {
@@ -828,6 +844,7 @@ fail:
 	memset(im->ring_damaged, 0, sizeof(im->ring_damaged));
 	memset(im->agg_damaged, 0, sizeof(im->agg_damaged));
 	im->blobs_cut = false;
+	im->header_dropped_damaged = false;
 	if (im->record == P2PG_RECORD_SUMMARY) {
 		p2pg_importer_release(im);
 	}

@@ -273,7 +273,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    "(SELECT count(*) FROM transfer_overflow WHERE api = 'unknown' OR status != 0 OR "
 	    "count < 0 OR bytes < 0 OR host_ns_total < 0 OR src_device < 0 OR dst_device < 0 "
 	    "OR (%d > 0 AND (src_device >= %d OR dst_device >= %d))) + "
-	    "(SELECT count(*) FROM processes WHERE records_invalid < 0 OR records_dropped < 0)",
+	    "(SELECT count(*) FROM processes WHERE records_invalid < 0 OR records_dropped < 0 OR "
+	    "started_ns < 0 OR pid <= 0)",
 	    devices, devices, devices, devices, devices, devices, devices, devices, devices,
 	    devices, devices, devices);
 	if (one(sql) != 0) {
@@ -285,7 +286,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    "0, status, device, peer_device, 0, started_ns FROM peer_access UNION ALL "
 		    "SELECT 'failure', api, '', 0, status, device, peer_device, 0, started_ns "
 		    "FROM failures UNION ALL SELECT 'overflow', api, path, bytes, status, "
-		    "src_device, dst_device, host_ns_total, count FROM transfer_overflow",
+		    "src_device, dst_device, host_ns_total, count FROM transfer_overflow UNION ALL "
+		    "SELECT 'process', pid, mode, records_dropped, records_invalid, rank, "
+		    "local_rank, 0, started_ns FROM processes",
 		    print_row, NULL, NULL);
 		fprintf(stderr, "fuzz-spool: an impossible row (the header says %d devices)\n",
 			devices);
