@@ -37,7 +37,8 @@ tests=(store settings gpu_match
 	staged-budget-1m staged-budget-48k staged-budget-4k
 	runtime driver errors threads fork multiprocess cli dlsym user_rules timing
 	conformance summary topo exports
-	sigkill overload crashsoak)
+	sigkill overload crashsoak
+	crc32c file_limits locked_exit damaged_spool foreign_db)
 status=0
 meson test -C "$build" --print-errorlogs --num-processes 2 --timeout-multiplier 4 "${tests[@]}" || status=$?
 

@@ -18,14 +18,26 @@
 #include "spool.h"
 
 static char user_rules[4096];
+static bool configured; /* p2pg_failure_configure ran: user_rules is the process's */
 static bool want_backtraces = true;
+/* The rules are read once per process (rules_needed). Not pthread_once: a fork() while another
+ * thread reads them (the drainer reads them with no lock fork() waits for) must leave the child
+ * free to read its own, not waiting on a reader it does not have. */
+static pthread_mutex_t rules_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool rules_loaded, rules_loading;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static struct p2pg_ruleset *ruleset;
-static pthread_once_t rules_once = PTHREAD_ONCE_INIT;
+
+static void register_atfork(void);
 
 void p2pg_failure_configure(const char *user_rules_dir, bool backtraces)
 {
+	/* Registered here, at the guard's start, before any thread of the guard's reads rules: a
+	 * handler registered while another thread forks is not run in that child. */
+	pthread_once(&atfork_once, register_atfork);
 	want_backtraces = backtraces;
 	snprintf(user_rules, sizeof(user_rules), "%s", user_rules_dir ? user_rules_dir : "");
+	configured = true;
 }
 
 /* A user's folder full of broken files costs this many lines, then one that says how many more. */
@@ -56,19 +68,36 @@ static void *load_rules_thread(void *arg)
 }
 
 /*
- * The rules are read once per process, on a thread of their own with a stack of RULES_STACK:
- * glibc's regcomp() recurses as deep as a regex's optional parts are long, and neither the
- * program's thread that failed (any stack size) nor the drainer (256 KiB) is made for a user's
- * regex. The stack is address space; only what is used becomes memory. Signals are blocked there:
- * they are the program's.
+ * The rules are read once per process, where the stack is big enough: glibc's regcomp() recurses as
+ * deep as a regex's optional parts are long (rules-loader.h bounds that within 256 KiB, but a
+ * program's thread may be smaller still, and the bound is a margin, not a promise). A thread whose
+ * stack is at least RULES_STACK_HERE (the drainer's 4 MiB, a main thread's) reads them itself; a
+ * smaller one has a thread of RULES_STACK made for it, its signals blocked (they are the
+ * program's). A stack is address space: only what is used becomes memory.
  */
-#define RULES_STACK (8u << 20)
+#define RULES_STACK	 (8u << 20)
+#define RULES_STACK_HERE (2u << 20)
+
+static bool stack_is_big(void)
+{
+	pthread_attr_t attr;
+	size_t size = 0;
+	if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+		pthread_attr_getstacksize(&attr, &size);
+		pthread_attr_destroy(&attr);
+	}
+	return size >= RULES_STACK_HERE;
+}
 
 static void load_rules(void)
 {
 	ruleset = p2pg_ruleset_new();
 	if (!ruleset)
 		return;
+	if (stack_is_big()) {
+		load_rules_thread(NULL);
+		return;
+	}
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, RULES_STACK);
@@ -91,12 +120,43 @@ static void load_rules(void)
 			    user_rules, strerror(rc));
 }
 
+/* In a child forked while a thread of the parent read the rules: that thread is not here, the lock
+ * it held is, and the set is half made (left as it is: freeing it could follow a pointer not yet
+ * written). The child reads its own. */
+static void rules_after_fork_child(void)
+{
+	pthread_mutex_init(&rules_lock, NULL);
+	if (rules_loading) {
+		ruleset = NULL;
+		rules_loading = rules_loaded = false;
+		rule_problems = 0;
+	}
+}
+
+static void register_atfork(void)
+{
+	pthread_atfork(NULL, NULL, rules_after_fork_child);
+}
+
+static void rules_needed(void)
+{
+	pthread_once(&atfork_once, register_atfork);
+	pthread_mutex_lock(&rules_lock);
+	if (!rules_loaded) {
+		rules_loading = true;
+		load_rules();
+		rules_loading = false;
+		rules_loaded = true;
+	}
+	pthread_mutex_unlock(&rules_lock);
+}
+
 void p2pg_failure_record(const struct p2pg_failure *f)
 {
 	struct p2pg_spool_blob *blob = p2pg_recorder_blob();
 	if (!blob)
 		return;
-	pthread_once(&rules_once, load_rules);
+	rules_needed();
 
 	struct p2pg_facts *facts = calloc(1, sizeof(*facts));
 	char *text = malloc(16 << 10);
@@ -167,16 +227,17 @@ void p2pg_failure_record(const struct p2pg_failure *f)
  * lock held. */
 static void prepare_rules(const char *rules_dir)
 {
-	/* `p2pguard topo` configures the recorder only: its P2PGUARD_RULES comes this way. */
-	if (!user_rules[0] && rules_dir)
+	/* `p2pguard topo` configures the recorder only: its P2PGUARD_RULES comes this way, before
+	 * anything of it reads rules (its drainer is the only reader). */
+	if (!configured && rules_dir && rules_dir[0])
 		snprintf(user_rules, sizeof(user_rules), "%s", rules_dir);
-	pthread_once(&rules_once, load_rules);
+	rules_needed();
 }
 
 static void write_rules(sqlite3 *db, const char *rules_dir)
 {
 	(void)rules_dir;
-	pthread_once(&rules_once, load_rules);
+	rules_needed();
 	if (ruleset)
 		p2pg_rules_write_sqlite(db, ruleset);
 }
@@ -185,7 +246,7 @@ static bool stall_diagnosis(const char *rules_dir, const char **rule_id, const c
 			    const char **advice)
 {
 	(void)rules_dir;
-	pthread_once(&rules_once, load_rules);
+	rules_needed();
 	const struct p2pg_rule *rule =
 	    ruleset ? p2pg_ruleset_find(ruleset, "p2p/copy-never-completes") : NULL;
 	if (!rule)

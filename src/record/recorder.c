@@ -198,7 +198,9 @@ static bool start_drainer(void)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 256 << 10);
+	/* Room for the rules' regcomp() (failure.c reads them on a stack of at least 2 MiB, this
+	 * one's): address space, used as needed. */
+	pthread_attr_setstacksize(&attr, 4 << 20);
 	sem_t started;
 	sem_init(&started, 0, 0);
 	int rc = pthread_create(&rec.drainer, &attr, drainer_main, &started);
@@ -654,11 +656,10 @@ static void *drainer_main(void *arg)
 	if (rc < 0) {
 		atomic_store(&rec.drainer_tid, 0);
 		pthread_mutex_unlock(&pass_lock);
-		if (stopped)
-			p2pg_notice("the database %s stayed locked by another connection while the "
-				    "program ran; its records wait in %s for the next reader",
-				    rec.settings.db_path, rec.spool_path);
-		else
+		/* Locked by other ranks until the program ended: nothing to say, the records
+		 * wait in the spool for the next reader (which imports it first) and the
+		 * process is not called recovered. */
+		if (!stopped)
 			p2pg_notice("cannot use the database %s (%s); records stay in %s for "
 				    "`p2pguard recover`, the program runs on",
 				    rec.settings.db_path, err, rec.spool_path);

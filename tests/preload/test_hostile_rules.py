@@ -93,6 +93,22 @@ exp = expectations(proc.stdout)
 equal(scalar(db, "SELECT count(*) FROM transfers"), exp["parent_transfers"] + exp["child_transfers"],
       "link loops: the parent's and the child's copies are rows")
 
+# A folder slow to read (400 entries, each compiled), and the program forks while the drainer reads
+# it with no lock held: the child, which has no such reader, reads its own rules and runs on (a
+# child that inherited the reader's lock waited for ever).
+folder = tempfolder()
+os.makedirs(os.path.join(folder, "site"))
+for k in range(400):
+    with open(os.path.join(folder, "site", "r%03d.json" % k), "w") as f:
+        json.dump(rule("site/r%03d" % k, "(a|b|c)+x%d(y|z?){8}" % k), f)
+runs = []
+for k in range(8):
+    db = tempdb()
+    proc = run([program("rt_peer"), "fork"], db=db, check=False, P2PGUARD_RULES=folder, timeout=60)
+    exp = expectations(proc.stdout)
+    runs.append((proc.returncode, scalar(db, "SELECT count(*) FROM transfers") == exp.get("parent_transfers", -1) + exp.get("child_transfers", -1)))
+equal(runs, [(0, True)] * 8, "fork while the rules are read: each run ends, with both processes' copies")
+
 # Two links made 131,072 lines before; and a folder of many broken files says at most 20 and a count.
 folder = tempfolder()
 for k in range(2):
