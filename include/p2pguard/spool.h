@@ -229,6 +229,10 @@ struct p2pg_spool_header {
 _Static_assert(sizeof(struct p2pg_spool_header) == 4096, "header is one page");
 _Static_assert(offsetof(struct p2pg_spool_header, header_crc) == 2296, "header layout");
 _Static_assert(offsetof(struct p2pg_spool_header, blobs_in_file) == 2348, "header layout");
+/* Read by offset from outside C: scripts/spool-seed.py, tests/preload/test_damaged_spool.py
+ * (rings_in_file, blobs_in_file), scripts/gpu-parts/spool-limits.sh (device_count). */
+_Static_assert(offsetof(struct p2pg_spool_header, device_count) == 2308, "header layout");
+_Static_assert(offsetof(struct p2pg_spool_header, rings_in_file) == 2328, "header layout");
 
 /* The file's layout: header, blob slots, rings. A file holds a prefix of it, sparse where a ring
  * was never claimed. */
