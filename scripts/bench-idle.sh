@@ -24,9 +24,13 @@ common=(--env "P2PGUARD_DB=$db_dir/idle.db" --env P2PGUARD_QUIET=1)
 python=${PYTHON:-python3}
 
 row() { "$spawn" "$@" | tail -1; }
+# The floor: what the dynamic linker charges any preload, with a library that does nothing.
+empty=$build/tests/bench/libp2pg-empty-preload.so
 echo "| command | processes | bare us | guarded us | difference us (median of rounds) | difference % |"
 echo "|---|---|---|---|---|---|"
 row --rounds "$rounds" --runs "$runs" "${common[@]}" "$lib" -- /bin/true
+[ -f "$empty" ] && row --rounds "$rounds" --runs "$runs" "$empty" -- /bin/true |
+	sed 's/^| `\/bin\/true`/| `\/bin\/true`, an empty preload (the floor)/'
 row --rounds "$rounds" --runs "$runs" "${common[@]}" "$lib" -- /bin/sh -c :
 row --rounds "$rounds" --runs "$(( runs / 10 ))" "${common[@]}" "$lib" -- "$python" -c pass
 cuda_runs=${CUDA_RUNS:-20}

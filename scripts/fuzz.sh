@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes the guard's inputs with libFuzzer (clang, ASan and UBSan): the spool reader of `p2pguard
 # recover` and a starting guard, the rules loader, the P2PGUARD_* settings, `explain`'s text, NCCL's
-# calls into the guard's profiler plugin.
-#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (default 60 s; targets: spool rules settings explain nccl)
+# calls into the guard's profiler plugin, and `merge` of a hostile input database.
+#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (default 60 s; targets: spool rules settings explain nccl merge)
 # Builds in build-fuzz, starts each target from tests/fuzz/corpus (the shipped rules/ for rules),
 # its regressions and what earlier runs kept in build-fuzz/corpus. A crash stops the run: the input
 # is copied to tests/fuzz/regressions/TARGET/ (fix it, and commit it there: the 'fuzz' suite of the
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(spool rules settings explain nccl)
+[ ${#targets[@]} -gt 0 ] || targets=(spool rules settings explain nccl merge)
 
 build=build-fuzz
 if [ ! -f "$build/build.ninja" ]; then

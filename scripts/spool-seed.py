@@ -1,21 +1,28 @@
 #!/usr/bin/env python3
-"""Turns a spool file (a guarded process's, left by a SIGKILL) into an input for fuzz-spool.
+"""Turns a spool file (a guarded process's, left by a SIGKILL or a crash) into an input for fuzz-spool.
 
     scripts/spool-seed.py SPOOL_FILE OUTPUT
 
-The fuzz target rebuilds the file from patches (tests/fuzz/fuzz_spool.c describes the form):
-the header page, each used ring's counters and its last records (the tail moved up to them), and each written blob up to its
-text's length, so that a seed stays a few kilobytes while the file is half a gigabyte.
+The fuzz target rebuilds the file from patches (tests/fuzz/fuzz_spool.c describes the form) in a
+file of the whole layout's size: the header page, each ring the header says the file holds (its
+counters and its last records with their checksums, the tail moved up to them, and its overflow
+aggregates), and each blob slot the file holds, up to its text's length, so that a seed stays a few
+kilobytes while the file is megabytes. The layout is include/p2pguard/spool.h's (P2PGSPL5).
 """
 import struct
 import sys
 
 HEADER = 4096
 THREADS, RING, BLOBS, BLOB_SIZE = 128, 65536, 128, 24 << 10
-RING_COUNTERS = 64  # head, tail, state, serial, dropped, tid, pad: one cache line
-AGGS, AGG_SIZE = 256, 40  # a thread's overflow aggregates, after its ring
-RING_BYTES = RING_COUNTERS + RING * 64 + AGGS * AGG_SIZE
+RING_COUNTERS = 64  # head, tail, state, serial, dropped, tid, pad, folded, pad: one cache line
+AGGS, AGG_SIZE = 256, 40  # a thread's overflow aggregates, after its records' checksums
+THREAD_SIZE = 4468736  # sizeof(struct p2pg_spool_thread): whole pages
+RECORDS = RING_COUNTERS  # offset of rec[] in a ring
+CRCS = RECORDS + RING * 64  # offset of crc[]
+AGGREGATES = CRCS + RING * 4  # offset of agg[]
+RINGS_IN_FILE, BLOBS_IN_FILE = 2328, 2348  # header fields (include/p2pguard/spool.h)
 RECORDS_KEPT = 32
+FULL_SIZE = 4  # fuzz_spool.c's flag: the file has the whole layout's size
 
 
 def patch(offset, data):
@@ -28,17 +35,27 @@ def patch(offset, data):
 
 def main():
     src, dst = sys.argv[1], sys.argv[2]
-    seed = b"\x00"  # no template, no truncation: the file as it was
+    seed = bytes([FULL_SIZE])  # no template, no truncation: the file as it was
     with open(src, "rb") as f:
-        f.seek(0)
-        seed += patch(0, f.read(HEADER))
+        header = f.read(HEADER)
+        seed += patch(0, header)
+        rings = int.from_bytes(header[RINGS_IN_FILE:RINGS_IN_FILE + 16], "little")
+        blobs = min(struct.unpack_from("<I", header, BLOBS_IN_FILE)[0], BLOBS)
+        for k in range(blobs):
+            base = HEADER + k * BLOB_SIZE
+            f.seek(base)
+            head = f.read(64)
+            if not any(head):
+                continue
+            length, = struct.unpack_from("<I", head, 52)
+            seed += patch(base, head + f.read(min(length, BLOB_SIZE - 64)))
         for k in range(THREADS):
-            base = HEADER + k * RING_BYTES
+            if not rings >> k & 1:
+                continue
+            base = HEADER + BLOBS * BLOB_SIZE + k * THREAD_SIZE
             f.seek(base)
             counters = f.read(RING_COUNTERS)
             head, tail = struct.unpack_from("<QQ", counters, 0)
-            if head == 0 and not any(counters):
-                continue
             # The last records only, as if the drainer had persisted the rest: a seed a fuzzer
             # can mutate quickly, and every record in it a real one.
             if head >= tail and head - tail <= RING:
@@ -46,23 +63,17 @@ def main():
                 counters = counters[:8] + struct.pack("<Q", tail) + counters[16:]
             seed += patch(base, counters)
             for seq in range(tail, head):
-                slot = base + RING_COUNTERS + (seq % RING) * 64
-                f.seek(slot)
-                seed += patch(slot, f.read(64))
+                slot = seq % RING
+                f.seek(base + RECORDS + slot * 64)
+                seed += patch(base + RECORDS + slot * 64, f.read(64))
+                f.seek(base + CRCS + slot * 4)
+                seed += patch(base + CRCS + slot * 4, f.read(4))
             for a in range(AGGS):
-                at = base + RING_COUNTERS + RING * 64 + a * AGG_SIZE
+                at = base + AGGREGATES + a * AGG_SIZE
                 f.seek(at)
                 agg = f.read(AGG_SIZE)
                 if any(agg):
                     seed += patch(at, agg)
-        for k in range(BLOBS):
-            base = HEADER + THREADS * RING_BYTES + k * BLOB_SIZE
-            f.seek(base)
-            head = f.read(64)
-            if not any(head):
-                continue
-            length, = struct.unpack_from("<I", head, 56)
-            seed += patch(base, head + f.read(min(length, BLOB_SIZE - 64)))
     with open(dst, "wb") as f:
         f.write(seed)
 

@@ -3,13 +3,21 @@
  * The spool: each guarded process's records, in a file mapping that outlives the process.
  *
  * A thread writes fixed-size records into its own ring (no lock, no allocation, no system call) and
- * publishes each with a release store of its head counter. The process's drainer copies them into
- * SQLite and advances the ring's tail only after the transaction committed, storing the same
- * watermark in the database inside that transaction. If the process dies at any moment — SIGKILL
- * included — the file holds every record whose call returned, and whoever imports it (the next
- * guard, or `p2pguard recover`) starts from the database's watermark: nothing is lost, nothing
- * doubled. A successful transfer that finds its ring full is folded into the thread's overflow
- * aggregates instead (struct p2pg_spool_agg), which are imported in the same transaction.
+ * publishes each with a release store of its head counter, its checksum beside it. The process's
+ * drainer copies them into SQLite and advances the ring's tail only after the transaction
+ * committed, storing the same watermark in the database inside that transaction. If the process
+ * dies at any moment — SIGKILL included — the file holds every record whose call returned, and
+ * whoever imports it (the next guard, or `p2pguard recover`) starts from the database's watermark:
+ * nothing is lost, nothing doubled. A successful transfer that finds its ring full is folded into
+ * the thread's overflow aggregates instead (struct p2pg_spool_agg), which are imported in the same
+ * transaction.
+ *
+ * The file holds what the process uses: the header and the first P2PG_SPOOL_BLOB_STEP blob slots
+ * when it is made, more blob slots when failures fill them, and a ring when a thread claims it. The
+ * whole layout is mapped once (struct p2pg_spool_layout, about 575 MB of address space) but only
+ * the part the file has is ever touched: the header says which rings (rings_in_file) and how many
+ * blob slots (blobs_in_file) the file holds, set only after the file grew. Growth is never asked
+ * past RLIMIT_FSIZE (the kernel would send SIGXFSZ).
  */
 #pragma once
 
@@ -18,11 +26,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define P2PG_SPOOL_MAGIC "P2PGSPL4"
+#define P2PG_SPOOL_MAGIC "P2PGSPL5"
 /* Spool files of this layout end in this; other versions' (".spool" up to P2PGSPL2, ".spool3"
- * before the overflow aggregates) are never opened by this one's recovery, nor this one's by
- * theirs. */
-#define P2PG_SPOOL_SUFFIX  ".spool4"
+ * before the overflow aggregates, ".spool4" before the checksums and the file sized to its use)
+ * are never opened by this one's recovery, nor this one's by theirs. */
+#define P2PG_SPOOL_SUFFIX  ".spool5"
 #define P2PG_SPOOL_THREADS 128 /* thread rings per process */
 /* Records per thread ring (4 MiB, a sparse file's pages touched as used); a power of two. A
  * burst of 65,536 copies at 2 us each (130 ms) fits while the drainer competes for the CPU. */
@@ -36,6 +44,7 @@
 #define P2PG_SPOOL_AGGS	     256
 #define P2PG_SPOOL_BLOBS     128 /* variable-size records: failures, crashes */
 #define P2PG_SPOOL_BLOB_SIZE (24 << 10)
+#define P2PG_SPOOL_BLOB_STEP 8 /* blob slots the file is made with and grows by */
 
 enum p2pg_record_kind {
 	P2PG_REC_TRANSFER = 1,
@@ -54,7 +63,8 @@ enum p2pg_path {
 	P2PG_PATH_CAPTURED = 4, /* enqueued into a stream capture: no data moved yet */
 };
 
-/* One intercepted call. 64 bytes: one cache line per record. */
+/* One intercepted call. 64 bytes: one cache line per record. Its checksum is kept beside it
+ * (struct p2pg_spool_thread's crc), so the record's fields stay what every kind needs. */
 struct p2pg_record {
 	uint64_t started_ns; /* CLOCK_REALTIME at the call's start */
 	uint64_t host_ns;    /* time spent in the call */
@@ -116,8 +126,15 @@ struct p2pg_spool_thread {
 	_Atomic uint64_t folded; /* records folded into agg, ever (the ring's owners together) */
 	uint8_t pad[16];
 	struct p2pg_record rec[P2PG_SPOOL_RING];
+	/* Beside each record: the CRC32C of its 64 bytes xor its sequence number (the low 32 bits),
+	 * written before the head that publishes it. A record that fails it (a bit flip, a zeroed
+	 * page, a slot of an earlier lap read under a damaged head) is never imported. */
+	uint32_t crc[P2PG_SPOOL_RING];
 	struct p2pg_spool_agg agg[P2PG_SPOOL_AGGS];
+	uint8_t
+	    page_pad[1984]; /* a ring is whole pages: its growth never shares one with the next */
 };
+_Static_assert(sizeof(struct p2pg_spool_thread) % 4096 == 0, "a ring is whole pages");
 
 enum p2pg_slot_state {
 	P2PG_SLOT_FREE = 0,
@@ -144,7 +161,9 @@ enum p2pg_blob_state {
 /*
  * A variable-size record. text holds NUL-separated fields (see spool.c for the order per kind).
  * Keyed by (thread serial, seq) for failures — the seq of the failing call's record — and by
- * (tid, started_ns) for crashes.
+ * (tid, started_ns) for crashes. crc: the CRC32C of every byte from kind to length and of text's
+ * first length bytes, whatever the kind, written by p2pg_spool_blob_publish before the blob is
+ * READY.
  */
 struct p2pg_spool_blob {
 	_Atomic uint32_t state;
@@ -159,12 +178,14 @@ struct p2pg_spool_blob {
 	int32_t peer_device;
 	uint32_t api;
 	uint32_t length; /* of text */
-	uint8_t pad[8];
+	uint32_t crc;
+	uint32_t pad;
 	char text[P2PG_SPOOL_BLOB_SIZE - 64];
 };
 _Static_assert(sizeof(struct p2pg_spool_blob) == P2PG_SPOOL_BLOB_SIZE, "blob size");
 
 struct p2pg_spool_header {
+	/* Written once, before the magic, and covered by header_crc. */
 	char magic[8];
 	uint32_t header_size;
 	uint32_t threads;
@@ -179,26 +200,60 @@ struct p2pg_spool_header {
 	int32_t local_rank;
 	char mode[16];
 	char guard_version[16];
-	_Atomic int32_t driver_version;
-	_Atomic uint32_t next_serial;
-	_Atomic uint64_t dropped_no_slot; /* records lost because every thread ring was taken */
-	_Atomic uint32_t clean_exit;
 	uint32_t record; /* the writer's P2PGUARD_RECORD (enum p2pg_record_mode) + 1; 0: not said */
 	uint32_t aggs;
 	uint32_t reserve;
+	uint32_t thread_size; /* sizeof(struct p2pg_spool_thread) */
+	uint32_t blob_step;
+	uint32_t pad0;
 	char cmdline[2048];
 	char run_id[40]; /* P2PGUARD_RUN_ID, set by `p2pguard run` for the processes of one run */
-	uint8_t pad[4096 - 2304];
+	uint32_t header_crc; /* CRC32C of everything above after the magic */
+	uint32_t pad1;
+	/* Changed while the process lives. */
+	_Atomic int32_t driver_version;
+	/* The process's CUDA device count once known (0 before): a successful call names no device
+	 * past it, so a record that does is damage. */
+	_Atomic int32_t device_count;
+	_Atomic uint32_t next_serial;
+	/* The process ended by exit() (its last import may not have finished): not "recovered". */
+	_Atomic uint32_t clean_exit;
+	_Atomic uint64_t dropped_no_slot; /* records lost: no ring, no room, no blob slot */
+	/* Bit k: ring k's space is in the file (set after the file grew to hold it). Nothing reads
+	 * or writes a ring whose bit is clear: its pages may lie past the end of the file. */
+	_Atomic uint64_t rings_in_file[2];
+	_Atomic uint32_t rings_added;	/* rings claimed for growth so far (the next one's index) */
+	_Atomic uint32_t blobs_in_file; /* blob slots [0, blobs_in_file) are in the file */
+	uint8_t pad[4096 - 2352];
 };
 _Static_assert(sizeof(struct p2pg_spool_header) == 4096, "header is one page");
+_Static_assert(offsetof(struct p2pg_spool_header, header_crc) == 2296, "header layout");
+_Static_assert(offsetof(struct p2pg_spool_header, blobs_in_file) == 2348, "header layout");
+/* Read by offset from outside C: scripts/spool-seed.py, tests/preload/test_damaged_spool.py
+ * (rings_in_file, blobs_in_file), scripts/gpu-parts/spool-limits.sh (device_count). */
+_Static_assert(offsetof(struct p2pg_spool_header, device_count) == 2308, "header layout");
+_Static_assert(offsetof(struct p2pg_spool_header, rings_in_file) == 2328, "header layout");
 
+/* The file's layout: header, blob slots, rings. A file holds a prefix of it, sparse where a ring
+ * was never claimed. */
 struct p2pg_spool_layout {
 	struct p2pg_spool_header header;
-	struct p2pg_spool_thread threads[P2PG_SPOOL_THREADS];
 	struct p2pg_spool_blob blobs[P2PG_SPOOL_BLOBS];
+	struct p2pg_spool_thread threads[P2PG_SPOOL_THREADS];
 };
 
-#define P2PG_SPOOL_FILE_SIZE sizeof(struct p2pg_spool_layout)
+/* The mapping's size: the layout whole. No file is this large unless all its rings are used. */
+#define P2PG_SPOOL_MAP_SIZE sizeof(struct p2pg_spool_layout)
+/* The file's size when made: the header and the first blob slots. */
+#define P2PG_SPOOL_INITIAL_SIZE offsetof(struct p2pg_spool_layout, blobs[P2PG_SPOOL_BLOB_STEP])
+
+static inline bool p2pg_spool_ring_in_file(const struct p2pg_spool_header *h, int k)
+{
+	return (atomic_load_explicit(&((struct p2pg_spool_header *)h)->rings_in_file[k >> 6],
+				     memory_order_acquire) >>
+		(k & 63)) &
+	       1;
+}
 
 /* The spool folder for a database: "<db>.spool". */
 int p2pg_spool_dir_for(const char *db_path, char *buf, size_t len);

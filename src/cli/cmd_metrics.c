@@ -23,6 +23,7 @@
 #include "dbread.h"
 #include "metrics.h"
 #include "report.h"
+#include "safe_path.h"
 
 void metrics_label(struct rbuf *b, const char *name, const char *value, bool first)
 {
@@ -465,40 +466,6 @@ static void usage(FILE *out)
 	      out);
 }
 
-/* Written beside and renamed: the collector never reads half a file. The temporary name is
- * made by mkstemp beside the target (never a fixed, guessable name that a link could take). */
-static int write_file(const char *out_path, const char *text, size_t len)
-{
-	char tmp[4096];
-	if (snprintf(tmp, sizeof(tmp), "%s.XXXXXX", out_path) >= (int)sizeof(tmp)) {
-		fprintf(stderr, "p2pguard metrics: path too long: %s\n", out_path);
-		return 2;
-	}
-	int fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0) {
-		fprintf(stderr, "p2pguard metrics: cannot write %s: %s\n", out_path,
-			strerror(errno));
-		return 2;
-	}
-	bool written = fchmod(fd, 0644) == 0;
-	for (size_t off = 0; written && off < len;) {
-		ssize_t w = write(fd, text + off, len - off);
-		if (w <= 0)
-			written = false;
-		else
-			off += (size_t)w;
-	}
-	if (close(fd) != 0)
-		written = false;
-	if (!written || rename(tmp, out_path) < 0) {
-		int e = errno;
-		unlink(tmp);
-		fprintf(stderr, "p2pguard metrics: cannot write %s: %s\n", out_path, strerror(e));
-		return 2;
-	}
-	return 0;
-}
-
 int p2pg_cmd_metrics(int argc, char **argv)
 {
 	const char *db_arg = NULL, *out_path = NULL, *listen_addr = NULL;
@@ -537,5 +504,12 @@ int p2pg_cmd_metrics(int argc, char **argv)
 		fwrite(text, 1, len, stdout);
 		return ferror(stdout) ? 2 : 0;
 	}
-	return write_file(out_path, text, len);
+	/* Written beside under an unguessable name and renamed: the collector never reads half a
+	 * file, and no link another user planted is followed (safe_path.h). */
+	char why[256];
+	if (p2pg_replace_file(out_path, text, len, why, sizeof(why)) < 0) {
+		fprintf(stderr, "p2pguard metrics: cannot write %s: %s\n", out_path, why);
+		return 2;
+	}
+	return 0;
 }

@@ -33,13 +33,19 @@ int p2pg_cmd_recover(int argc, char **argv)
 		fprintf(stderr, "Usage: p2pguard recover [DATABASE]\n");
 		return 2;
 	}
-	const char *db_path = p2pg_cli_db_path(argc == 2 ? argv[1] : NULL);
-	/* Nothing at the path and no spool beside it: a mistyped path, not "recovered 0". */
-	char dir[PATH_MAX];
-	if (access(db_path, F_OK) < 0 &&
-	    (p2pg_spool_dir_for(db_path, dir, sizeof(dir)) < 0 || access(dir, F_OK) < 0)) {
-		fprintf(stderr, "p2pguard: no database at %s\n", db_path);
+	const char *db = p2pg_cli_db_path(argc == 2 ? argv[1] : NULL);
+	char dir[PATH_MAX], err[256];
+	bool has_spools = p2pg_spool_dir_for(db, dir, sizeof(dir)) == 0 && access(dir, F_OK) == 0;
+	bool has_db = access(db, F_OK) == 0;
+	/* Nothing to recover from and nothing to recover into: a mistyped name, said as such. */
+	if (!has_db && !has_spools) {
+		fprintf(stderr, "p2pguard: no database at %s (nor a spool folder %s)\n", db, dir);
 		return 2;
 	}
-	return p2pg_cli_recover(db_path, false);
+	/* No spool to import: still, a database that is not ours is not called recovered into. */
+	if (!has_spools && p2pg_store_check(db, err, sizeof(err)) < 0) {
+		fprintf(stderr, "p2pguard: %s: %s\n", db, err);
+		return 2;
+	}
+	return p2pg_cli_recover(db, false);
 }

@@ -63,10 +63,11 @@ int p2pg_cli_import_dead_spools(const char *db_path, bool quiet)
 		fprintf(stderr, "p2pguard: could not import the dead spools in %s: %s\n", dir, err);
 		return r;
 	}
-	int n = p2pg_store_recover_dir(db, dir, NULL, P2PG_RECORD_ALL);
+	struct p2pg_recovery recovery = {.record = P2PG_RECORD_ALL};
+	int n = p2pg_store_recover_dir_with(db, dir, &recovery);
 	if (n < 0) {
 		fprintf(stderr, "p2pguard: could not import the dead spools in %s: %s\n", dir,
-			strerror(-n));
+			recovery.error[0] ? recovery.error : strerror(-n));
 		return n;
 	}
 	if (!quiet || n > 0)
@@ -96,7 +97,9 @@ int p2pg_cli_open_read(const char *db_path, sqlite3 **ret_db)
 		fprintf(stderr, "p2pguard: no database at %s\n", db_path);
 		return -ENOENT;
 	}
-	(void)p2pg_cli_import_dead_spools(db_path, true);
+	/* A damaged database (said by the import) is not read as if it were whole. */
+	if (p2pg_cli_import_dead_spools(db_path, true) == -EBADMSG)
+		return -EIO;
 
 	sqlite3 *db = NULL;
 	if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
@@ -138,6 +141,27 @@ bool p2pg_cli_has_column(sqlite3 *db, const char *table, const char *column)
 	return sqlite3_step(st) == SQLITE_ROW;
 }
 
+size_t p2pg_utf8_sequence(const unsigned char *p)
+{
+	unsigned char c = p[0];
+	size_t n;
+	unsigned char lo = 0x80, hi = 0xbf; /* the second byte's range */
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+	else
+		return 0;
+	if (p[1] < lo || p[1] > hi)
+		return 0;
+	for (size_t k = 2; k < n; k++)
+		if (p[k] < 0x80 || p[k] > 0xbf)
+			return 0;
+	return n;
+}
+
 void p2pg_cli_json_string(FILE *out, const char *text)
 {
 	if (!text) {
@@ -163,10 +187,22 @@ void p2pg_cli_json_string(FILE *out, const char *text)
 			fputs("\\r", out);
 			break;
 		default:
-			if (*p < 0x20)
+			if (*p < 0x20) {
 				fprintf(out, "\\u%04x", *p);
-			else
+			} else if (*p < 0x80) {
 				fputc(*p, out);
+			} else {
+				/* JSON is UTF-8: a byte that begins no well-formed sequence (a
+				 * program's argument in another encoding) is U+FFFD, which strict
+				 * parsers read. */
+				size_t n = p2pg_utf8_sequence(p);
+				if (n) {
+					fwrite(p, 1, n, out);
+					p += n - 1;
+				} else {
+					fputs("\\ufffd", out);
+				}
+			}
 		}
 	}
 	fputc('"', out);

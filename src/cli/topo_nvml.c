@@ -126,6 +126,34 @@ static int sysfs_numa(const char *bus)
 	return node;
 }
 
+/* The NUMA node holding CPU cpu (the first of a GPU's affinity), as nvidia-smi infers a GPU's
+ * node where neither NVML nor sysfs says (a VM's numa_node is -1): the node whose cpulist names
+ * it. -1 when none does. */
+static int numa_of_cpu(int cpu)
+{
+	for (int node = 0; node < 1024; node++) {
+		char path[96], list[4096];
+		snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/cpulist", node);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			return -1;
+		bool read = fgets(list, sizeof(list), f) != NULL;
+		fclose(f);
+		for (char *p = list; read && *p;) {
+			char *end;
+			long lo = strtol(p, &end, 10), hi = lo;
+			if (end == p)
+				break;
+			if (*end == '-')
+				hi = strtol(end + 1, &end, 10);
+			if (cpu >= lo && cpu <= hi)
+				return node;
+			p = *end == ',' ? end + 1 : end;
+		}
+	}
+	return -1;
+}
+
 struct link_end {
 	unsigned int domain, bus, device;
 	int type; /* NVLINK_DEVICE_*, -1 unknown */
@@ -163,6 +191,8 @@ void topo_nvml_facts(struct device_list *l)
 			l->numa[d] = (int)u;
 		else
 			l->numa[d] = sysfs_numa(l->bus[d]);
+		if (l->numa[d] < 0 && l->cpus[d][0] >= '0' && l->cpus[d][0] <= '9')
+			l->numa[d] = numa_of_cpu(atoi(l->cpus[d]));
 	}
 	if (!l->nvml)
 		return;

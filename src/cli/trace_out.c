@@ -77,8 +77,17 @@ void trace_put_json(struct trace_out *o, const char *text)
 		} else if (*p < 0x20) {
 			int n = snprintf(esc, sizeof(esc), "\\u%04x", *p);
 			trace_put(o, esc, (size_t)n);
-		} else {
+		} else if (*p < 0x80) {
 			trace_put(o, (const char *)p, 1);
+		} else {
+			/* As p2pg_cli_json_string: strict parsers read U+FFFD, not a stray byte. */
+			size_t n = p2pg_utf8_sequence(p);
+			if (n) {
+				trace_put(o, (const char *)p, n);
+				p += n - 1;
+			} else {
+				TRACE_PUTS(o, "\\ufffd");
+			}
 		}
 	}
 	TRACE_PUTS(o, "\"");

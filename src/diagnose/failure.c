@@ -2,6 +2,7 @@
 #include "failure.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,20 +20,75 @@
 #include "spool.h"
 
 static char user_rules[4096];
+static bool configured; /* p2pg_failure_configure ran: user_rules is the process's */
 static bool want_backtraces = true;
+/* The rules are read once per process (rules_needed). Not pthread_once: a fork() while another
+ * thread reads them (the drainer reads them with no lock fork() waits for) must leave the child
+ * free to read its own, not waiting on a reader it does not have. */
+static pthread_mutex_t rules_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool rules_loaded, rules_loading;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static struct p2pg_ruleset *ruleset;
-static pthread_once_t rules_once = PTHREAD_ONCE_INIT;
+
+static void register_atfork(void);
 
 void p2pg_failure_configure(const char *user_rules_dir, bool backtraces)
 {
+	/* Registered here, at the guard's start, before any thread of the guard's reads rules: a
+	 * handler registered while another thread forks is not run in that child. */
+	pthread_once(&atfork_once, register_atfork);
 	want_backtraces = backtraces;
 	snprintf(user_rules, sizeof(user_rules), "%s", user_rules_dir ? user_rules_dir : "");
+	configured = true;
 }
+
+/* A user's folder full of broken files costs this many lines, then one that says how many more. */
+#define RULE_LINES_MAX 20
+static unsigned rule_problems;
 
 static void report_rule_problem(void *userdata, const char *file, int line, const char *message)
 {
 	(void)userdata;
-	p2pg_notice("rule %s:%d: %s (this rule is skipped, the others load)", file, line, message);
+	if (++rule_problems <= RULE_LINES_MAX)
+		p2pg_notice("rule %s:%d: %s (this rule is skipped, the others load)", file, line,
+			    message);
+}
+
+static void *load_rules_thread(void *arg)
+{
+	(void)arg;
+	p2pg_ruleset_load_builtin(ruleset, report_rule_problem, NULL);
+	if (user_rules[0] &&
+	    p2pg_ruleset_load_dir(ruleset, user_rules, report_rule_problem, NULL) < 0)
+		p2pg_notice("P2PGUARD_RULES=%s cannot be read; using the built-in rules",
+			    user_rules);
+	if (rule_problems > RULE_LINES_MAX)
+		p2pg_notice("%u more problems in the rules of P2PGUARD_RULES=%s (`p2pguard rules "
+			    "validate %s` lists them)",
+			    rule_problems - RULE_LINES_MAX, user_rules, user_rules);
+	return NULL;
+}
+
+/*
+ * The rules are read once per process, where the stack is big enough: glibc's regcomp() recurses as
+ * deep as a regex's optional parts are long (rules-loader.h bounds that within 256 KiB, but a
+ * program's thread may be smaller still, and the bound is a margin, not a promise). A thread whose
+ * stack is at least RULES_STACK_HERE (the drainer's 4 MiB, a main thread's) reads them itself; a
+ * smaller one has a thread of RULES_STACK made for it, its signals blocked (they are the
+ * program's). A stack is address space: only what is used becomes memory.
+ */
+#define RULES_STACK	 (8u << 20)
+#define RULES_STACK_HERE (2u << 20)
+
+static bool stack_is_big(void)
+{
+	pthread_attr_t attr;
+	size_t size = 0;
+	if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+		pthread_attr_getstacksize(&attr, &size);
+		pthread_attr_destroy(&attr);
+	}
+	return size >= RULES_STACK_HERE;
 }
 
 static void load_rules(void)
@@ -40,11 +96,61 @@ static void load_rules(void)
 	ruleset = p2pg_ruleset_new();
 	if (!ruleset)
 		return;
+	if (stack_is_big()) {
+		load_rules_thread(NULL);
+		return;
+	}
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, RULES_STACK);
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_t loader;
+	int rc = pthread_create(&loader, &attr, load_rules_thread, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (rc == 0) {
+		pthread_join(loader, NULL);
+		return;
+	}
+	/* No thread to be had: the built-in rules, whose regexes are small (tested), here. */
 	p2pg_ruleset_load_builtin(ruleset, report_rule_problem, NULL);
-	if (user_rules[0] &&
-	    p2pg_ruleset_load_dir(ruleset, user_rules, report_rule_problem, NULL) < 0)
-		p2pg_notice("P2PGUARD_RULES=%s cannot be read; using the built-in rules",
-			    user_rules);
+	if (user_rules[0])
+		p2pg_notice("P2PGUARD_RULES=%s is not read: no thread could be started to read it "
+			    "(%s); using the built-in rules",
+			    user_rules, strerror(rc));
+}
+
+/* In a child forked while a thread of the parent read the rules: that thread is not here, the lock
+ * it held is, and the set is half made (left as it is: freeing it could follow a pointer not yet
+ * written). The child reads its own. */
+static void rules_after_fork_child(void)
+{
+	pthread_mutex_init(&rules_lock, NULL);
+	if (rules_loading) {
+		ruleset = NULL;
+		rules_loading = rules_loaded = false;
+		rule_problems = 0;
+	}
+}
+
+static void register_atfork(void)
+{
+	pthread_atfork(NULL, NULL, rules_after_fork_child);
+}
+
+static void rules_needed(void)
+{
+	pthread_once(&atfork_once, register_atfork);
+	pthread_mutex_lock(&rules_lock);
+	if (!rules_loaded) {
+		rules_loading = true;
+		load_rules();
+		rules_loading = false;
+		rules_loaded = true;
+	}
+	pthread_mutex_unlock(&rules_lock);
 }
 
 /* What staged mode cannot do for a mapping, and what to set instead: the guard stages copy
@@ -80,7 +186,7 @@ void p2pg_failure_record(const struct p2pg_failure *f)
 	struct p2pg_spool_blob *blob = p2pg_recorder_blob();
 	if (!blob)
 		return;
-	pthread_once(&rules_once, load_rules);
+	rules_needed();
 
 	struct p2pg_facts *facts = calloc(1, sizeof(*facts));
 	char *text = malloc(16 << 10);
@@ -151,38 +257,32 @@ void p2pg_failure_record(const struct p2pg_failure *f)
 
 /* ---- hooks for the recorder (drainer thread only) ---- */
 
-static struct p2pg_ruleset *ruleset_with(const char *rules_dir)
+/* The same rules as the failures' (the user's folder read once), read without the drainer's pass
+ * lock held. */
+static void prepare_rules(const char *rules_dir)
 {
-	struct p2pg_ruleset *rs = p2pg_ruleset_new();
-	if (!rs)
-		return NULL;
-	p2pg_ruleset_load_builtin(rs, NULL, NULL);
-	if (rules_dir && rules_dir[0])
-		p2pg_ruleset_load_dir(rs, rules_dir, NULL, NULL);
-	return rs;
+	/* `p2pguard topo` configures the recorder only: its P2PGUARD_RULES comes this way, before
+	 * anything of it reads rules (its drainer is the only reader). */
+	if (!configured && rules_dir && rules_dir[0])
+		snprintf(user_rules, sizeof(user_rules), "%s", rules_dir);
+	rules_needed();
 }
 
 static void write_rules(sqlite3 *db, const char *rules_dir)
 {
-	struct p2pg_ruleset *rs = ruleset_with(rules_dir);
-	if (!rs)
-		return;
-	p2pg_rules_write_sqlite(db, rs);
-	p2pg_ruleset_free(rs);
+	(void)rules_dir;
+	rules_needed();
+	if (ruleset)
+		p2pg_rules_write_sqlite(db, ruleset);
 }
 
 static bool stall_diagnosis(const char *rules_dir, const char **rule_id, const char **root_cause,
 			    const char **advice)
 {
-	static struct p2pg_ruleset *rs; /* kept for the process's life: rule points into it */
-	static const struct p2pg_rule *rule;
-	static bool loaded;
-	if (!loaded) {
-		loaded = true;
-		rs = ruleset_with(rules_dir);
-		if (rs)
-			rule = p2pg_ruleset_find(rs, "p2p/copy-never-completes");
-	}
+	(void)rules_dir;
+	rules_needed();
+	const struct p2pg_rule *rule =
+	    ruleset ? p2pg_ruleset_find(ruleset, "p2p/copy-never-completes") : NULL;
 	if (!rule)
 		return false;
 	*rule_id = p2pg_rule_id(rule);
@@ -192,6 +292,7 @@ static bool stall_diagnosis(const char *rules_dir, const char **rule_id, const c
 }
 
 const struct p2pg_recorder_hooks p2pg_knowledge_hooks = {
+    .prepare = prepare_rules,
     .database_opened = write_rules,
     .stall_diagnosis = stall_diagnosis,
     .nccl_stall_diagnosis = p2pg_nccl_stall_diagnosis,

@@ -44,14 +44,27 @@ const struct fact_key *rules_fact_key_lookup(const char *name);
 const char *rules_kind_name(enum kind kind);
 
 /*
- * glibc's regcomp() spells repetitions out (x{3} becomes xxx, x+ becomes xx*), copying what they
- * apply to, so stacked or nested repetitions grow its memory exponentially: "c" followed by 27
- * '+' asks for gigabytes, in the guard's process, at its first failure. The estimate below is
- * held to REGEX_MAX_SIZE, fifty times the largest built-in regex's (204).
+ * glibc's regcomp() spells repetitions out (x{3} becomes xxx, x+ becomes xx*, x{,9} nine optional
+ * x), copying what they apply to, so stacked or nested repetitions grow its memory exponentially:
+ * "c" followed by 27 '+' asks for gigabytes, in the guard's process, at its first failure. Each
+ * optional part (x?, x*, the optional copies of an interval) is a branch of its automaton, and
+ * glibc computes, recursively, the closure of every branch over the ones that follow: a run of n
+ * optional parts costs memory and time like n squared and stack like n ("(x?){1000}": 82 MB and a
+ * stack deeper than 256 KiB; "(x?){5000}": 1.9 GB). So both are counted before regcomp() runs:
+ * the copies are held to REGEX_MAX_SIZE, thirty-six times the largest built-in regex's (273), the
+ * optional parts to REGEX_MAX_OPTIONAL, thirty-two times the built-ins' most (8), and groups nest
+ * at most REGEX_MAX_DEPTH deep. Within them regcomp() takes at most a few MB and milliseconds
+ * (tests/rules/test-regex-cost.c measures it), and the guard compiles on a stack of its own.
  */
-#define REGEX_MAX_SIZE 10000
-/* How many copies of its atoms an extended regex makes once repetitions are spelt out. */
-double rules_regex_size(const char *regex);
+#define REGEX_MAX_SIZE	   10000
+#define REGEX_MAX_OPTIONAL 256
+#define REGEX_MAX_DEPTH	   32
+struct rules_regex_cost {
+	double size;	 /* copies of its atoms once repetitions are spelt out */
+	double optional; /* optional parts once repetitions are spelt out */
+};
+/* What an extended regex costs regcomp(); both HUGE_VAL for groups nested too deep. */
+struct rules_regex_cost rules_regex_cost(const char *regex);
 
 /* The "context" object (rules_context.c) and the "notes" array (rules_notes.c), into r. */
 bool rules_parse_context(struct loader *ld, const struct p2pg_json *v, struct p2pg_rule *r);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The knowledge base's loader: rule text, rule files and folders (in name order, following links
- * to a bounded depth), and the rules compiled into the binary. Each entry goes through
- * rules_validate.c.
+ * The knowledge base's loader: rule text, rule files and folders (in name order, following links,
+ * each folder once and a bounded number of them), and the rules compiled into the binary. Each
+ * entry goes through rules_validate.c.
  */
 #include "p2pguard/rules.h"
 
@@ -22,8 +22,51 @@
 
 /* Rule files are small; anything larger is a mistake (a log pasted into the folder). */
 #define RULE_FILE_MAX (1024 * 1024)
-/* load_dir follows symbolic links; a link loop must end somewhere. */
+/* load_dir follows symbolic links: a folder is read once (a link back to one already read, such as
+ * "x -> .", is a loop), at most DIR_DEPTH_MAX deep and at most DIR_COUNT_MAX in all, so that no
+ * folder, however linked, costs more than a look at each of its entries. */
 #define DIR_DEPTH_MAX 16
+#define DIR_COUNT_MAX 1024
+
+struct walk {
+	struct p2pg_ruleset *rs;
+	const char *root;
+	p2pg_rules_report_fn report;
+	void *userdata;
+	size_t folders;
+	struct {
+		dev_t dev;
+		ino_t ino;
+	} seen[DIR_COUNT_MAX];
+	bool said_too_many;
+};
+
+/* Notes a folder about to be read; false (said) when it was read already or too many were. */
+static bool first_visit(struct walk *w, const char *file, const struct stat *st, int *problems)
+{
+	for (size_t k = 0; k < w->folders; k++) {
+		if (w->seen[k].dev == st->st_dev && w->seen[k].ino == st->st_ino) {
+			rules_report(w->report, w->userdata, file, 0,
+				     "a folder already read (a link loop, or a second link to it): "
+				     "not read again");
+			(*problems)++;
+			return false;
+		}
+	}
+	if (w->folders == DIR_COUNT_MAX) {
+		if (!w->said_too_many) {
+			rules_report(w->report, w->userdata, file, 0,
+				     "more than %d folders: the rest is not read", DIR_COUNT_MAX);
+			(*problems)++;
+		}
+		w->said_too_many = true;
+		return false;
+	}
+	w->seen[w->folders].dev = st->st_dev;
+	w->seen[w->folders].ino = st->st_ino;
+	w->folders++;
+	return true;
+}
 
 int p2pg_ruleset_add_text(struct p2pg_ruleset *rs, const char *file, const char *text, size_t len,
 			  p2pg_rules_report_fn report, void *userdata)
@@ -98,9 +141,12 @@ static int compare_names(const void *a, const void *b)
 
 /* Loads root/rel (a folder) recursively, in name order so problems come out the same each time.
  * Returns the problem count or a negative errno when the top folder cannot be read. */
-static int load_tree(struct p2pg_ruleset *rs, const char *root, const char *rel, int depth,
-		     p2pg_rules_report_fn report, void *userdata)
+static int load_tree(struct walk *w, const char *rel, int depth)
 {
+	struct p2pg_ruleset *rs = w->rs;
+	const char *root = w->root;
+	p2pg_rules_report_fn report = w->report;
+	void *userdata = w->userdata;
 	char path[PATH_MAX];
 	int problems = 0;
 	DIR *d;
@@ -111,6 +157,9 @@ static int load_tree(struct p2pg_ruleset *rs, const char *root, const char *rel,
 	d = opendir(path);
 	if (!d)
 		return -errno;
+	struct stat self;
+	if (depth == 0 && fstat(dirfd(d), &self) == 0)
+		first_visit(w, path, &self, &problems);
 	for (struct dirent *de; (de = readdir(d));) {
 		if (de->d_name[0] == '.')
 			continue;
@@ -148,7 +197,9 @@ static int load_tree(struct p2pg_ruleset *rs, const char *root, const char *rel,
 				problems++;
 				continue;
 			}
-			int r = load_tree(rs, root, sub, depth + 1, report, userdata);
+			if (!first_visit(w, file, &st, &problems))
+				continue;
+			int r = load_tree(w, sub, depth + 1);
 			if (r < 0) {
 				rules_report(report, userdata, file, 0, "cannot read folder: %s",
 					     strerror(-r));
@@ -202,7 +253,16 @@ int p2pg_ruleset_load_dir(struct p2pg_ruleset *rs, const char *dir, p2pg_rules_r
 		return -ENAMETOOLONG;
 	while (n > 1 && root[n - 1] == '/')
 		root[--n] = '\0';
-	return load_tree(rs, root, "", 0, report, userdata);
+	struct walk *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->rs = rs;
+	w->root = root;
+	w->report = report;
+	w->userdata = userdata;
+	int r = load_tree(w, "", 0);
+	free(w);
+	return r;
 }
 
 int p2pg_ruleset_load_builtin(struct p2pg_ruleset *rs, p2pg_rules_report_fn report, void *userdata)

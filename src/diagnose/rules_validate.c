@@ -561,13 +561,21 @@ static bool parse_regex(struct loader *ld, const struct p2pg_json *v, struct p2p
 {
 	if (!ld_expect_type(ld, v, "regex", P2PG_JSON_STRING))
 		return false;
-	double size = rules_regex_size(v->string);
-	if (size > REGEX_MAX_SIZE) {
+	struct rules_regex_cost cost = rules_regex_cost(v->string);
+	if (cost.size > REGEX_MAX_SIZE) {
 		ld_problem(
 		    ld, v->line,
 		    "regex too large: its repetitions expand it to about %.3g elements (at most "
 		    "%d)",
-		    size, REGEX_MAX_SIZE);
+		    cost.size, REGEX_MAX_SIZE);
+		return false;
+	}
+	if (cost.optional > REGEX_MAX_OPTIONAL) {
+		ld_problem(
+		    ld, v->line,
+		    "regex too large: its repetitions expand it to about %.3g optional parts "
+		    "(at most %d)",
+		    cost.optional, REGEX_MAX_OPTIONAL);
 		return false;
 	}
 	int rc = regcomp(&r->regex, v->string, REG_EXTENDED | REG_ICASE);

@@ -64,8 +64,11 @@ static struct {
 	pthread_t drainer;
 	bool drainer_running;
 	bool stop;
-	bool drained_all;	   /* the last pass before shutdown imported everything */
-	_Atomic bool exiting;	   /* exit has begun: the drainer makes no more CUDA calls */
+	bool drained_all;     /* the last pass before shutdown imported everything */
+	_Atomic bool exiting; /* exit has begun: the drainer makes no more CUDA calls */
+	/* A fatal signal's handler waits for a final import: the drainer imports and asks the
+	 * events it has, and starts nothing else (no other process's spool, no device count). */
+	_Atomic bool crashing;
 	_Atomic bool driver_ready; /* the program's cuInit succeeded: the devices can be read */
 	_Atomic bool devices_done; /* drainer: the devices blob is published (or there is none) */
 	/* A fatal signal's handler waits for a final import: the drainer's thread id while it runs
@@ -157,10 +160,8 @@ static void process_info(struct p2pg_process_info *info)
 	memset(info, 0, sizeof(*info));
 	if (gethostname(info->hostname, sizeof(info->hostname) - 1) < 0)
 		snprintf(info->hostname, sizeof(info->hostname), "unknown");
-	const char *rank = getenv("RANK");
-	const char *local = getenv("LOCAL_RANK");
-	info->rank = rank && *rank ? atoi(rank) : -1;
-	info->local_rank = local && *local ? atoi(local) : -1;
+	info->rank = rec.settings.rank;
+	info->local_rank = rec.settings.local_rank;
 	info->mode = rec.mode_name;
 	info->record = rec.settings.record;
 	/* The run this process belongs to (`p2pguard run` sets it for the whole process tree it
@@ -192,9 +193,31 @@ static void *drainer_main(void *arg);
  */
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t fork_handlers_once = PTHREAD_ONCE_INIT;
+/* fork()s waiting for pass_lock: the drainer, which may take it again at once after a pass or a
+ * transaction of an old spool's import, lets them have it first (a mutex is not fair). */
+static _Atomic int forks_waiting;
 
 static void fork_prepare(void)
 {
+	atomic_fetch_add(&forks_waiting, 1);
+	pthread_mutex_lock(&pass_lock);
+	atomic_fetch_sub(&forks_waiting, 1);
+}
+
+/* pass_lock released: lets a fork() that waits for it go first. */
+static void wait_for_forks(void)
+{
+	while (atomic_load(&forks_waiting) > 0) {
+		struct timespec nap = {0, 100000};
+		nanosleep(&nap, NULL);
+	}
+}
+
+/* Between two transactions of a pass: a fork() that waits goes first. */
+static void let_forks_through(void)
+{
+	pthread_mutex_unlock(&pass_lock);
+	wait_for_forks();
 	pthread_mutex_lock(&pass_lock);
 }
 
@@ -217,7 +240,9 @@ static bool start_drainer(void)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 256 << 10);
+	/* Room for the rules' regcomp() (failure.c reads them on a stack of at least 2 MiB, this
+	 * one's): address space, used as needed. */
+	pthread_attr_setstacksize(&attr, 4 << 20);
 	sem_t started;
 	sem_init(&started, 0, 0);
 	int rc = pthread_create(&rec.drainer, &attr, drainer_main, &started);
@@ -276,6 +301,18 @@ struct p2pg_spool_layout *p2pg_recorder_spool_signal_safe(void)
 	return atomic_load_explicit(&rec.spool, memory_order_acquire);
 }
 
+/* The process's device count, for the importers' checks (a successful call names no device past
+ * it). Asked by each thread's first record and by the drainer until known. */
+static void note_device_count(struct p2pg_spool_layout *spool)
+{
+	if (atomic_load_explicit(&spool->header.device_count, memory_order_relaxed) ||
+	    !p2pg_drv.cuDeviceGetCount)
+		return;
+	int n = 0;
+	if (p2pg_drv.cuDeviceGetCount(&n) == CUDA_SUCCESS && n > 0)
+		atomic_store(&spool->header.device_count, n);
+}
+
 static struct p2pg_spool_thread *ring_get(void)
 {
 	if (__builtin_expect(tls_ring != NULL, 1))
@@ -290,15 +327,23 @@ static struct p2pg_spool_thread *ring_get(void)
 	if (!tls_ring) {
 		tls_no_ring = true;
 		static atomic_bool said;
-		if (errno && !atomic_exchange(&said, true))
+		int e = errno;
+		if (e && !atomic_exchange(&said, true))
 			p2pg_notice(
 			    "no room for a thread's records in %s (%s); its calls are counted "
 			    "as dropped, the program runs on",
-			    rec.spool_path, strerror(errno));
+			    rec.spool_path,
+			    e == EFBIG
+				? "the file size limit, RLIMIT_FSIZE or `ulimit -f`, is reached"
+				: strerror(e));
 		return NULL;
 	}
 	pthread_once(&ring_key_once, make_ring_key);
 	pthread_setspecific(ring_key, tls_ring);
+	/* A thread's first record follows a call the driver answered: it is initialised, and the
+	 * count is known for the records of a process that may be killed before its drainer asks.
+	 */
+	note_device_count(spool);
 	return tls_ring;
 }
 
@@ -349,6 +394,9 @@ struct p2pg_spool_blob *p2pg_recorder_blob(void)
 	if (!spool)
 		return NULL;
 	struct p2pg_spool_blob *blob = p2pg_spool_blob_claim(spool);
+	/* The slots the file holds are all taken: more of them, if the file may grow. */
+	if (!blob && p2pg_spool_blobs_grow(spool, rec.spool_fd) == 0)
+		blob = p2pg_spool_blob_claim(spool);
 	/* Every blob slot waiting for a starved drainer: this failure's entry is lost, and the
 	 * loss is counted with the other records lost (processes.records_dropped). */
 	if (!blob)
@@ -630,6 +678,68 @@ static void note_devices(struct p2pg_spool_layout *spool)
 		atomic_store(&rec.devices_done, p2pg_devices_record(spool));
 }
 
+static bool stop_requested(void)
+{
+	pthread_mutex_lock(&rec.lock);
+	bool stop = rec.stop;
+	pthread_mutex_unlock(&rec.lock);
+	return stop;
+}
+
+/* Between two transactions of an old spool's import: a fork() gets its turn, and the program's
+ * exit (past the deadline, when one is set) or crash stops the import (the rest waits for the next
+ * reader). */
+static bool between_recovery_batches(void *userdata)
+{
+	const uint64_t *deadline = userdata;
+	let_forks_through();
+	if (*deadline)
+		return p2pg_now_ns() < *deadline && !atomic_load(&rec.crashing);
+	return !stop_requested() && !atomic_load(&rec.crashing);
+}
+
+/* Spools of processes that are gone (children that left with _exit, ranks that were killed),
+ * imported a transaction at a time so that a fork() never waits for more than one. deadline: at
+ * exit, when to stop (CLOCK_MONOTONIC); 0: until the program's exit begins. */
+static int recover_others(sqlite3 *db, uint64_t deadline)
+{
+	struct p2pg_recovery r = {
+	    .skip_path = rec.spool_path,
+	    .record = rec.settings.record,
+	    .between = between_recovery_batches,
+	    .userdata = &deadline,
+	};
+	int n = p2pg_store_recover_dir_with(db, rec.spool_dir, &r);
+	static bool said;
+	if (n < 0 && !said) {
+		said = true;
+		p2pg_notice(
+		    "cannot import the spools of earlier processes in %s into %s (%s); they "
+		    "stay for `p2pguard recover`",
+		    rec.spool_dir, rec.settings.db_path, r.error[0] ? r.error : strerror(-n));
+	}
+	return n;
+}
+
+/* Records one pass imports at most: a pass holds pass_lock, which a fork() waits for. */
+#define PASS_BUDGET 65536
+/* At exit, within p2pg_recorder_shutdown's one second: the last pass retries a busy database until
+ * this long after the stop, and the spools of processes that are gone are imported until the
+ * second bound. */
+#define FINAL_PASS_NS	  600000000ull
+#define FINAL_RECOVERY_NS 800000000ull
+
+/* rec.lock held. The exit's request for a last pass with CUDA, while no database is open: no row
+ * has a GPU time to fill, so it is answered at once rather than after the exit's second. */
+static void answer_flush_without_database(void)
+{
+	if (rec.flush_asked > rec.flush_answered) {
+		atomic_store(&rec.exiting, true);
+		rec.flush_answered = rec.flush_asked;
+		pthread_cond_broadcast(&rec.flushed);
+	}
+}
+
 static void *drainer_main(void *arg)
 {
 	/* Whatever the drainer calls (SQLite, the driver for event queries) must never be taken for
@@ -642,25 +752,36 @@ static void *drainer_main(void *arg)
 	atomic_store(&rec.drainer_tid, p2pg_tid());
 	sem_post(arg); /* start_drainer's, which returns now */
 	/* Opening writes the schema: like a pass, it waits at most 100 ms for another rank's lock
-	 * with pass_lock held, and tries again later with it released. */
+	 * with pass_lock held, and tries again later with it released, until the program ends. */
 	int rc;
+	bool stopped = false;
 	while ((rc = p2pg_store_open_wait(rec.settings.db_path, &db, err, sizeof(err), 100)) ==
 	       -EBUSY) {
+		if (!atomic_load(&rec.exiting) && !atomic_load(&rec.crashing))
+			note_device_count(spool);
 		note_devices(spool); /* into the spool, whatever the database does */
 		pthread_mutex_unlock(&pass_lock);
 		pthread_mutex_lock(&rec.lock);
-		if (!rec.stop)
+		answer_flush_without_database();
+		stopped = rec.stop;
+		if (!stopped)
 			nap_locked(50);
+		answer_flush_without_database();
 		pthread_mutex_unlock(&rec.lock);
 		pthread_mutex_lock(&pass_lock);
+		if (stopped)
+			break;
 	}
 	if (rc < 0) {
 		atomic_store(&rec.drainer_tid, 0);
 		pthread_mutex_unlock(&pass_lock);
-		p2pg_notice(
-		    "cannot use the database %s (%s); records stay in %s for `p2pguard recover`, "
-		    "the program runs on",
-		    rec.settings.db_path, err, rec.spool_path);
+		/* Locked by other ranks until the program ended: nothing to say, the records
+		 * wait in the spool for the next reader (which imports it first) and the
+		 * process is not called recovered. */
+		if (!stopped)
+			p2pg_notice("cannot use the database %s (%s); records stay in %s for "
+				    "`p2pguard recover`, the program runs on",
+				    rec.settings.db_path, err, rec.spool_path);
 		/* The spool is what recovery will read: the devices go there too, once the
 		 * program's cuInit has made them readable (it may not have returned yet). */
 		pthread_mutex_lock(&rec.lock);
@@ -685,8 +806,10 @@ static void *drainer_main(void *arg)
 	struct p2pg_importer im;
 	p2pg_importer_init(&im, rec.settings.record);
 	im.on_timed = on_timed;
+	im.budget = PASS_BUDGET;
 	bool warned = false;
 	unsigned passes = 0;
+	uint64_t stopped_at = 0;
 
 	pthread_mutex_lock(&rec.lock);
 	for (;;) {
@@ -697,6 +820,11 @@ static void *drainer_main(void *arg)
 
 		if (p2pg_cupti_active())
 			match_needed();
+		bool no_cuda = atomic_load(&rec.exiting);
+		if (!no_cuda && !atomic_load(&rec.crashing))
+			note_device_count(spool);
+		if (stopping && !stopped_at)
+			stopped_at = p2pg_now_ns();
 
 		/* Rows written into a database that was deleted or replaced under us would be lost
 		 * with it: the records wait in the spool for the file now at the path. */
@@ -704,15 +832,27 @@ static void *drainer_main(void *arg)
 			reopen_database(&db, &im, &opened, &know_file);
 			if (!db)
 				break;
+			im.budget = PASS_BUDGET;
 		}
 		uint64_t pass = atomic_fetch_add(&rec.passes_begun, 1) + 1;
 		atomic_thread_fence(memory_order_seq_cst); /* see p2pg_recorder_await_signal_safe */
-		rc = p2pg_store_import(db, spool, &im, false);
-		if (rc >= 0)
+		if (stopping) {
+			/* The last pass takes everything, and a database locked by another rank is
+			 * tried again until shortly before shutdown gives up on this thread. */
+			im.budget = 0;
+			uint64_t until = stopped_at + FINAL_PASS_NS;
+			while ((rc = p2pg_store_import(db, spool, &im, false)) == -EBUSY &&
+			       p2pg_now_ns() < until)
+				let_forks_through();
+		} else {
+			rc = p2pg_store_import(db, spool, &im, false);
+		}
+		/* A crash waits for a pass that took everything published before it. */
+		if (rc >= 0 && !im.more)
 			atomic_store(&rec.passes_imported, pass);
 		/* A fatal signal's wait does not stop the GPU times: events are only asked, and
 		 * what has completed is taken; the wait is bounded if the driver blocks. */
-		bool no_cuda = atomic_load(&rec.exiting);
+		no_cuda = atomic_load(&rec.exiting);
 		struct p2pg_exit_report report = {0};
 		/* GPU times before the housekeeping below (the first pass writes the rules): a
 		 * short program's copies are read while it still runs. */
@@ -733,39 +873,50 @@ static void *drainer_main(void *arg)
 			pthread_cond_broadcast(&rec.flushed);
 			pthread_mutex_unlock(&rec.lock);
 		}
-		/* Children that left with _exit, ranks that were killed: their spools are imported
-		 * by whoever is still alive, about once a second and once more at exit. */
 		if (passes++ == 0) {
-			/* After the first pass, so that the program's early records never wait. */
-			int recovered = p2pg_store_recover_dir(db, rec.spool_dir, rec.spool_path,
-							       rec.settings.record);
+			/* After the first pass, so that the program's early records never wait. The
+			 * rules are read (a user's folder may be slow, or large) with pass_lock
+			 * released: a fork() does not wait for them. */
+			if (rec.hooks.prepare) {
+				pthread_mutex_unlock(&pass_lock);
+				rec.hooks.prepare(rec.settings.rules_dir);
+				pthread_mutex_lock(&pass_lock);
+			}
+			if (rec.hooks.database_opened)
+				rec.hooks.database_opened(db, rec.settings.rules_dir);
+			int recovered =
+			    recover_others(db, stopping ? stopped_at + FINAL_RECOVERY_NS : 0);
 			if (recovered > 0 && !rec.settings.quiet)
 				p2pg_notice(
 				    "imported the records of %d earlier process%s that ended "
 				    "without a flush",
 				    recovered, recovered == 1 ? "" : "es");
-			if (rec.hooks.database_opened)
-				rec.hooks.database_opened(db, rec.settings.rules_dir);
 		} else if (stopping || passes % 200 == 0) {
-			p2pg_store_recover_dir(db, rec.spool_dir, rec.spool_path,
-					       rec.settings.record);
+			/* Children that left with _exit, ranks that were killed: their spools are
+			 * imported by whoever is still alive, about once a second, and once more at
+			 * exit, then only until shutdown's bound: this process's own last pass came
+			 * first, and it is marked a clean exit whatever happens after. */
+			recover_others(db, stopping ? stopped_at + FINAL_RECOVERY_NS : 0);
 		}
 		if (rc < 0 && rc != -EBUSY && !warned) {
 			warned = true;
 			p2pg_notice(
 			    "writing to %s failed (%s); records stay in %s for `p2pguard recover`",
-			    rec.settings.db_path, sqlite3_errmsg(db), rec.spool_path);
+			    rec.settings.db_path, im.error[0] ? im.error : strerror(-rc),
+			    rec.spool_path);
 		}
 		if (stopping) {
-			rec.drained_all = rc >= 0;
+			rec.drained_all = rc >= 0 && !im.more;
 			break;
 		}
-		pthread_mutex_unlock(&pass_lock);
-		pthread_mutex_lock(&rec.lock);
 		/* A busy pass means busy rings: go again at once rather than let them fill. */
+		bool busy = rc >= 1024 || im.more;
+		pthread_mutex_unlock(&pass_lock);
+		wait_for_forks();
+		pthread_mutex_lock(&rec.lock);
 		/* 5 ms between passes: a row is queryable well within 100 ms, and an idle process
 		 * costs 200 wake-ups a second at most. */
-		if (!rec.stop && rc < 1024 && rec.flush_asked == rec.flush_answered)
+		if (!rec.stop && !busy && rec.flush_asked == rec.flush_answered)
 			nap_locked(5);
 		pthread_mutex_unlock(&rec.lock);
 		pthread_mutex_lock(&pass_lock);
@@ -790,6 +941,7 @@ bool p2pg_recorder_await_signal_safe(uint64_t timeout_ns)
 	 * nobody to wait for. */
 	if (!drainer || drainer == p2pg_tid_signal_safe())
 		return false;
+	atomic_store(&rec.crashing, true);
 	/* A pass that begins after this moment sees everything published before it. The fences
 	 * here and in the drainer keep the blob's publication from being ordered after this read
 	 * (a store then a load of another location may pass each other otherwise). */
@@ -808,6 +960,8 @@ bool p2pg_recorder_await_signal_safe(uint64_t timeout_ns)
 		struct timespec nap = {0, 1000000}; /* the drainer passes every 5 ms */
 		nanosleep(&nap, NULL);
 	}
+	/* A previous handler may yet recover from the fault: the drainer goes on as before then. */
+	atomic_store(&rec.crashing, false);
 	return imported || atomic_load(&rec.passes_imported) > after;
 }
 
@@ -887,7 +1041,12 @@ void p2pg_recorder_exit_begins(void)
 void p2pg_recorder_shutdown(void)
 {
 	struct p2pg_spool_layout *spool = atomic_load(&rec.spool);
-	if (!spool || !rec.drainer_running)
+	if (!spool)
+		return;
+	/* The process ends by exit(): whatever its last pass leaves behind (a database locked past
+	 * the bound below), whoever imports it later knows it was not a crash. */
+	atomic_store(&spool->header.clean_exit, 1);
+	if (!rec.drainer_running)
 		return;
 	pthread_mutex_lock(&rec.lock);
 	rec.stop = true;
@@ -902,17 +1061,15 @@ void p2pg_recorder_shutdown(void)
 		return;
 	}
 	rec.drainer_running = false;
-	if (rec.drained_all) {
-		atomic_store(&spool->header.clean_exit, 1);
+	if (rec.drained_all)
 		unlink(rec.spool_path);
-	}
 }
 
 void p2pg_recorder_atfork_child(void)
 {
 	struct p2pg_spool_layout *spool = atomic_load(&rec.spool);
 	if (spool)
-		munmap(spool, P2PG_SPOOL_FILE_SIZE);
+		munmap(spool, P2PG_SPOOL_MAP_SIZE);
 	/* Closing, not unlocking: the flock belongs to the parent's open file description. */
 	if (rec.spool_fd >= 0)
 		close(rec.spool_fd);

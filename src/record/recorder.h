@@ -20,6 +20,9 @@ struct p2pg_nccl_watch;
  * (the guard, `p2pguard topo`): record/ never reaches up to diagnose/. Both run in the drainer.
  */
 struct p2pg_recorder_hooks {
+	/* Called once, before database_opened, with no lock a fork() waits for held: reads what the
+	 * hooks below need (the rules, a user's folder included). */
+	void (*prepare)(const char *rules_dir);
 	/* The database is open: write what it holds beside the records (the rules table). */
 	void (*database_opened)(struct sqlite3 *db, const char *rules_dir);
 	/* The diagnosis of a P2P copy that never completes; false: none (a plainer text is used).

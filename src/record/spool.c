@@ -2,6 +2,7 @@
 #include "spool.h"
 
 #include "clock.h"
+#include "safe_path.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,26 +42,39 @@ void p2pg_boot_id(char *buf, size_t len)
 
 struct p2pg_spool_layout *p2pg_spool_map(int fd)
 {
-	void *p = mmap(NULL, P2PG_SPOOL_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	p2pg_crc32c_init();
+	void *p = mmap(NULL, P2PG_SPOOL_MAP_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p != MAP_FAILED)
-		madvise(p, P2PG_SPOOL_FILE_SIZE,
-			MADV_RANDOM); /* advice only: failure is harmless */
+		madvise(p, P2PG_SPOOL_MAP_SIZE, MADV_RANDOM); /* advice only: failure is harmless */
 	return p;
 }
 
-/* Gives [offset, offset + len) of the file its disk blocks before the mapping writes there: a
- * store into a hole of a file on a full disk is a SIGBUS, a failed fallocate only an error. */
-static int reserve(int fd, size_t offset, size_t len)
+int p2pg_spool_grow(int fd, size_t offset, size_t len)
 {
-	if (fd < 0)
-		return 0;
+	/* The limit is asked before each growth, not cached: the program may change it. A growth
+	 * the limit forbids would be refused with SIGXFSZ, whose default action ends the process.
+	 */
+	struct rlimit limit;
+	if (getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+	    (uint64_t)offset + len > (uint64_t)limit.rlim_cur)
+		return -EFBIG;
 	int e = posix_fallocate(fd, (off_t)offset, (off_t)len);
 	return e == 0 ? 0 : -e;
+}
+
+uint32_t p2pg_spool_header_crc(const struct p2pg_spool_header *h)
+{
+	return p2pg_crc32c(0, (const char *)h + sizeof(h->magic),
+			   offsetof(struct p2pg_spool_header, header_crc) - sizeof(h->magic));
 }
 
 int p2pg_spool_dir_open(const char *dir, bool create, char *why, size_t why_len)
 {
 	snprintf(why, why_len, "%s", "");
+	/* The folders on the way: no other user's link (safe_path.h). */
+	int r = p2pg_path_check(dir, false, why, why_len);
+	if (r < 0)
+		return r;
 	if (create && mkdir(dir, 0700) < 0 && errno != EEXIST) {
 		int e = errno;
 		snprintf(why, why_len, "%s", strerror(e));
@@ -140,16 +155,14 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 		e = errno;
 		goto fail;
 	}
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0 || ftruncate(fd, (off_t)P2PG_SPOOL_FILE_SIZE) < 0) {
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		e = errno;
 		goto fail;
 	}
-	/* The header and the blobs are written from the start (a crash handler writes a blob):
-	 * their blocks now, or no spool. Each thread's ring gets its own when it is claimed. */
-	int r = reserve(fd, 0, sizeof(struct p2pg_spool_header));
-	if (r == 0)
-		r = reserve(fd, offsetof(struct p2pg_spool_layout, blobs),
-			    sizeof(((struct p2pg_spool_layout *)0)->blobs));
+	/* The header and the first blob slots are written from the start (a crash handler writes
+	 * a blob): the file holds them now, or there is no spool. Rings and more blob slots come
+	 * as they are needed. */
+	int r = p2pg_spool_grow(fd, 0, P2PG_SPOOL_INITIAL_SIZE);
 	if (r < 0) {
 		e = -r;
 		goto fail;
@@ -168,6 +181,8 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 	h->blob_size = P2PG_SPOOL_BLOB_SIZE;
 	h->aggs = P2PG_SPOOL_AGGS;
 	h->reserve = P2PG_SPOOL_RESERVE;
+	h->thread_size = sizeof(struct p2pg_spool_thread);
+	h->blob_step = P2PG_SPOOL_BLOB_STEP;
 	h->pid = (int32_t)getpid();
 	h->started_ns = started;
 	snprintf(h->boot_id, sizeof(h->boot_id), "%s", boot);
@@ -179,6 +194,8 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 	snprintf(h->guard_version, sizeof(h->guard_version), "%s", P2PGUARD_VERSION);
 	snprintf(h->cmdline, sizeof(h->cmdline), "%s", info->cmdline);
 	snprintf(h->run_id, sizeof(h->run_id), "%s", info->run_id);
+	h->header_crc = p2pg_spool_header_crc(h);
+	atomic_store(&h->blobs_in_file, P2PG_SPOOL_BLOB_STEP);
 	/* The magic goes last: a reader ignores a file whose header is not complete. */
 	atomic_thread_fence(memory_order_release);
 	memcpy(h->magic, P2PG_SPOOL_MAGIC, sizeof(h->magic));
@@ -196,48 +213,80 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 
 fail:
 	if (spool != MAP_FAILED)
-		munmap(spool, P2PG_SPOOL_FILE_SIZE);
+		munmap(spool, P2PG_SPOOL_MAP_SIZE);
 	if (fd >= 0) {
 		close(fd);
 		unlinkat(dfd, made, 0);
 	}
 	close(dfd);
-	snprintf(why, why_len, "%s", strerror(e));
+	if (e == EFBIG)
+		snprintf(why, why_len,
+			 "the file size limit (RLIMIT_FSIZE, `ulimit -f`) leaves no room for its "
+			 "%zu KiB",
+			 (size_t)P2PG_SPOOL_INITIAL_SIZE >> 10);
+	else
+		snprintf(why, why_len, "%s", strerror(e));
 	errno = e;
 	return NULL;
+}
+
+/* A ring of the thread that claims it: a new serial keys its records apart from the ring's
+ * earlier owners' (a reused ring continues its counters: head == tail here). */
+static struct p2pg_spool_thread *take_ring(struct p2pg_spool_layout *spool,
+					   struct p2pg_spool_thread *t, uint32_t tid)
+{
+	atomic_store_explicit(&t->serial, atomic_fetch_add(&spool->header.next_serial, 1) + 1,
+			      memory_order_relaxed);
+	atomic_store_explicit(&t->tid, tid, memory_order_relaxed);
+	return t;
 }
 
 struct p2pg_spool_thread *p2pg_spool_claim_thread(struct p2pg_spool_layout *spool, int fd,
 						  uint32_t tid)
 {
+	struct p2pg_spool_header *h = &spool->header;
+	/* A free ring the file holds (its thread ended and the drainer took everything). Only rings
+	 * in the file are looked at: the others' pages may lie past its end. */
 	for (int k = 0; k < P2PG_SPOOL_THREADS; k++) {
-		struct p2pg_spool_thread *t = &spool->threads[k];
-		/* Read first: a compare-and-swap writes even when it fails, and a ring never used
-		 * is a hole. */
-		if (atomic_load_explicit(&t->state, memory_order_relaxed) != P2PG_SLOT_FREE)
+		if (!p2pg_spool_ring_in_file(h, k))
 			continue;
-		int r = reserve(fd, offsetof(struct p2pg_spool_layout, threads[k]), sizeof(*t));
-		if (r < 0) {
-			errno = -r;
+		struct p2pg_spool_thread *t = &spool->threads[k];
+		uint32_t expected = P2PG_SLOT_FREE;
+		if (atomic_load_explicit(&t->state, memory_order_relaxed) == P2PG_SLOT_FREE &&
+		    atomic_compare_exchange_strong(&t->state, &expected, P2PG_SLOT_ACTIVE))
+			return take_ring(spool, t, tid);
+	}
+	/* A new ring: its index taken first, so that threads growing the file at once grow it for
+	 * different rings. The file only ever grows (fallocate never shrinks it). */
+	uint32_t k = atomic_load(&h->rings_added);
+	do {
+		if (k >= P2PG_SPOOL_THREADS) {
+			errno = 0;
 			return NULL;
 		}
-		uint32_t expected = P2PG_SLOT_FREE;
-		if (!atomic_compare_exchange_strong(&t->state, &expected, P2PG_SLOT_ACTIVE))
-			continue;
-		/* A reused ring continues its counters: head == tail here, and the new serial keys
-		 * the new thread's records apart from the old one's. */
-		atomic_store_explicit(&t->serial,
-				      atomic_fetch_add(&spool->header.next_serial, 1) + 1,
-				      memory_order_relaxed);
-		atomic_store_explicit(&t->tid, tid, memory_order_relaxed);
-		return t;
+	} while (!atomic_compare_exchange_weak(&h->rings_added, &k, k + 1));
+	int r = p2pg_spool_grow(fd, offsetof(struct p2pg_spool_layout, threads[k]),
+				sizeof(struct p2pg_spool_thread));
+	if (r < 0) {
+		/* Given back when no later thread took one meanwhile, so a disk that gets room
+		 * again is used from the same place. */
+		uint32_t next = k + 1;
+		atomic_compare_exchange_strong(&h->rings_added, &next, k);
+		errno = -r;
+		return NULL;
 	}
-	return NULL;
+	struct p2pg_spool_thread *t = &spool->threads[k];
+	atomic_store_explicit(&t->state, P2PG_SLOT_ACTIVE, memory_order_relaxed);
+	take_ring(spool, t, tid);
+	/* Published last: from now on the drainer reads this ring. */
+	atomic_fetch_or_explicit(&h->rings_in_file[k >> 6], 1ull << (k & 63), memory_order_release);
+	return t;
 }
 
 struct p2pg_spool_blob *p2pg_spool_blob_claim(struct p2pg_spool_layout *spool)
 {
-	for (int k = 0; k < P2PG_SPOOL_BLOBS; k++) {
+	uint32_t n = atomic_load_explicit(&spool->header.blobs_in_file, memory_order_acquire);
+	for (uint32_t k = 0; k < n && k < P2PG_SPOOL_BLOBS; k++) {
 		struct p2pg_spool_blob *b = &spool->blobs[k];
 		uint32_t st = atomic_load(&b->state);
 		if (st != P2PG_BLOB_EMPTY && st != P2PG_BLOB_PERSISTED)
@@ -264,7 +313,33 @@ void p2pg_spool_blob_add(struct p2pg_spool_blob *blob, const char *field)
 	blob->length += (uint32_t)n + 1;
 }
 
+int p2pg_spool_blobs_grow(struct p2pg_spool_layout *spool, int fd)
+{
+	struct p2pg_spool_header *h = &spool->header;
+	uint32_t n = atomic_load(&h->blobs_in_file);
+	if (n + P2PG_SPOOL_BLOB_STEP > P2PG_SPOOL_BLOBS)
+		return -ENOSPC;
+	int r = p2pg_spool_grow(fd, offsetof(struct p2pg_spool_layout, blobs[n]),
+				P2PG_SPOOL_BLOB_STEP * sizeof(struct p2pg_spool_blob));
+	if (r < 0)
+		return r;
+	/* Two threads may grow the same slots at once: both allocations are the same, and one of
+	 * them publishes. */
+	atomic_compare_exchange_strong(&h->blobs_in_file, &n, n + P2PG_SPOOL_BLOB_STEP);
+	return 0;
+}
+
+uint32_t p2pg_spool_blob_crc(const struct p2pg_spool_blob *blob)
+{
+	const char *from = (const char *)blob + offsetof(struct p2pg_spool_blob, kind);
+	uint32_t crc = p2pg_crc32c(0, from,
+				   offsetof(struct p2pg_spool_blob, crc) -
+				       offsetof(struct p2pg_spool_blob, kind));
+	return p2pg_crc32c(crc, blob->text, blob->length);
+}
+
 void p2pg_spool_blob_publish(struct p2pg_spool_blob *blob)
 {
+	blob->crc = p2pg_spool_blob_crc(blob);
 	atomic_store_explicit(&blob->state, P2PG_BLOB_READY, memory_order_release);
 }

@@ -5,6 +5,8 @@
 #include "p2pguard/spool.h"
 
 #include <stdbool.h>
+
+#include "crc32c.h"
 #include <stddef.h>
 
 struct p2pg_process_info {
@@ -27,11 +29,23 @@ struct p2pg_process_info {
 int p2pg_spool_dir_open(const char *dir, bool create, char *why, size_t why_len);
 
 /*
- * Maps a spool file (P2PG_SPOOL_FILE_SIZE bytes) shared, read-write; MAP_FAILED on failure. The
- * file is sparse and its rings sit megabytes apart: readahead would zero-fill large folios around
+ * Maps a spool file shared, read-write, at its whole layout's size (P2PG_SPOOL_MAP_SIZE), whatever
+ * the file's own; MAP_FAILED on failure. Only what the file holds may be touched (a page past its
+ * end is a SIGBUS). The rings sit megabytes apart: readahead would zero-fill large folios around
  * every first touch (155 ms for a first import pass of 128 rows, measured), so it is turned off.
  */
 struct p2pg_spool_layout *p2pg_spool_map(int fd);
+
+/*
+ * Makes [offset, offset + len) of the spool file hold disk blocks, growing the file when it ends
+ * before (a store into a hole of a file on a full disk is a SIGBUS; a failed fallocate only an
+ * error). Never asks past RLIMIT_FSIZE: the kernel would answer with SIGXFSZ, which kills the
+ * program. Returns 0, -EFBIG for the limit, or another negative errno (-ENOSPC...).
+ */
+int p2pg_spool_grow(int fd, size_t offset, size_t len);
+
+/* The checksum of the header's fields written once (all after the magic, up to header_crc). */
+uint32_t p2pg_spool_header_crc(const struct p2pg_spool_header *h);
 
 /*
  * Creates this process's spool file under dir and maps it. Returns the mapping or NULL (errno set,
@@ -45,9 +59,10 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 					    size_t why_len);
 
 /*
- * Claims a thread ring for the calling thread, its disk blocks allocated first (fd: the spool
- * file; -1: not allocated). Returns NULL when all are taken (errno 0) or the disk has no room for
- * the ring (errno set). Lock-free; called once per thread.
+ * Claims a thread ring for the calling thread: a free one the file holds, or a new one, the file
+ * grown for it first (fd: the spool file). Returns NULL when all are taken (errno 0) or the file
+ * cannot grow (errno set: EFBIG for the file size limit, ENOSPC...). Lock-free; called once per
+ * thread.
  */
 struct p2pg_spool_thread *p2pg_spool_claim_thread(struct p2pg_spool_layout *spool, int fd,
 						  uint32_t tid);
@@ -107,11 +122,17 @@ static inline bool p2pg_spool_fold(struct p2pg_spool_thread *t, const struct p2p
 	return false;
 }
 
+/* What the checksum beside the record in slot seq must be. */
+static inline uint32_t p2pg_spool_record_crc(const struct p2pg_record *r, uint64_t seq)
+{
+	return p2pg_crc32c_64(r) ^ (uint32_t)seq;
+}
+
 /*
- * Publishes a record. Returns the record's sequence number; P2PG_SEQ_FOLDED when the ring was full
- * and a successful transfer (or finished NCCL operation) was folded into the aggregates instead;
- * UINT64_MAX when it was lost (counted as dropped): a ring full up to its last slot, or aggregates
- * full too.
+ * Publishes a record, its checksum beside it. Returns the record's sequence number;
+ * P2PG_SEQ_FOLDED when the ring was full and a successful transfer (or finished NCCL operation)
+ * was folded into the aggregates instead; UINT64_MAX when it was lost (counted as dropped): a ring
+ * full up to its last slot, or aggregates full too.
  */
 static inline uint64_t p2pg_spool_put(struct p2pg_spool_thread *t, const struct p2pg_record *r)
 {
@@ -128,16 +149,24 @@ static inline uint64_t p2pg_spool_put(struct p2pg_spool_thread *t, const struct 
 		return UINT64_MAX;
 	}
 	t->rec[head & (P2PG_SPOOL_RING - 1)] = *r;
+	t->crc[head & (P2PG_SPOOL_RING - 1)] = p2pg_spool_record_crc(r, head);
 	atomic_store_explicit(&t->head, head + 1, memory_order_release);
 	return head;
 }
 
 /*
- * Claims a blob slot (one that is empty or already persisted). Returns NULL when every slot waits
- * for the drainer. The caller fills it and calls p2pg_spool_blob_publish.
+ * Claims a blob slot the file holds (one that is empty or already persisted). Returns NULL when
+ * every such slot waits for the drainer. The caller fills it and calls p2pg_spool_blob_publish.
+ * Async-signal-safe: it never grows the file (see p2pg_spool_blobs_grow).
  */
 struct p2pg_spool_blob *p2pg_spool_blob_claim(struct p2pg_spool_layout *spool);
+/* Adds P2PG_SPOOL_BLOB_STEP blob slots to the file (fd); 0, or a negative errno (-ENOSPC when all
+ * are there already, -EFBIG for the file size limit). */
+int p2pg_spool_blobs_grow(struct p2pg_spool_layout *spool, int fd);
+/* Checksums the blob and marks it READY. Async-signal-safe. */
 void p2pg_spool_blob_publish(struct p2pg_spool_blob *blob);
+/* The checksum a blob's crc must hold (length already checked to fit text). */
+uint32_t p2pg_spool_blob_crc(const struct p2pg_spool_blob *blob);
 
 /* Appends a NUL-terminated field to blob->text; truncates to fit. */
 void p2pg_spool_blob_add(struct p2pg_spool_blob *blob, const char *field);

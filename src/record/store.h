@@ -12,15 +12,26 @@
 #include "p2pguard/spool.h"
 #include "settings.h"
 
+/* The schema this release writes (PRAGMA user_version; schema.sql sets it): 2. Schema 1 (0.1) is
+ * migrated when opened; a newer one is refused. */
+#define P2PG_SCHEMA_VERSION 2
+/* PRAGMA application_id of a p2pguard database ("P2PG"), set since schema 2. */
+#define P2PG_APPLICATION_ID 0x50325047u
+
 /*
- * Opens (creating if needed) the database in WAL mode with a busy timeout and applies the schema.
- * Returns 0, or a negative errno with a human-readable reason in err (e.g. "file is not a
- * database"). *ret_db is set only on success.
+ * Opens (creating if needed) the database in WAL mode with a busy timeout and applies the schema,
+ * migrating an earlier release's. Refuses, writing nothing, what is not ours (another program's
+ * database, a newer p2pguard's: -EPERM, unless it holds no table at all) and a path another user
+ * could have planted a link or a file on (safe_path.h: -EPERM). Returns 0, or a negative errno with
+ * a human-readable reason in err (e.g. "file is not a database"). *ret_db is set only on success.
  */
 int p2pg_store_open(const char *path, sqlite3 **ret_db, char *err, size_t err_len);
 /* The same, waiting at most busy_ms for another connection's lock (-EBUSY past it). */
 int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t err_len,
 			 int busy_ms);
+/* Whether the database at path is one p2pg_store_open would write, without writing anything: 0, or
+ * a negative errno with the reason in err. */
+int p2pg_store_check(const char *path, char *err, size_t err_len);
 
 struct p2pg_summary_bucket;
 struct p2pg_nccl_import;
@@ -46,8 +57,26 @@ struct p2pg_importer {
 	 * Stored in processes.records_invalid. */
 	uint64_t invalid;
 	uint64_t invalid_reported;
-	bool ring_damaged[P2PG_SPOOL_THREADS]; /* counted once */
-	struct p2pg_summary_bucket *buckets;   /* summary mode */
+	bool ring_damaged[P2PG_SPOOL_THREADS];				/* counted once */
+	uint64_t agg_damaged[P2PG_SPOOL_THREADS][P2PG_SPOOL_AGGS / 64]; /* counted once */
+	bool blobs_cut;		     /* the file ends inside its blob slots: counted once */
+	bool header_dropped_damaged; /* the header's drop counter is damage: counted once */
+	/*
+	 * The file's size, for a spool of a process that is gone (0: the importer's own process,
+	 * whose header is believed). Rings and blob slots the header says the file holds but that
+	 * lie past its end are damage (a truncated file): counted, never read.
+	 */
+	uint64_t file_size;
+	bool truncated; /* set by an import that found the file shorter than its header says */
+	/* Records one pass may import (0: all there are); more is set when some were left for the
+	 * next pass. Bounds the time a pass holds the database and the drainer's pass lock. */
+	uint64_t budget;
+	bool more;
+	/* Why the last import failed, read before its rollback (SQLite's message is gone after):
+	 * the text and SQLite's primary result code. */
+	char error[160];
+	int error_code;
+	struct p2pg_summary_bucket *buckets; /* summary mode */
 	size_t nbuckets;
 	/*
 	 * Timed copies whose GPU time is not known yet (the owning process only): called after the
@@ -74,16 +103,37 @@ void p2pg_importer_release(struct p2pg_importer *im);
 int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_importer *im,
 		      bool dead);
 
+/* Records one transaction of a dead process's import takes at most (about 10 ms of SQLite). */
+#define P2PG_RECOVER_BATCH 16384
+
+/* How p2pg_store_recover_dir_with imports. */
+struct p2pg_recovery {
+	const char *skip_path;	      /* this process's own spool, or NULL */
+	enum p2pg_record_mode record; /* for a file that does not say how (an older guard's) */
+	/* Called between two transactions (each at most P2PG_RECOVER_BATCH records), so that the
+	 * drainer can let a fork() through; false: stop now, the rest waits for the next try. NULL:
+	 * go on. */
+	bool (*between)(void *userdata);
+	void *userdata;
+	char error[160]; /* set when an import failed: SQLite's reason */
+};
+
 /*
- * Imports every spool file under dir whose owner is gone (its flock is free), then deletes it.
- * skip_path: this process's own spool. Each file is imported the way its writer recorded (all or
- * summary); record is used only for a file that does not say (written by an older guard). Returns
- * the number of files imported, or a negative errno.
+ * Imports every spool file under dir whose owner is gone (its flock is free), then deletes it. A
+ * file with damage (a header of another layout, a truncated file, records that fail their
+ * checksum) is imported as far as it is intact and kept as "<file>.damaged", said in one line.
+ * Each file is imported the way its writer recorded (all or summary). Returns the number of files
+ * imported; -EBADMSG when the database itself is damaged, another negative errno when an import
+ * failed otherwise (r->error says why; a database locked past its busy timeout is not a failure:
+ * the file waits for the next try).
  */
+int p2pg_store_recover_dir_with(sqlite3 *db, const char *dir, struct p2pg_recovery *r);
+/* The same with no callback: skip_path and record as above. */
 int p2pg_store_recover_dir(sqlite3 *db, const char *dir, const char *skip_path,
 			   enum p2pg_record_mode record);
 
-/* True when h describes this version's layout (magic and sizes); anything else is not read. */
+/* True when h describes this version's layout (magic, sizes and the checksum of its fields);
+ * anything else is not read. */
 bool p2pg_spool_header_valid(const struct p2pg_spool_header *h);
 
 /* Stores the GPU time of a transfer once known. */

@@ -18,6 +18,7 @@
 #include "api.h"
 #include "backtrace.h"
 #include "cleanup.h"
+#include "crc32c.h"
 #include "mapping_record.h"
 #include "notice.h"
 #include "spool.h"
@@ -28,6 +29,7 @@ void p2pg_importer_init(struct p2pg_importer *im, enum p2pg_record_mode record)
 {
 	memset(im, 0, sizeof(*im));
 	im->record = record;
+	p2pg_crc32c_init();
 }
 
 void p2pg_importer_release(struct p2pg_importer *im)
@@ -174,7 +176,10 @@ static int64_t process_row(sqlite3 *db, const struct p2pg_spool_header *h, bool 
 	if (driver > 0)
 		sqlite3_bind_int(ins, 9, driver);
 	sqlite3_bind_text(ins, 10, h->boot_id, FIELD_LEN(h->boot_id), SQLITE_STATIC);
-	sqlite3_bind_int(ins, 11, dead ? 1 : 0);
+	/* Recovered: imported after the process was gone, and it did not end by exit() (one that
+	 * did may still leave records when its last import could not finish: a locked database). */
+	bool recovered = dead && !atomic_load(&((struct p2pg_spool_header *)h)->clean_exit);
+	sqlite3_bind_int(ins, 11, recovered ? 1 : 0);
 	if (h->run_id[0])
 		sqlite3_bind_text(ins, 12, h->run_id, FIELD_LEN(h->run_id), SQLITE_STATIC);
 	if (sqlite3_step(ins) != SQLITE_DONE)
@@ -185,7 +190,7 @@ static int64_t process_row(sqlite3 *db, const struct p2pg_spool_header *h, bool 
 	if (sqlite3_step(sel) != SQLITE_ROW)
 		return -EIO;
 	int64_t id = sqlite3_column_int64(sel, 0);
-	if (dead) {
+	if (recovered) {
 		char sql[96];
 		snprintf(sql, sizeof(sql), "UPDATE processes SET recovered=1 WHERE id=%lld",
 			 (long long)id);
@@ -200,40 +205,96 @@ bool p2pg_spool_header_valid(const struct p2pg_spool_header *h)
 	       h->header_size == sizeof(*h) && h->threads == P2PG_SPOOL_THREADS &&
 	       h->ring == P2PG_SPOOL_RING && h->blobs == P2PG_SPOOL_BLOBS &&
 	       h->blob_size == P2PG_SPOOL_BLOB_SIZE && h->aggs == P2PG_SPOOL_AGGS &&
-	       h->reserve == P2PG_SPOOL_RESERVE;
+	       h->reserve == P2PG_SPOOL_RESERVE &&
+	       h->thread_size == sizeof(struct p2pg_spool_thread) &&
+	       h->blob_step == P2PG_SPOOL_BLOB_STEP && h->header_crc == p2pg_spool_header_crc(h) &&
+	       h->pid > 0 && h->started_ns <= INT64_MAX;
 }
 
-/* What a writer can have published (kind, API, path): anything else is damage (a bit flip, a
- * zero-filled page of a file that a crash or a disk left behind), skipped and counted, never a row.
- * The devices and the status are the program's own arguments and answers, so any value is honest
- * there. */
-static bool record_valid(const struct p2pg_record *r)
+/* A device a call that succeeded can have named: an ordinal of the process's, once their count is
+ * known. (A failed call's devices are the program's own arguments: any value is honest there.) */
+static bool device_possible(int32_t device, int32_t devices)
 {
+	return device >= 0 && (devices <= 0 || device < devices);
+}
+
+/* A mapping names -1 for a device it does not know (an export's accessor, an owner a failed open
+ * could not tell). */
+static bool mapping_device_possible(int32_t device, int32_t devices)
+{
+	return device == -1 || device_possible(device, devices);
+}
+
+/*
+ * What a writer can have published: anything else is damage (a bit flip, a zero-filled page of a
+ * file that a crash or a disk left behind), skipped and counted, never a row. The checksum catches
+ * nearly all of it; the values are checked too, since what they would put in the database must be
+ * possible whatever the checksum says: a known kind, API and path or action, no count past what a
+ * signed column holds, and for a call that succeeded devices of the process's. NCCL's records
+ * keep other things in the same fields: nccl_codes.h checks them.
+ */
+static bool record_valid(const struct p2pg_record *r, uint32_t crc, uint64_t seq, int32_t devices)
+{
+	if (crc != p2pg_spool_record_crc(r, seq))
+		return false;
 	if (p2pg_nccl_record_kind(r->kind))
 		return p2pg_nccl_record_valid(r);
-	if (r->api >= P2PG_API_COUNT)
+	if (r->api >= P2PG_API_COUNT || r->bytes > INT64_MAX || r->host_ns > INT64_MAX ||
+	    r->gpu_ns > INT64_MAX || r->started_ns > INT64_MAX)
 		return false;
-	if (r->kind == P2PG_REC_TRANSFER)
-		return r->path >= P2PG_PATH_P2P && r->path <= P2PG_PATH_CAPTURED;
-	if (r->kind == P2PG_REC_PEER)
-		return r->path <= P2PG_ACTION_REPORTED;
-	if (r->kind == P2PG_REC_MAPPING)
-		return r->path >= P2PG_MAP_EXPORT && r->path <= P2PG_MAP_END;
+	switch (r->kind) {
+	case P2PG_REC_TRANSFER:
+		if (r->path < P2PG_PATH_P2P || r->path > P2PG_PATH_CAPTURED)
+			return false;
+		break;
+	case P2PG_REC_PEER:
+		if (r->path > P2PG_ACTION_REPORTED)
+			return false;
+		break;
+	case P2PG_REC_MAPPING:
+		return r->path >= P2PG_MAP_EXPORT && r->path <= P2PG_MAP_END &&
+		       (r->status != 0 || (mapping_device_possible(r->src_device, devices) &&
+					   mapping_device_possible(r->dst_device, devices)));
+	default:
+		return false; /* a kind this version does not know */
+	}
+	return r->status != 0 ||
+	       (device_possible(r->src_device, devices) && device_possible(r->dst_device, devices));
+}
+
+static bool blob_valid(const struct p2pg_spool_blob *b, int32_t devices)
+{
+	if (b->length > sizeof(b->text) || (b->length > 0 && b->text[b->length - 1] != '\0'))
+		return false;
+	if (b->crc != p2pg_spool_blob_crc(b) || b->started_ns > INT64_MAX)
+		return false;
+	switch (b->kind) {
+	case P2PG_BLOB_FAILURE:
+		/* A probe's finding is a failure row of a call that succeeded. */
+		return b->api < P2PG_API_COUNT &&
+		       (b->status != 0 || (device_possible(b->device, devices) &&
+					   device_possible(b->peer_device, devices)));
+	case P2PG_BLOB_CRASH:
+		return true; /* its other fields are not the crash's: not imported */
+	case P2PG_BLOB_NCCL_COMM:
+		return p2pg_nccl_blob_valid(b);
+	case P2PG_BLOB_DEVICES:
+		return p2pg_store_devices_valid(b);
+	}
 	return false;
 }
 
-static bool blob_valid(const struct p2pg_spool_blob *b)
+/* An overflow aggregate a writer can have left: only successful copies fold. Its counters change
+ * under the reader (no checksum can hold them), so they are checked by what they must satisfy
+ * whenever read: count first, then bytes of at least 2^size_bucket each. */
+static bool aggregate_valid(const struct p2pg_spool_agg *a, uint64_t count, uint64_t bytes,
+			    uint64_t host_ns, int32_t devices)
 {
-	if (b->kind == P2PG_BLOB_NCCL_COMM)
-		return p2pg_nccl_blob_valid(b);
-	if (b->kind != P2PG_BLOB_FAILURE && b->kind != P2PG_BLOB_CRASH &&
-	    b->kind != P2PG_BLOB_DEVICES)
-		return false;
-	if (b->length > sizeof(b->text) || (b->length > 0 && b->text[b->length - 1] != '\0'))
-		return false;
-	if (b->kind == P2PG_BLOB_DEVICES)
-		return p2pg_store_devices_valid(b);
-	return b->kind == P2PG_BLOB_CRASH || b->api < P2PG_API_COUNT;
+	return a->api < P2PG_API_COUNT && a->path >= P2PG_PATH_P2P &&
+	       a->path <= P2PG_PATH_CAPTURED && a->status == 0 && a->size_bucket < 64 &&
+	       device_possible(a->src_device, devices) && device_possible(a->dst_device, devices) &&
+	       count <= INT64_MAX && bytes <= INT64_MAX && host_ns <= INT64_MAX &&
+	       (bytes >> a->size_bucket) >= count;
 }
 
 /* A ring whose counters no writer could have left. */
@@ -339,9 +400,10 @@ static int flush_transfers(sqlite3 *db, struct statements *s, struct p2pg_import
 }
 
 /* A ring's overflow aggregates as they stand, in the pass's transaction. */
-static int import_aggregates(sqlite3 *db, struct statements *s, int64_t process_id,
-			     const struct p2pg_spool_thread *t)
+static int import_aggregates(sqlite3 *db, struct statements *s, struct p2pg_importer *im, int ring,
+			     const struct p2pg_spool_thread *t, int32_t devices)
 {
+	int64_t process_id = im->process_id;
 	for (int k = 0; k < P2PG_SPOOL_AGGS; k++) {
 		const struct p2pg_spool_agg *a = &t->agg[k];
 		if (!atomic_load_explicit(&a->used, memory_order_acquire))
@@ -350,9 +412,20 @@ static int import_aggregates(sqlite3 *db, struct statements *s, int64_t process_
 		uint64_t count = atomic_load_explicit(&a->count, memory_order_acquire);
 		if (count == 0)
 			continue;
+		/* NCCL's operations fold into the same aggregates (nccl_codes.h): theirs to check.
+		 */
 		if (p2pg_nccl_agg(a)) {
 			if (p2pg_nccl_import_agg(db, process_id, t, a, count) < 0)
 				return -EIO;
+			continue;
+		}
+		uint64_t bytes = atomic_load_explicit(&a->bytes, memory_order_relaxed);
+		uint64_t host_ns = atomic_load_explicit(&a->host_ns, memory_order_relaxed);
+		if (!aggregate_valid(a, count, bytes, host_ns, devices)) {
+			uint64_t bit = 1ull << (k & 63);
+			if (!(im->agg_damaged[ring][k >> 6] & bit))
+				im->invalid++;
+			im->agg_damaged[ring][k >> 6] |= bit;
 			continue;
 		}
 		sqlite3_stmt *st = s->overflow;
@@ -367,10 +440,8 @@ static int import_aggregates(sqlite3 *db, struct statements *s, int64_t process_
 		sqlite3_bind_int(st, 8, a->status);
 		sqlite3_bind_int(st, 9, a->size_bucket);
 		sqlite3_bind_int64(st, 10, (int64_t)count);
-		sqlite3_bind_int64(st, 11,
-				   (int64_t)atomic_load_explicit(&a->bytes, memory_order_relaxed));
-		sqlite3_bind_int64(
-		    st, 12, (int64_t)atomic_load_explicit(&a->host_ns, memory_order_relaxed));
+		sqlite3_bind_int64(st, 11, (int64_t)bytes);
+		sqlite3_bind_int64(st, 12, (int64_t)host_ns);
 		if (sqlite3_step(st) != SQLITE_DONE)
 			return -EIO;
 	}
@@ -532,23 +603,68 @@ static int insert_blob(sqlite3 *db, sqlite3_stmt *failure, sqlite3_stmt *crash, 
 	return 0;
 }
 
+/* What the file holds of ring k: true when it may be read. A ring the header says is there but the
+ * file ends before is damage, counted once. */
+static bool ring_readable(struct p2pg_importer *im, const struct p2pg_spool_header *h, int k)
+{
+	if (!p2pg_spool_ring_in_file(h, k))
+		return false;
+	if (!im->file_size || offsetof(struct p2pg_spool_layout, threads[k + 1]) <= im->file_size)
+		return true;
+	if (!im->ring_damaged[k])
+		im->invalid++;
+	im->ring_damaged[k] = true;
+	im->truncated = true;
+	return false;
+}
+
+/* The blob slots that may be read: those the header says the file holds, up to its end. */
+static uint32_t blobs_readable(struct p2pg_importer *im, const struct p2pg_spool_header *h)
+{
+	uint32_t n = atomic_load_explicit(&((struct p2pg_spool_header *)h)->blobs_in_file,
+					  memory_order_acquire);
+	if (n > P2PG_SPOOL_BLOBS)
+		n = P2PG_SPOOL_BLOBS;
+	if (!im->file_size)
+		return n;
+	uint32_t fit = 0;
+	while (fit < n && offsetof(struct p2pg_spool_layout, blobs[fit + 1]) <= im->file_size)
+		fit++;
+	if (fit < n) {
+		if (!im->blobs_cut)
+			im->invalid++;
+		im->blobs_cut = true;
+		im->truncated = true;
+	}
+	return fit;
+}
+
 int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_importer *im,
 		      bool dead)
 {
 	struct p2pg_spool_header *h = &spool->header;
+	im->more = false;
+	im->error[0] = '\0';
+	im->error_code = SQLITE_OK;
 	if (!p2pg_spool_header_valid(h))
 		return -EINVAL;
 
 	int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
-	if (rc != SQLITE_OK)
+	if (rc != SQLITE_OK) {
+		snprintf(im->error, sizeof(im->error), "%s", sqlite3_errmsg(db));
+		im->error_code = sqlite3_errcode(db) & 0xff;
 		return rc == SQLITE_BUSY ? -EBUSY : -EIO;
+	}
 
 	struct statements s;
 	int written = 0;
 	uint64_t new_tail[P2PG_SPOOL_THREADS];
 	uint64_t folded[P2PG_SPOOL_THREADS];
+	bool readable[P2PG_SPOOL_THREADS];
 	bool blob_done[P2PG_SPOOL_BLOBS];
 	memset(blob_done, 0, sizeof(blob_done));
+	uint64_t budget = im->budget ? im->budget : UINT64_MAX;
+	int32_t devices = atomic_load(&h->device_count);
 	int err = statements_prepare(db, &s);
 	if (err < 0)
 		goto fail;
@@ -562,13 +678,31 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 		im->process_id = id;
 	}
 
+	/* Counters that grow by one per lost record: one past what a signed column holds is
+	 * damage, counted once and left out. */
 	uint64_t dropped = atomic_load(&h->dropped_no_slot);
+	if (dropped > INT64_MAX) {
+		if (!im->header_dropped_damaged)
+			im->invalid++;
+		im->header_dropped_damaged = true;
+		dropped = 0;
+	}
 	for (int k = 0; k < P2PG_SPOOL_THREADS; k++) {
+		readable[k] = ring_readable(im, h, k);
+		if (!readable[k])
+			continue;
 		struct p2pg_spool_thread *t = &spool->threads[k];
 		uint64_t head = atomic_load_explicit(&t->head, memory_order_acquire);
 		uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
 		new_tail[k] = tail;
-		dropped += atomic_load(&t->dropped);
+		uint64_t ring_dropped = atomic_load(&t->dropped);
+		if (ring_dropped > INT64_MAX) {
+			if (!im->ring_damaged[k])
+				im->invalid++;
+			im->ring_damaged[k] = true;
+			continue;
+		}
+		dropped = ring_dropped > INT64_MAX - dropped ? INT64_MAX : dropped + ring_dropped;
 		if (head == tail && im->serial[k] == t->serial)
 			continue;
 		if (!ring_valid(t, head, tail)) {
@@ -601,9 +735,17 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 		}
 		if (head - from > P2PG_SPOOL_RING) /* cannot happen unless the file is damaged */
 			from = head - P2PG_SPOOL_RING;
-		for (uint64_t seq = from; seq < head; seq++) {
-			struct p2pg_record r = t->rec[seq & (P2PG_SPOOL_RING - 1)];
-			if (!record_valid(&r)) {
+		/* This pass's share: the rest waits for the next pass, from the watermark. */
+		uint64_t until = head;
+		if (until - from > budget) {
+			until = from + budget;
+			im->more = true;
+		}
+		budget -= until - from;
+		for (uint64_t seq = from; seq < until; seq++) {
+			uint64_t slot = seq & (P2PG_SPOOL_RING - 1);
+			struct p2pg_record r = t->rec[slot];
+			if (!record_valid(&r, t->crc[slot], seq, devices)) {
 				im->invalid++;
 				continue;
 			}
@@ -614,31 +756,32 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 			}
 			written += n;
 		}
-		if (from != head) {
+		if (from != until) {
 			sqlite3_reset(s.progress_set);
 			sqlite3_bind_int64(s.progress_set, 1, im->process_id);
 			sqlite3_bind_int64(s.progress_set, 2, t->serial);
-			sqlite3_bind_int64(s.progress_set, 3, (int64_t)head);
+			sqlite3_bind_int64(s.progress_set, 3, (int64_t)until);
 			if (sqlite3_step(s.progress_set) != SQLITE_DONE) {
 				err = -EIO;
 				goto fail;
 			}
 		}
-		im->imported[k] = head;
-		new_tail[k] = head;
+		im->imported[k] = until;
+		new_tail[k] = until;
 	}
 
 	if ((err = flush_transfers(db, &s, im)) < 0)
 		goto fail;
 
-	for (int k = 0; k < P2PG_SPOOL_BLOBS; k++) {
+	uint32_t blobs = blobs_readable(im, h);
+	for (uint32_t k = 0; k < blobs; k++) {
 		struct p2pg_spool_blob *b = &spool->blobs[k];
 		uint32_t st = atomic_load_explicit(&b->state, memory_order_acquire);
 		/* A dead writer may have left a blob half written: it never reached READY, so it is
 		 * not the record of a call that returned. */
 		if (st != P2PG_BLOB_READY)
 			continue;
-		if (!blob_valid(b)) {
+		if (!blob_valid(b, devices)) {
 			/* Marked persisted like an imported one: counted once. */
 			im->invalid++;
 			blob_done[k] = true;
@@ -654,10 +797,12 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 	}
 
 	for (int k = 0; k < P2PG_SPOOL_THREADS; k++) {
+		if (!readable[k])
+			continue;
 		struct p2pg_spool_thread *t = &spool->threads[k];
 		folded[k] = atomic_load_explicit(&t->folded, memory_order_acquire);
 		if (folded[k] != im->folded[k] &&
-		    (err = import_aggregates(db, &s, im->process_id, t)) < 0)
+		    (err = import_aggregates(db, &s, im, k, t, devices)) < 0)
 			goto fail;
 	}
 
@@ -697,9 +842,11 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 		im->on_timed(im->userdata, &im->timed[k]);
 	im->ntimed = 0;
 	/* Only now, with the rows durable, may the writers reuse their ring space. */
-	/* Only rings that changed are written: an unused ring is a hole in the file, and a store
-	 * there on a full disk would be a SIGBUS. */
+	/* Only rings that changed are written: a store into a page the file does not hold would
+	 * be a SIGBUS. */
 	for (int k = 0; k < P2PG_SPOOL_THREADS; k++) {
+		if (!readable[k])
+			continue;
 		struct p2pg_spool_thread *t = &spool->threads[k];
 		if (atomic_load_explicit(&t->tail, memory_order_relaxed) != new_tail[k])
 			atomic_store_explicit(&t->tail, new_tail[k], memory_order_release);
@@ -715,16 +862,20 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 		atomic_compare_exchange_strong_explicit(&t->state, &retired, P2PG_SLOT_FREE,
 							memory_order_release, memory_order_relaxed);
 	}
-	for (int k = 0; k < P2PG_SPOOL_BLOBS; k++)
+	for (uint32_t k = 0; k < blobs; k++)
 		if (blob_done[k])
 			atomic_store_explicit(&spool->blobs[k].state, P2PG_BLOB_PERSISTED,
 					      memory_order_release);
 	return written;
 
 fail:
+	/* The reason, before the rollback replaces it ("cannot rollback", "not an error"). */
+	snprintf(im->error, sizeof(im->error), "%s", sqlite3_errmsg(db));
+	im->error_code = sqlite3_errcode(db) & 0xff;
 	statements_finalize(&s);
 	p2pg_nccl_import_end(db, im, false);
 	sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	im->more = false;
 	/* Their rows are gone: the next pass imports those records again and notes them then. */
 	im->ntimed = 0;
 	/* The rollback undid the progress rows: forget what this pass believed it imported. */
@@ -734,6 +885,9 @@ fail:
 	/* ...and what it counted as damaged: the next pass counts it again. */
 	im->invalid = im->invalid_reported;
 	memset(im->ring_damaged, 0, sizeof(im->ring_damaged));
+	memset(im->agg_damaged, 0, sizeof(im->agg_damaged));
+	im->blobs_cut = false;
+	im->header_dropped_damaged = false;
 	if (im->record == P2PG_RECORD_SUMMARY) {
 		p2pg_importer_release(im);
 	}

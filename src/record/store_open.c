@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: MIT */
-/* Opening a database: the schema, and the columns added to it since a database may have been made.
- */
+/* Opening a database: what is not ours refused, the schema, and the migration of a database made by
+ * an earlier release. */
 #include "store.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cleanup.h"
+#include "safe_path.h"
 
 static bool has_column(sqlite3 *db, const char *table, const char *column)
 {
@@ -19,7 +21,8 @@ static bool has_column(sqlite3 *db, const char *table, const char *column)
 }
 
 /* Columns added to the schema after a database may have been made: CREATE TABLE IF NOT EXISTS
- * leaves an existing table as it was. */
+ * leaves an existing table as it was. With the tables the schema adds, this is the migration from
+ * schema 1 (0.1) to 2 (this release). */
 static int add_missing_columns(sqlite3 *db, char **msg)
 {
 	static const struct {
@@ -117,6 +120,97 @@ static void refresh_views(sqlite3 *db)
 	sqlite3_exec(db, ok ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL);
 }
 
+/* What a database holds before anything is written to it. */
+struct found {
+	int objects;	    /* tables, views, indexes: 0 for an empty (or new) database */
+	int version;	    /* PRAGMA user_version */
+	unsigned app;	    /* PRAGMA application_id */
+	bool our_processes; /* a processes table keyed as ours */
+};
+
+static int look(sqlite3 *db, struct found *f, char *err, size_t err_len)
+{
+	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(
+	    db,
+	    "SELECT (SELECT count(*) FROM main.sqlite_master), (SELECT user_version FROM "
+	    "pragma_user_version), (SELECT application_id FROM pragma_application_id), (SELECT "
+	    "count(*) FROM pragma_table_info('processes') WHERE name IN ('boot_id', 'pid', "
+	    "'started_ns')) = 3",
+	    -1, &st, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW) {
+		snprintf(err, err_len, "%s", sqlite3_errmsg(db));
+		return rc == SQLITE_BUSY ? -EBUSY : -EIO;
+	}
+	f->objects = sqlite3_column_int(st, 0);
+	f->version = sqlite3_column_int(st, 1);
+	f->app = (unsigned)sqlite3_column_int(st, 2);
+	f->our_processes = sqlite3_column_int(st, 3);
+	return 0;
+}
+
+/* Ours to write: empty, or made by this release's schema or an earlier one. Another program's
+ * database, or a newer p2pguard's, is left exactly as it is. */
+static int refuse_unless_ours(const struct found *f, char *err, size_t err_len)
+{
+	if (f->objects == 0)
+		return 0;
+	if (f->app != 0 && f->app != P2PG_APPLICATION_ID) {
+		snprintf(
+		    err, err_len,
+		    "not a p2pguard database (application_id 0x%08x is another program's); left "
+		    "as it is",
+		    f->app);
+		return -EPERM;
+	}
+	if (f->version < 1 || !f->our_processes) {
+		snprintf(
+		    err, err_len,
+		    "not a p2pguard database (its tables are another program's); left as it is");
+		return -EPERM;
+	}
+	if (f->version > P2PG_SCHEMA_VERSION) {
+		snprintf(
+		    err, err_len,
+		    "made by a newer p2pguard (schema %d; this one writes schema %d); left as it "
+		    "is: use that p2pguard with it",
+		    f->version, P2PG_SCHEMA_VERSION);
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* SQLite reads a name that starts with "file:" as a URI (with this Debian build's USE_URI): a name
+ * is a file's name here, always. */
+static const char *literal(const char *path, char *buf, size_t len)
+{
+	if (strncmp(path, "file:", 5) != 0)
+		return path;
+	snprintf(buf, len, "./%s", path);
+	return buf;
+}
+
+int p2pg_store_check(const char *path, char *err, size_t err_len)
+{
+	char buf[PATH_MAX + 8];
+	sqlite3 *db = NULL;
+	int rc = sqlite3_open_v2(literal(path, buf, sizeof(buf)), &db, SQLITE_OPEN_READONLY, NULL);
+	if (rc != SQLITE_OK) {
+		snprintf(err, err_len, "%s", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+		sqlite3_close(db);
+		return -EIO;
+	}
+	sqlite3_busy_timeout(db, 2000);
+	struct found f;
+	int r = look(db, &f, err, err_len);
+	if (r == 0)
+		r = refuse_unless_ours(&f, err, err_len);
+	sqlite3_close(db);
+	return r;
+}
+
 int p2pg_store_open(const char *path, sqlite3 **ret_db, char *err, size_t err_len)
 {
 	return p2pg_store_open_wait(path, ret_db, err, err_len, 10000);
@@ -131,15 +225,38 @@ int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t e
 		snprintf(err, err_len, "not a regular file");
 		return -EINVAL;
 	}
+	/* A link or a file another user planted on the way is refused before SQLite follows or
+	 * fills it (safe_path.h). */
+	int r = p2pg_path_check(path, true, err, err_len);
+	if (r < 0)
+		return r;
+	char buf[PATH_MAX + 8];
 	sqlite3 *db = NULL;
-	int rc = sqlite3_open_v2(
-	    path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	int rc =
+	    sqlite3_open_v2(literal(path, buf, sizeof(buf)), &db,
+			    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
 		snprintf(err, err_len, "%s", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
 		sqlite3_close(db);
 		return -EIO;
 	}
 	sqlite3_busy_timeout(db, busy_ms);
+	/* A database's own schema runs no function with side effects (its views and triggers are
+	 * not to be trusted: anyone who could write the file could have added them). */
+	sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
+	sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+	/* Checked again now that SQLite holds it open: a link planted meanwhile is caught before
+	 * anything is written. */
+	struct found found;
+	r = p2pg_path_check(path, true, err, err_len);
+	if (r == 0)
+		r = look(db, &found, err, err_len);
+	if (r == 0)
+		r = refuse_unless_ours(&found, err, err_len);
+	if (r < 0) {
+		sqlite3_close(db);
+		return r;
+	}
 	char *msg = NULL;
 	/* WAL lets ranks write while a user reads; NORMAL sync is durable against process death,
 	 * which is what the guard promises (the spool covers the rest). 16 KiB pages (for a new
@@ -149,15 +266,38 @@ int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t e
 			  "PRAGMA page_size=16384; PRAGMA journal_mode=WAL; PRAGMA "
 			  "synchronous=NORMAL; PRAGMA foreign_keys=OFF;",
 			  NULL, NULL, &msg);
+	/* The schema and the migration in one transaction, after a second look under its lock
+	 * (another process may have filled the file meanwhile). */
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, &msg);
+	bool began = rc == SQLITE_OK;
+	if (began && (r = look(db, &found, err, err_len)) == 0)
+		r = refuse_unless_ours(&found, err, err_len);
+	if (r < 0) {
+		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+		sqlite3_close(db);
+		return r;
+	}
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(db, p2pg_schema_sql, NULL, NULL, &msg);
 	if (rc == SQLITE_OK)
 		rc = add_missing_columns(db, &msg);
+	if (rc == SQLITE_OK && found.app == 0) {
+		char sql[64];
+		snprintf(sql, sizeof(sql), "PRAGMA application_id = %d", (int)P2PG_APPLICATION_ID);
+		rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+	}
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, "COMMIT", NULL, NULL, &msg);
+	/* Views whose definition changed since the database was made: replaced in a transaction
+	 * of their own (never fatal). */
 	if (rc == SQLITE_OK)
 		refresh_views(db);
 	if (rc != SQLITE_OK) {
-		snprintf(err, err_len, "%s", msg ? msg : sqlite3_errstr(rc));
+		snprintf(err, err_len, "%s", msg ? msg : sqlite3_errmsg(db));
 		sqlite3_free(msg);
+		if (began)
+			sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 		sqlite3_close(db);
 		return rc == SQLITE_BUSY ? -EBUSY : -EIO;
 	}

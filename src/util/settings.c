@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <strings.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "notice.h"
 
@@ -73,6 +75,16 @@ static bool parse_ulong(const char *value, unsigned long long min, unsigned long
 	if (errno || *end || v < min || v > max)
 		return false;
 	*out = v;
+	return true;
+}
+
+/* A rank as torchrun and MPI launchers write it: a decimal number from 0. */
+static bool parse_rank(const char *value, int *out)
+{
+	unsigned long long n;
+	if (!parse_ulong(value, 0, INT_MAX, &n))
+		return false;
+	*out = (int)n;
 	return true;
 }
 
@@ -152,6 +164,8 @@ static void parse_zeroed(struct p2pg_settings *s, char *(*get)(const char *name)
 	s->probe_timeout_ms = 5000;
 	s->stall_s = 30;
 	s->nccl = true;
+	s->rank = -1;
+	s->local_rank = -1;
 
 	const char *v;
 	bool b;
@@ -178,7 +192,16 @@ static void parse_zeroed(struct p2pg_settings *s, char *(*get)(const char *name)
 			      v);
 	}
 	if ((v = get("P2PGUARD_DB")) && *v) {
-		if (strlen(v) < sizeof(s->db_path))
+		/* SQLite would keep ":memory:" in this process only, each connection its own, and
+		 * read "file:..." as a URI (another file, or memory again): the records would be
+		 * nowhere a reader finds them. */
+		if (strcmp(v, ":memory:") == 0 || strncmp(v, "file:", 5) == 0)
+			warnf(
+			    warn,
+			    "P2PGUARD_DB=%s is not a file name (an in-memory database or an SQLite "
+			    "URI keeps the records where no reader finds them); using p2pguard.db",
+			    v);
+		else if (strlen(v) < sizeof(s->db_path))
 			snprintf(s->db_path, sizeof(s->db_path), "%s", v);
 		else
 			warnf(warn, "P2PGUARD_DB is longer than %zu bytes; using p2pguard.db",
@@ -287,6 +310,32 @@ static void parse_zeroed(struct p2pg_settings *s, char *(*get)(const char *name)
 		snprintf(s->rules_dir, sizeof(s->rules_dir), "%s", v);
 	if ((v = get("P2PGUARD_TEST")) && *v)
 		s->test_hooks = parse_test_hooks(v, warn);
+	if ((v = get("RANK")) && *v && !parse_rank(v, &s->rank))
+		warnf(warn,
+		      "RANK=%s is not a rank (a decimal number from 0); the processes row has no "
+		      "rank",
+		      v);
+	if ((v = get("LOCAL_RANK")) && *v && !parse_rank(v, &s->local_rank))
+		warnf(
+		    warn,
+		    "LOCAL_RANK=%s is not a rank (a decimal number from 0); the processes row has "
+		    "no local rank",
+		    v);
+}
+
+int p2pg_settings_absolute(char *path, size_t len)
+{
+	if (path[0] == '/' || path[0] == '\0')
+		return 0;
+	char cwd[PATH_MAX];
+	if (!getcwd(cwd, sizeof(cwd)))
+		return -errno;
+	char joined[PATH_MAX * 2];
+	int n = snprintf(joined, sizeof(joined), "%s/%s", strcmp(cwd, "/") == 0 ? "" : cwd, path);
+	if (n < 0 || (size_t)n >= len)
+		return -ENAMETOOLONG;
+	memcpy(path, joined, (size_t)n + 1);
+	return 0;
 }
 
 bool p2pg_settings_pair_selected(const struct p2pg_settings *s, int a, int b)
@@ -322,9 +371,21 @@ void p2pg_settings_parse(struct p2pg_settings *s, char *(*get)(const char *name)
 
 void p2pg_settings_load(void)
 {
+	struct p2pg_settings *s = &p2pg_process_settings;
 	/* The process's settings are a static, zero until this one read at load: no memset of its
-	 * 9 KB, whose pages every process that inherits the preload would otherwise pay for. */
-	parse_zeroed(&p2pg_process_settings, env_get, settings_warn);
+	 * 12 KB, whose pages every process that inherits the preload would otherwise pay for. */
+	parse_zeroed(s, env_get, settings_warn);
+	/* The database's folder is where the program starts: one that changes folder later would
+	 * otherwise split its rows over two databases and leave a spool behind. */
+	int r = p2pg_settings_absolute(s->db_path, sizeof(s->db_path));
+	if (r < 0)
+		p2pg_notice("the database %s cannot be named from the folder the program starts in "
+			    "(%s); it is used as given, relative to wherever the program is",
+			    s->db_path, strerror(-r));
+	if (s->rules_dir[0] && p2pg_settings_absolute(s->rules_dir, sizeof(s->rules_dir)) < 0)
+		p2pg_notice("P2PGUARD_RULES=%s cannot be named from the folder the program starts "
+			    "in; it is used as given",
+			    s->rules_dir);
 }
 
 void p2pg_settings_use(const struct p2pg_settings *s)

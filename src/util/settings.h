@@ -48,6 +48,8 @@ struct p2pg_settings {
 	bool quiet;	      /* P2PGUARD_QUIET: no startup banner or summary lines */
 	bool nccl;	      /* P2PGUARD_NCCL: be NCCL's profiler plugin (src/nccl/) */
 	unsigned test_hooks;  /* P2PGUARD_TEST: P2PG_TEST_* bits, for checks on real GPUs */
+	int rank;	      /* RANK (torchrun's), -1 when unset or not a rank */
+	int local_rank;	      /* LOCAL_RANK, likewise */
 	char db_path[4096];
 	/* P2PGUARD_PAIRS as a symmetric matrix; only read when !pairs_all */
 	unsigned char pairs[P2PG_MAX_DEVICES][P2PG_MAX_DEVICES];
@@ -82,11 +84,20 @@ bool p2pg_settings_pair_selected(const struct p2pg_settings *s, int a, int b);
 
 const char *p2pg_mode_name(enum p2pg_mode mode);
 
-/* Parses the process's environment into its settings, each problem one p2pguard: line. Once,
- * from the preload constructor (the guard's early start). */
+/* Parses the process's environment into its settings, each problem one p2pguard: line, and makes
+ * the database and rules paths absolute (against the folder the process starts in: a program that
+ * changes folder later keeps writing to the same database). Once, from the preload constructor
+ * (the guard's early start). */
 void p2pg_settings_load(void);
 /* The process's settings as another reading left them (the core: the preload's, from load). */
 void p2pg_settings_use(const struct p2pg_settings *s);
+
+/*
+ * Makes path (a buffer of len bytes) absolute against the current folder, when it is relative.
+ * Returns 0, or a negative errno (the folder cannot be named, or the result would not fit): path is
+ * then unchanged.
+ */
+int p2pg_settings_absolute(char *path, size_t len);
 /* The process's settings (all defaults before p2pg_settings_load). Inline, because every
  * intercepted copy asks for them; written only by p2pg_settings_load or p2pg_settings_use, before
  * the guard starts. */

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
+#include "crc32c.h"
 #include "failure.h"
 #include "guard.h"
 #include "recorder.h"
@@ -52,17 +53,27 @@ static int cmp_u64(const void *a, const void *b)
 
 /* ---- record: per-call cost into a spool with no drainer, rings emptied between batches ---- */
 
+/* A call costs a few ns, less than the timer's own jitter: the p50 is read from batches of
+ * RECORD_BATCH calls (the timer once per batch), the p99 from calls timed one by one. */
+#define RECORD_BATCH 16
+
 struct record_arg {
 	struct p2pg_spool_layout *spool;
+	int fd;
 	int calls;
-	uint64_t *ticks;
+	uint64_t *ticks;   /* one call each */
+	uint64_t *batches; /* RECORD_BATCH calls each */
 	pthread_barrier_t *barrier;
 };
 
 static void *record_worker(void *p)
 {
 	struct record_arg *a = p;
-	struct p2pg_spool_thread *t = p2pg_spool_claim_thread(a->spool, -1, 1);
+	struct p2pg_spool_thread *t = p2pg_spool_claim_thread(a->spool, a->fd, 1);
+	if (!t) {
+		perror("bench: no ring");
+		exit(1);
+	}
 	struct p2pg_record r = {.api = 5, .kind = P2PG_REC_TRANSFER, .bytes = 256, .path = 1};
 	pthread_barrier_wait(a->barrier);
 	for (int k = 0; k < a->calls; k++) {
@@ -80,6 +91,20 @@ static void *record_worker(void *p)
 		uint64_t c1 = __rdtsc();
 		a->ticks[k] = c1 - c0;
 	}
+	for (int b = 0; b < a->calls / RECORD_BATCH; b++) {
+		if ((b * RECORD_BATCH) % (P2PG_SPOOL_RING - P2PG_SPOOL_RESERVE) < RECORD_BATCH)
+			atomic_store(&t->tail, atomic_load(&t->head));
+		_mm_lfence();
+		uint64_t c0 = __rdtsc();
+		_mm_lfence();
+		for (int k = 0; k < RECORD_BATCH; k++) {
+			r.started_ns = (uint64_t)(b * RECORD_BATCH + k);
+			p2pg_spool_put(t, &r);
+		}
+		_mm_lfence();
+		uint64_t c1 = __rdtsc();
+		a->batches[b] = c1 - c0;
+	}
 	return NULL;
 }
 
@@ -91,7 +116,7 @@ static struct p2pg_spool_layout *make_spool(const char *dir, int *fd)
 	return p2pg_spool_create(dir, &info, fd, path, sizeof(path), NULL, 0);
 }
 
-static void bench_record(const char *dir, int threads)
+static void bench_record(const char *dir, int threads, const char *how)
 {
 	int fd;
 	struct p2pg_spool_layout *spool = make_spool(dir, &fd);
@@ -112,28 +137,40 @@ static void bench_record(const char *dir, int threads)
 	}
 	qsort(empty, 1000, sizeof(uint64_t), cmp_u64);
 	for (int k = 0; k < threads; k++) {
-		args[k] = (struct record_arg){spool, calls, calloc((size_t)calls, sizeof(uint64_t)),
-					      &barrier};
+		args[k] =
+		    (struct record_arg){spool,
+					fd,
+					calls,
+					calloc((size_t)calls, sizeof(uint64_t)),
+					calloc((size_t)calls / RECORD_BATCH, sizeof(uint64_t)),
+					&barrier};
 		pthread_create(&tid[k], NULL, record_worker, &args[k]);
 	}
 	size_t total = (size_t)threads * (size_t)calls;
+	size_t per = (size_t)calls / RECORD_BATCH, nbatches = (size_t)threads * per;
 	uint64_t *all = malloc(total * sizeof(uint64_t));
+	uint64_t *batches = malloc(nbatches * sizeof(uint64_t));
 	for (int k = 0; k < threads; k++) {
 		pthread_join(tid[k], NULL);
 		memcpy(all + (size_t)k * calls, args[k].ticks, (size_t)calls * sizeof(uint64_t));
+		memcpy(batches + (size_t)k * per, args[k].batches, per * sizeof(uint64_t));
 		free(args[k].ticks);
+		free(args[k].batches);
 	}
 	qsort(all, total, sizeof(uint64_t), cmp_u64);
+	qsort(batches, nbatches, sizeof(uint64_t), cmp_u64);
 	double base = (double)empty[500];
-	double p50 = ((double)all[total / 2] - base) * ns_per_tick;
+	double p50 = ((double)batches[nbatches / 2] - base) * ns_per_tick / RECORD_BATCH;
 	double p99 = ((double)all[total * 99 / 100] - base) * ns_per_tick;
-	printf("| record, %2d thread%s | p50 %.0f ns, p99 %.0f ns | p50 <= 150 ns, p99 <= 500 ns | "
-	       "%s |\n",
-	       threads, threads == 1 ? " " : "s", p50 < 0 ? 0 : p50, p99 < 0 ? 0 : p99,
-	       (p50 <= 150 && p99 <= 500) ? "met" : "MISSED");
+	printf(
+	    "| record, %2d thread%s%s | p50 %.1f ns, p99 %.0f ns | p50 <= 15 ns, p99 <= 500 ns | "
+	    "%s |\n",
+	    threads, threads == 1 ? " " : "s", how, p50 < 0 ? 0 : p50, p99 < 0 ? 0 : p99,
+	    (p50 <= 15 && p99 <= 500) ? "met" : "MISSED");
 	free(all);
+	free(batches);
 	pthread_barrier_destroy(&barrier);
-	munmap(spool, P2PG_SPOOL_FILE_SIZE);
+	munmap(spool, P2PG_SPOOL_MAP_SIZE);
 	close(fd);
 }
 
@@ -212,7 +249,7 @@ static void bench_drain(const char *dir, enum p2pg_record_mode mode, const char 
 	       (double)file_size(db_path) / 1048576.0);
 	p2pg_importer_release(&im);
 	sqlite3_close(db);
-	munmap(spool, P2PG_SPOOL_FILE_SIZE);
+	munmap(spool, P2PG_SPOOL_MAP_SIZE);
 	close(fd);
 }
 
@@ -285,9 +322,15 @@ int main(int argc, char **argv)
 	printf("| what | measured | budget | |\n|---|---|---|---|\n");
 	const char *only = argc > 2 ? argv[2] : "";
 	if (!*only || strcmp(only, "record") == 0) {
-		bench_record(dir, 1);
-		bench_record(dir, 8);
-		bench_record(dir, 32);
+		bench_record(dir, 1, "");
+		bench_record(dir, 8, "");
+		bench_record(dir, 32, "");
+		/* What a CPU without SSE4.2 pays: the checksum by table. */
+		if (p2pg_crc32c_hw) {
+			p2pg_crc32c_hw = false;
+			bench_record(dir, 1, ", CRC32C by table");
+			p2pg_crc32c_hw = true;
+		}
 	}
 	if (!*only || strcmp(only, "drain") == 0) {
 		bench_drain(dir, P2PG_RECORD_ALL, "all");

@@ -12,11 +12,14 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const char *const names[] = {
-    "P2PGUARD_DISABLE",	   "P2PGUARD_MODE",	  "P2PGUARD_DB",
-    "P2PGUARD_RECORD",	   "P2PGUARD_GPU_TIMING", "P2PGUARD_GPU_TIMING_INTERVAL_US",
-    "P2PGUARD_STAGING_MB", "P2PGUARD_PAIRS",	  "P2PGUARD_BACKTRACE",
-    "P2PGUARD_PROBE",	   "P2PGUARD_RULES",	  "P2PGUARD_QUIET",
-    "P2PGUARD_NCCL",
+    "P2PGUARD_DISABLE",	   "P2PGUARD_MODE",
+    "P2PGUARD_DB",	   "P2PGUARD_RECORD",
+    "P2PGUARD_GPU_TIMING", "P2PGUARD_GPU_TIMING_INTERVAL_US",
+    "P2PGUARD_STAGING_MB", "P2PGUARD_PAIRS",
+    "P2PGUARD_BACKTRACE",  "P2PGUARD_PROBE",
+    "P2PGUARD_RULES",	   "P2PGUARD_QUIET",
+    "P2PGUARD_NCCL",	   "RANK",
+    "LOCAL_RANK",
 };
 #define NAMES (sizeof(names) / sizeof(names[0]))
 
@@ -52,6 +55,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	static struct p2pg_settings s;
 	p2pg_settings_parse(&s, get, warn);
+	/* A rank is a rank or nothing: never a number made up from what is not one. */
+	if (s.rank < -1 || s.local_rank < -1)
+		abort();
+	char path[sizeof(s.db_path)];
+	memcpy(path, s.db_path, sizeof(path));
+	if (p2pg_settings_absolute(path, sizeof(path)) == 0 && path[0] != '/')
+		abort();
 	for (int a = -1; a <= P2PG_MAX_DEVICES; a++)
 		p2pg_settings_pair_selected(&s, a, P2PG_MAX_DEVICES - 1 - a);
 	p2pg_mode_name(s.mode);

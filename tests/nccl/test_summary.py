@@ -23,7 +23,9 @@ equal(query(db, "SELECT func, ops, bytes FROM nccl_totals ORDER BY func"),
 # ends at NCCL's stop, on the calling thread, so they come as fast as the plugin takes them.
 N = 70000
 db = tempdb()
-sqlite3.connect(db).execute("CREATE TABLE warm (x)").connection.commit()
+# The guard makes the database first (a process with NCCL's plugin off): a database of another
+# program's tables would be refused, not written.
+sim(["allreduce", 1, 256], db=db, P2PGUARD_NCCL="0")
 lock = sqlite3.connect(db, isolation_level=None)
 lock.execute("BEGIN IMMEDIATE")
 proc = sim(["--channels", 0, "allreduce", N, 256], db=db, timeout=300)

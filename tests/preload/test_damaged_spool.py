@@ -1,15 +1,23 @@
 """A spool file that a crash, a disk or a person damaged: `p2pguard recover` and a starting guard
 import what is intact, skip the damage with one line and count it in processes.records_invalid,
-never crash, never turn garbage into rows, and the guarded program's output stays its own."""
+keep the file aside as `<file>.damaged` (never deleted), never crash, never turn garbage into rows
+(every record carries a CRC32C beside it; impossible values are refused as well), and the guarded
+program's output stays its own."""
 import glob
 import os
+import random
 import shutil
 import sqlite3
 import struct
 import time
 from harness import *
 
-HEADER, RING_BYTES, RECORD = 4096, 64 + 65536 * 64 + 256 * 40, 64  # struct p2pg_spool_thread: ring, then aggregates
+# include/p2pguard/spool.h, layout P2PGSPL5: the header page, 128 blob slots, then the rings
+# (counters, 65,536 records, their checksums, the overflow aggregates, whole pages).
+HEADER, BLOBS, BLOB_SIZE, RECORD = 4096, 128, 24 << 10, 64
+RING_BYTES = 4468736
+RINGS = HEADER + BLOBS * BLOB_SIZE
+RINGS_IN_FILE = 2328
 
 
 def killed_spool():
@@ -28,25 +36,33 @@ def killed_spool():
     proc.wait()
     holder.execute("ROLLBACK")
     holder.close()
-    files = glob.glob(db + ".spool/*.spool4")
+    files = glob.glob(db + ".spool/*.spool5")
     equal(len(files), 1, "a SIGKILLed process leaves its spool")
     return files[0]
 
 
 def rings(path):
-    """(ring, head, tail) of each used ring."""
+    """(ring, head, tail) of each used ring the file holds."""
     used = []
     with open(path, "rb") as f:
+        f.seek(RINGS_IN_FILE)
+        in_file = int.from_bytes(f.read(16), "little")
         for k in range(128):
-            f.seek(HEADER + k * RING_BYTES)
+            if not in_file >> k & 1:
+                continue
+            f.seek(RINGS + k * RING_BYTES)
             head, tail = struct.unpack("<QQ", f.read(16))
             if head:
                 used.append((k, head, tail))
     return used
 
 
+def ring_offset(ring):
+    return RINGS + ring * RING_BYTES
+
+
 def record_offset(ring, seq):
-    return HEADER + ring * RING_BYTES + 64 + (seq % 65536) * RECORD
+    return ring_offset(ring) + 64 + (seq % 65536) * RECORD
 
 
 def fresh_copy(spool):
@@ -113,7 +129,7 @@ equal(scalar(db, "SELECT records_invalid FROM processes"), zeroed, "the zeroed r
 # A ring whose counters no writer leaves (tail past head): skipped whole, counted once.
 db, path = fresh_copy(original)
 with open(path, "r+b") as f:
-    f.seek(HEADER + ring * RING_BYTES + 8)
+    f.seek(ring_offset(ring) + 8)
     f.write(struct.pack("<Q", head + 5))
 proc = recover(db)
 equal(proc.returncode, 0, "recover with a damaged ring exits 0")
@@ -134,12 +150,81 @@ equal(scalar(db, "SELECT count(*) FROM transfers"), 0, "nothing of it imported")
 proc = recover(db)
 equal(p2pguard_lines(proc.stderr), [], "a second recover says nothing more about it")
 
-# Truncated to half (a full disk while the file was copied): refused without a SIGBUS.
+# Truncated inside its last ring (a full disk while the file was copied): no SIGBUS; the rings
+# the file still holds are imported, the cut one is counted, and the file is kept aside, never
+# deleted (a person may still get more out of it).
 db, path = fresh_copy(original)
-os.truncate(path, os.path.getsize(path) // 2)
+last = max(k for k, _, _ in used)
+os.truncate(path, ring_offset(last) + RING_BYTES // 2)
 proc = recover(db)
 equal(proc.returncode, 0, "recover of a truncated spool exits 0")
-equal(scalar(db, "SELECT count(*) FROM transfers"), 0, "nothing of it imported")
+lines = p2pguard_lines(proc.stderr)
+equal(len(lines), 1, "one line about the truncated file: %s" % lines)
+check(lines and "truncated" in lines[0] and ".damaged" in lines[0], "the line says truncated and where the file is kept")
+check(os.path.exists(path + ".damaged") and not os.path.exists(path), "the truncated file is kept as .damaged")
+equal(scalar(db, "SELECT count(*) FROM transfers"), sum(h - t for k, h, t in used if k != last),
+      "the rings before the cut are rows")
+equal(scalar(db, "SELECT records_invalid FROM processes"), 1, "the cut ring counts once")
+equal(p2pguard_lines(recover(db).stderr), [], "a second recover leaves it alone, silently")
+
+# Truncated to less than its header, or to nothing: kept aside too, never deleted in silence.
+for size, what in ((100, "shorter than its header"), (0, "empty")):
+    db, path = fresh_copy(original)
+    os.truncate(path, size)
+    proc = recover(db)
+    equal(proc.returncode, 0, "recover of a spool cut to %d bytes exits 0" % size)
+    check(what in proc.stderr and os.path.exists(path + ".damaged"),
+          "cut to %d bytes: said (%s) and kept as .damaged" % (size, proc.stderr.strip()))
+
+# 2,000 random bytes changed across the rings (#25: rows with bytes = -9.08e18 and device -30976
+# came out of such a file): every record that changed fails its checksum; no impossible row.
+db, path = fresh_copy(original)
+rnd = random.Random(2000)
+with open(path, "r+b") as f:
+    for _ in range(2000):
+        k, head, tail = rnd.choice(used)
+        f.seek(record_offset(k, rnd.randrange(tail, head)) + rnd.randrange(RECORD))
+        f.write(bytes([rnd.randrange(256)]))
+proc = recover(db)
+equal(proc.returncode, 0, "recover of a spool with 2,000 random bytes changed exits 0")
+equal(len(p2pguard_lines(proc.stderr)), 1, "one line: %s" % p2pguard_lines(proc.stderr))
+invalid = scalar(db, "SELECT records_invalid FROM processes")
+rows = scalar(db, "SELECT count(*) FROM transfers")
+check(invalid > 0 and rows + invalid == intact, "every record is a row or counted invalid (%d + %d == %d)" % (rows, invalid, intact))
+equal(scalar(db, "SELECT count(*) FROM transfers WHERE bytes < 0 OR bytes > 1 << 40 "
+                 "OR src_device NOT IN (0, 1) OR dst_device NOT IN (0, 1) OR host_ns < 0 OR started_ns < 0"),
+      0, "no imported row holds an impossible value")
+
+# A changed record whose every value is still possible (its size): its checksum refuses it.
+db, path = fresh_copy(original)
+with open(path, "r+b") as f:
+    f.seek(record_offset(ring, tail) + 16)  # bytes
+    f.write(struct.pack("<Q", 12345))
+proc = recover(db)
+equal(scalar(db, "SELECT count(*) FROM transfers WHERE bytes = 12345"), 0, "a plausible but changed size is refused by the checksum")
+equal(scalar(db, "SELECT records_invalid FROM processes"), 1, "and counted")
+
+# A record rewritten with its checksum but an impossible value (a device past the process's two):
+# refused by the value check, counted.
+db, path = fresh_copy(original)
+with open(path, "r+b") as f:
+    f.seek(record_offset(ring, tail))
+    rec = bytearray(f.read(RECORD))
+    struct.pack_into("<h", rec, 44, 7)  # src_device
+    crc = 0xffffffff  # CRC32C, bit by bit
+    for byte in rec:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+    crc ^= 0xffffffff
+    f.seek(record_offset(ring, tail))
+    f.write(rec)
+    f.seek(ring_offset(ring) + 64 + 65536 * RECORD + (tail % 65536) * 4)
+    f.write(struct.pack("<I", crc ^ (tail & 0xffffffff)))
+proc = recover(db)
+equal(scalar(db, "SELECT count(*) FROM transfers WHERE src_device = 7"), 0,
+      "a successful copy from device 7 of a two-device process is refused whatever its checksum")
+equal(scalar(db, "SELECT records_invalid FROM processes"), 1, "and counted")
 
 # A starting guard finds the bit-flipped spool: the program's output and status are a bare run's.
 db, path = fresh_copy(original)

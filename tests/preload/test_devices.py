@@ -79,12 +79,16 @@ check(all(r[3] == by_pci["00000000:11:00.0"] and r[4] == by_pci["00000000:10:00.
 unknown = query(db, "SELECT pair, device_uuid, peer_uuid FROM failure_report WHERE pair LIKE '%->7'")
 check(unknown and all(r[2] is None for r in unknown), "an ordinal the process does not have: no UUID (%s)" % unknown[:1])
 
-# An older database: failure_report without these columns, no devices table. Opened by this
-# guard, the view is brought up to date and the table made.
+# An older database (0.1's processes table, schema 1): failure_report without these columns, no
+# devices table. Opened by this guard, the view is brought up to date and the table made.
 db = tempdb()
 con = sqlite3.connect(db)
 con.executescript("""
-CREATE TABLE processes (id INTEGER PRIMARY KEY, pid INTEGER, hostname TEXT, rank INTEGER);
+PRAGMA user_version = 1;
+CREATE TABLE processes (id INTEGER PRIMARY KEY, pid INTEGER NOT NULL, hostname TEXT, rank INTEGER,
+  local_rank INTEGER, cmdline TEXT, started_ns INTEGER NOT NULL, mode TEXT, guard_version TEXT,
+  driver_version INTEGER, boot_id TEXT NOT NULL, records_dropped INTEGER NOT NULL DEFAULT 0,
+  recovered INTEGER NOT NULL DEFAULT 0, UNIQUE (boot_id, pid, started_ns));
 CREATE TABLE failures (id INTEGER PRIMARY KEY, process_id INTEGER, started_ns INTEGER, api TEXT,
   status INTEGER, error_name TEXT, device INTEGER, peer_device INTEGER, action TEXT, rule_id TEXT,
   diagnosis TEXT, advice TEXT, python_stack TEXT, backtrace TEXT);

@@ -170,9 +170,15 @@ bt = scalar(db, "SELECT backtrace FROM crashes")
 check(bt is not None and " crash_in_cxx(int)+0x" in first_line(bt),
       "the recovered crash is demangled too (%r)" % first_line(bt))
 
-# A database made before crashes.python_stack existed gets the column when the guard opens it.
+# A database made before crashes.python_stack existed (0.1's, schema 1) gets the column when the
+# guard opens it.
 db = tempdb()
 con = sqlite3.connect(db)
+con.execute("PRAGMA user_version = 1")
+con.execute("CREATE TABLE processes (id INTEGER PRIMARY KEY, pid INTEGER NOT NULL, hostname TEXT, rank INTEGER, "
+            "local_rank INTEGER, cmdline TEXT, started_ns INTEGER NOT NULL, mode TEXT, guard_version TEXT, "
+            "driver_version INTEGER, boot_id TEXT NOT NULL, records_dropped INTEGER NOT NULL DEFAULT 0, "
+            "recovered INTEGER NOT NULL DEFAULT 0, UNIQUE (boot_id, pid, started_ns))")
 con.execute("CREATE TABLE crashes (id INTEGER PRIMARY KEY, process_id INTEGER NOT NULL, thread_id INTEGER, "
             "signal INTEGER, backtrace TEXT, started_ns INTEGER, UNIQUE (process_id, thread_id, started_ns))")
 con.commit()

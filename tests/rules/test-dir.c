@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdbool.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "p2pguard/rules.h"
@@ -120,6 +121,64 @@ static void test_tree(void)
 	p2pg_ruleset_free(rs);
 }
 
+/* Links: "x -> ." four times made 4^16 folder visits (a job hanging past 60 s), two made 131,072
+ * lines. Each folder is read once: a link back to one already read is one problem, and a link to
+ * a folder outside is read like any folder. */
+static void test_link_loops(void)
+{
+	char loops[300], path[400], outside[300];
+	snprintf(loops, sizeof(loops), "%s/loops", root);
+	snprintf(outside, sizeof(outside), "%s/outside", root);
+	mkdir(loops, 0755);
+	mkdir(outside, 0755);
+	put_in(loops, "cuda/one.json", entry("cuda/one"));
+	put_in(outside, "far.json", entry("there/far"));
+	for (int k = 0; k < 4; k++) {
+		snprintf(path, sizeof(path), "%s/x%d", loops, k);
+		check(symlink(".", path) == 0);
+	}
+	snprintf(path, sizeof(path), "%s/cuda/up", loops);
+	check(symlink("..", path) == 0);
+	snprintf(path, sizeof(path), "%s/there", loops);
+	check(symlink(outside, path) == 0);
+	snprintf(path, sizeof(path), "%s/there-again", loops);
+	check(symlink(outside, path) == 0);
+
+	struct all all = {0};
+	struct p2pg_ruleset *rs = p2pg_ruleset_new();
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int r = p2pg_ruleset_load_dir(rs, loops, capture_all, &all);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	/* x0..x3 and cuda/up lead back, there-again to a folder read already. */
+	check_int(r, 6);
+	check_int(all.n, 6);
+	check_int(p2pg_ruleset_count(rs), 2);
+	check(p2pg_ruleset_find(rs, "cuda/one") != NULL);
+	check(p2pg_ruleset_find(rs, "there/far") != NULL);
+	snprintf(path, sizeof(path), "%s/cuda/up", loops);
+	check_str(all.files[0], path);
+	check_str(all.messages[0],
+		  "a folder already read (a link loop, or a second link to it): not read again");
+	check(t1.tv_sec - t0.tv_sec < 2);
+	p2pg_ruleset_free(rs);
+
+	/* A wide tree of real folders: read up to the bound, then one line. */
+	char wide[300];
+	snprintf(wide, sizeof(wide), "%s/wide", root);
+	mkdir(wide, 0755);
+	for (int k = 0; k < 1100; k++) {
+		snprintf(path, sizeof(path), "%s/d%04d", wide, k);
+		mkdir(path, 0755);
+	}
+	struct all many = {0};
+	rs = p2pg_ruleset_new();
+	check_int(p2pg_ruleset_load_dir(rs, wide, capture_all, &many), 1);
+	check_int(many.n, 1);
+	check_str(many.messages[0], "more than 1024 folders: the rest is not read");
+	p2pg_ruleset_free(rs);
+}
+
 static void test_missing_dir(void)
 {
 	struct p2pg_ruleset *rs = p2pg_ruleset_new();
@@ -148,6 +207,7 @@ int main(void)
 		return 1;
 	}
 	RUN(test_tree);
+	RUN(test_link_loops);
 	RUN(test_missing_dir);
 	remove_tree(root);
 	remove_tree(second);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define PAGE_SHIFT SIM_PAGE_SHIFT
@@ -90,9 +91,15 @@ static bool region_init(struct region *r, uintptr_t base, size_t bytes)
 }
 
 /* A device's memory as a file, so that other processes can map it; private memory if the system
- * has no memfd (legacy IPC handles are then refused). */
+ * has no memfd, or if the process may not have a file that large (RLIMIT_FSIZE, `ulimit -f`: the
+ * ftruncate would be a SIGXFSZ, which the real driver never sends): legacy IPC handles are then
+ * refused. */
 static int back_with_file(uintptr_t base, size_t span, int ordinal)
 {
+	struct rlimit limit;
+	if (getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+	    limit.rlim_cur < span)
+		return -1;
 	char name[48];
 	snprintf(name, sizeof(name), "simcuda-device-%d", sim_cfg.phys[ordinal]);
 	int fd = memfd_create(name, MFD_CLOEXEC);

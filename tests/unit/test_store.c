@@ -88,7 +88,8 @@ int main(void)
 	sqlite3 *db = NULL;
 	char err[256];
 	CHECK(p2pg_store_open(db_path, &db, err, sizeof(err)) == 0, "open creates the schema");
-	CHECK(one(db, "PRAGMA user_version") == 1, "schema version 1");
+	CHECK(one(db, "PRAGMA user_version") == 2, "schema version 2");
+	CHECK(one(db, "PRAGMA application_id") == 0x50325047, "application_id P2PG");
 
 	struct p2pg_process_info info = {.hostname = "unit",
 					 .rank = 3,
@@ -216,7 +217,7 @@ int main(void)
 
 	/* Recovery of a dead process's file: flock free, imported, deleted. Another version's spool
 	 * beside it (another layout) is left alone, for that version's recover. */
-	munmap(spool, P2PG_SPOOL_FILE_SIZE);
+	munmap(spool, P2PG_SPOOL_MAP_SIZE);
 	close(fd);
 	char other_version[600];
 	snprintf(other_version, sizeof(other_version), "%s/1-1.spool", spool_dir);
@@ -275,7 +276,7 @@ int main(void)
 	p2pg_importer_release(&timed_sum);
 	p2pg_importer_release(&im);
 	p2pg_importer_release(&fresh);
-	munmap(spool, P2PG_SPOOL_FILE_SIZE);
+	munmap(spool, P2PG_SPOOL_MAP_SIZE);
 	close(fd);
 	sqlite3_stmt *st = NULL;
 	sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL);

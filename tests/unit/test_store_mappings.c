@@ -126,7 +126,7 @@ int main(void)
 	      "a repeated import adds no row and counts nothing twice");
 
 	sqlite3_close(db);
-	munmap(spool, P2PG_SPOOL_FILE_SIZE);
+	munmap(spool, P2PG_SPOOL_MAP_SIZE);
 	close(fd);
 	char cmd[600];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
