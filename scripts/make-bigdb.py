@@ -3,7 +3,7 @@
 testing the outputs (report, report --html, trace, metrics) at scale.
 
     scripts/make-bigdb.py OUT.db [--rows 1000000] [--gpus 8] [--processes 100] [--per-host 8]
-                          [--seed-db DB] [--no-devices] [--nccl-rows N] [--seed N]
+                          [--seed-db DB] [--no-devices] [--nccl-rows N] [--no-mappings] [--seed N]
 
 How it is built: direct SQL inserts into the schema of src/record/schema.sql (plus the columns
 src/record/store_open.c adds to older databases, and the `devices` table of the physical-identity
@@ -27,6 +27,21 @@ two-rank pair and one pipeline link are slow, as a pair rerouted through the roo
 operation in fifty has no GPU time. The summary-mode ranks fold their operations into
 nccl_op_summary, three ranks overflow into nccl_op_overflow, two ranks hang in an all-reduce
 (nccl_stalls, their operations 'running') and the crashed ranks leave one operation unreported.
+
+Cross-process mappings (--no-mappings: none), as the guard records a job whose NCCL maps its peers'
+buffers with cuMem (NCCL >= 2.19, its default) and whose ranks share tensors through PyTorch's CUDA
+IPC: at each communicator's start, every rank imports, maps and is given access to a buffer of the
+peer it sends to, per channel, on every P2P link of its host (the world ring's next rank, 16
+channels; the host's ring, 24; its two-rank group's other GPU, 8; none across the PCIe groups, where
+NCCL uses shared memory, and none for staged ranks, where the guard sets NCCL_P2P_DISABLE), the
+owner exporting each one (cuMemExportToShareableHandle) and counting its own maps; the unmaps and
+releases come at the communicators' end, except in the crashed ranks and the last host's (their
+program never destroyed its communicators): those stay live. Every rank also opens four weight
+buckets of its two-rank group's other GPU with cudaIpcOpenMemHandle at each of twelve
+synchronisations, closing them before the next; its owner exports them. PyTorch's expandable
+segments make each rank's own-device maps by the ten thousand (mapping_counts). One rank's import
+fails with 101 (its CUDA_VISIBLE_DEVICES hides the owner GPU) and one rank's IPC open with 201 (a
+container), each with its failures row.
 
 The text of failures and crashes (diagnosis, advice, evidence, stacks) and the rules table come
 from --seed-db when given: a database written by the guard on the simulated CUDA (scripts/
@@ -222,6 +237,142 @@ def nccl(con, procs, a, rnd, t0, span, total):
     return ops_total
 
 
+def mappings(con, procs, a, rnd, span, fail_text):
+    """The job's cross-process mappings (see the module's text); returns the number of rows."""
+    P, G, per = len(procs), a.gpus, a.per_host
+    half = max(1, G // 2)
+    host_of = lambda r: r // per
+    crashed = {p["rank"] for p in procs if p["recovered"]}
+    last_host = host_of(P - 1)
+    rows, counts, failures = [], {}, []
+    MiB = 1 << 20
+    state = {p["id"]: [0, 0] for p in procs}  # next mapping id, next seq
+
+    def row(p, api, event, t, status=0, accessor=None, owner=None, cross=1, size=0, address=None,
+            handle="posix_fd", flags=0, mapping=None, host_ns=None, ended=None, ended_by=None):
+        st = state[p["id"]]
+        st[1] += 1
+        is_peer = None if accessor is None or owner is None else int(accessor != owner)
+        rows.append((p["id"], p["pid"], api, event, status, accessor, owner, is_peer, cross, size, address,
+                     handle, flags, mapping, t, host_ns or rnd.randrange(1500, 9000), ended, ended_by, 0, st[1]))
+
+    def new_id(p):
+        state[p["id"]][0] += 1
+        return state[p["id"]][0]
+
+    def count(p, api, device, calls, nbytes):
+        c = counts.setdefault((p["id"], api, device), [0, 0])
+        c[0] += calls
+        c[1] += nbytes
+
+    def p2p(r, peer):
+        if not (0 <= peer < P) or peer == r or host_of(peer) != host_of(r):
+            return False
+        ga, gb = procs[r]["local"] % G, procs[peer]["local"] % G
+        return ga // half == gb // half and "staged" not in (procs[r]["mode"], procs[peer]["mode"])
+
+    def first_rank(start, ok):
+        return next((r for r in list(range(start, P)) + list(range(start)) if ok(r)), None)
+
+    # the ranks that fail (57 and 66 in a job of 100 ranks, the like in a smaller one)
+    import_fails = first_rank(57 if P > 57 else P * 4 // 7, lambda r: p2p(r, r + 1))
+    open_fails = first_rank(66 if P > 66 else P * 2 // 3, lambda r: (r ^ 1) < P and host_of(r ^ 1) == host_of(r))
+    for p in procs:
+        r, g = p["rank"], p["local"] % G
+        h = host_of(r)
+        on_host = min(per, P - h * per)
+        links = []
+        if g + 1 < on_host:
+            links += [(r + 1, c, "world") for c in range(16)]
+        if on_host > 1:
+            links += [(h * per + (g + 1) % on_host, c, "node") for c in range(24)]
+        mate = r ^ 1
+        if mate < P and host_of(mate) == h:
+            links += [(mate, c, "pair") for c in range(8)]
+        t = p["started"] + 2 * 10**9 + rnd.randrange(10**6)
+        end = p["started"] + span + 5 * 10**9
+        keep = r in crashed or h == last_host
+        size = 4 * MiB + 512 * 1024
+        for peer, channel, comm in links:
+            if not p2p(r, peer):
+                continue
+            owner = procs[peer]
+            og = owner["local"] % G
+            # the owner: its buffer made, mapped and given to its own device (counted), exported
+            row(owner, "cuMemExportToShareableHandle", "export", t - 40000, owner=og, cross=0)
+            count(owner, "cuMemMap", og, 1, size)
+            count(owner, "cuMemSetAccess", og, 1, size)
+            if not (owner["rank"] in crashed or host_of(owner["rank"]) == last_host):
+                count(owner, "cuMemUnmap", og, 1, size)
+                count(owner, "cuMemRelease", og, 1, 0)
+            if r == import_fails and comm == "world" and channel == 0:
+                row(p, "cuMemImportFromShareableHandle", "import", t, status=101, owner=None)
+                rule, diag, adv, bt, ev = fail_text(101, "ipc/import-from-device-not-visible", "101 import")
+                failures.append((p["id"], p["pid"], "cuMemImportFromShareableHandle",
+                                 "ptr=0x0 size=0 handle=0x0 fd=71 type=posix_fd flags=0 owner=-1 accessor=-1", 101,
+                                 "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal", g, -1, rule, diag, adv, bt,
+                                 "nccl/transport/p2p.cc:ncclP2pImportShareableBuffer\ntrain.py:30 in init", ev,
+                                 "passed", t))
+                t += 20000
+                continue
+            handle_id, range_id = new_id(p), new_id(p)
+            address = 0x7f2000000000 + (state[p["id"]][0] << 24)
+            unmap, release = end + channel * 30000, end + channel * 30000 + 9000
+            e = (None, None) if keep else (release, "cuMemRelease")
+            u = (None, None) if keep else (unmap, "cuMemUnmap")
+            row(p, "cuMemImportFromShareableHandle", "import", t, owner=og, mapping=handle_id, ended=e[0], ended_by=e[1])
+            row(p, "cuMemMap", "map", t + 6000, owner=og, size=size, address=address, mapping=range_id,
+                ended=u[0], ended_by=u[1])
+            row(p, "cuMemSetAccess", "access", t + 9000, accessor=g, owner=og, size=size, address=address, flags=3,
+                mapping=range_id, ended=u[0], ended_by=u[1])
+            if not keep:
+                row(p, "cuMemUnmap", "end", unmap, accessor=g, owner=og, size=size, address=address, mapping=range_id)
+                row(p, "cuMemRelease", "end", release, owner=og, mapping=handle_id)
+            t += 20000 + rnd.randrange(5000)
+        # PyTorch's CUDA IPC: the two-rank group's other GPU shares its weight buckets.
+        if mate < P and host_of(mate) == h:
+            owner = procs[mate]
+            og = owner["local"] % G
+            for sync in range(12):
+                ts = p["started"] + 10 * 10**9 + sync * (span // 13)
+                for bucket in range(4):
+                    size = 256 * MiB
+                    row(owner, "cudaIpcGetMemHandle", "export", ts - 10**6, owner=og, cross=0, size=size,
+                        address=0x7f4000000000 + bucket * size, handle="ipc")
+                    if r == open_fails and sync == 3 and bucket == 0:
+                        row(p, "cudaIpcOpenMemHandle", "import", ts, status=201, accessor=g, handle="ipc", flags=1)
+                        rule, diag, adv, bt, ev = fail_text(201, "ipc/open-between-containers", "201 IPC open")
+                        failures.append((p["id"], p["pid"], "cudaIpcOpenMemHandle",
+                                         "ptr=0x0 size=0 handle=0x0 fd=-1 type=ipc flags=1 owner=-1 accessor=%d" % g,
+                                         201, "cudaErrorInvalidContext", "invalid device context", g, -1, rule, diag,
+                                         adv, bt, "torch/multiprocessing/reductions.py:161 in rebuild_cuda_tensor\n"
+                                         "rollout.py:52 in sync_weights", ev, "passed", ts))
+                        continue
+                    mid = new_id(p)
+                    close = ts + 4 * 10**9 + bucket * 10**6
+                    keep_open = keep and sync == 11
+                    row(p, "cudaIpcOpenMemHandle", "import", ts + bucket * 50000, accessor=g, owner=og, size=size,
+                        address=0x7f6000000000 + bucket * size, handle="ipc", flags=1, mapping=mid,
+                        ended=None if keep_open else close, ended_by=None if keep_open else "cudaIpcCloseMemHandle")
+                    if not keep_open:
+                        row(p, "cudaIpcCloseMemHandle", "end", close, accessor=g, owner=og, size=size,
+                            address=0x7f6000000000 + bucket * size, handle="ipc", mapping=mid)
+        # PyTorch's expandable segments: its own device's pages, by the ten thousand.
+        count(p, "cuMemMap", g, 20000, 20000 * 2 * MiB)
+        count(p, "cuMemSetAccess", g, 20000, 20000 * 2 * MiB)
+        count(p, "cuMemUnmap", g, 4000, 4000 * 2 * MiB)
+        count(p, "cuMemRelease", g, 4000, 0)
+    con.executemany("INSERT INTO peer_mappings (process_id, thread_id, api, event, status, accessor_device, "
+                    "owner_device, is_peer, cross_process, bytes, address, handle_type, flags, mapping_id, "
+                    "started_ns, host_ns, ended_ns, ended_by, thread_serial, seq) VALUES (%s)" % ",".join("?" * 20),
+                    rows)
+    con.executemany("INSERT INTO mapping_counts VALUES (?,?,?,?,?)", [k + tuple(v) for k, v in counts.items()])
+    con.executemany("INSERT INTO failures (process_id, thread_id, api, args, status, error_name, error_string, "
+                    "device, peer_device, rule_id, diagnosis, advice, backtrace, python_stack, evidence, action, "
+                    "started_ns) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", failures)
+    return len(rows)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
@@ -232,6 +383,7 @@ def main():
     ap.add_argument("--seed-db")
     ap.add_argument("--no-devices", action="store_true", help="an older database: no devices table")
     ap.add_argument("--nccl-rows", type=int, default=None, help="NCCL operations in all (default: rows / 4)")
+    ap.add_argument("--no-mappings", action="store_true", help="no cross-process mappings")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     rnd = random.Random(a.seed)
@@ -427,11 +579,12 @@ def main():
                             (procs[r]["id"], tid[0], procs[r]["pid"], tid[2], tid[3], tid[1]))
     nccl_rows = a.rows // 4 if a.nccl_rows is None else a.nccl_rows
     nccl_ops = nccl(con, procs, a, rnd, t0, span, nccl_rows) if nccl_rows > 0 else 0
+    mapped = 0 if a.no_mappings else mappings(con, procs, a, rnd, span, fail_text)
     con.execute("COMMIT")
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     con.close()
-    print("%s: %d transfers, %d NCCL operations, %d processes on %d hosts, %d GPUs each" %
-          (a.out, a.rows, nccl_ops, P, hosts, G))
+    print("%s: %d transfers, %d NCCL operations, %d mapping rows, %d processes on %d hosts, %d GPUs each" %
+          (a.out, a.rows, nccl_ops, mapped, P, hosts, G))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
  * host, rank, device pair and path and, where the database has the devices table, by the physical
  * GPUs under dcgm-exporter's own label names (gpu, UUID, pci_bus_id; peer_gpu for the other end,
  * as its P2P status metric has it), so that they join with its series. NCCL's families are
- * metrics_nccl.c's.
+ * metrics_nccl.c's, the cross-process mappings' metrics_mappings.c's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -413,6 +413,8 @@ int p2pg_metrics_write(sqlite3 *db, FILE *out)
 			"SELECT hostname, count(*) FROM processes GROUP BY 1 ORDER BY 1", host, 1);
 	idle_processes(out, db, &t);
 	r = p2pg_metrics_nccl(db, out);
+	if (r == 0)
+		r = p2pg_metrics_mappings(db, out);
 out:
 	for (size_t k = 0; k < t.n; k++)
 		free(t.v[k].labels);
@@ -448,7 +450,9 @@ static void usage(FILE *out)
 	      "peer_pci_bus_id where the database knows the physical GPUs); failures by rule,\n"
 	      "probe verdicts, crashes, stalls, dropped records; NCCL's operations, bytes and GPU\n"
 	      "seconds per rank, communicator and function (with the other end's GPU for sends,\n"
-	      "receives and two-rank collectives), its stalls.\n"
+	      "receives and two-rank collectives), its stalls; cross-process mappings opened,\n"
+	      "closed, live, their bytes and failed calls per device pair and handle type (the\n"
+	      "accessor's GPU as gpu, the owner's as peer_gpu), exports, own-device calls.\n"
 	      "\n"
 	      "  -o FILE                  write it atomically (node_exporter's textfile collector\n"
 	      "                           reads *.prom files)\n"

@@ -79,6 +79,8 @@ int report_open(struct report *r, const struct report_options *opt, bool with_se
 	progress_stage(&r->progress, "reading NCCL's operations", 0);
 	/* Said on stderr when it fails; the rest of the report stands without it. */
 	(void)nccl_scan_run(r->db, &r->nccl, false);
+	progress_stage(&r->progress, "reading the cross-process mappings", 0);
+	(void)mapping_scan_run(r->db, &r->mappings);
 	return 0;
 }
 
@@ -87,6 +89,7 @@ void report_close(struct report *r)
 	progress_end(&r->progress);
 	report_scan_free(&r->scan);
 	nccl_scan_free(&r->nccl);
+	mapping_scan_free(&r->mappings);
 	sqlite3_close(r->db);
 	r->db = NULL;
 }
@@ -150,7 +153,9 @@ static void usage(FILE *out)
 	    "pair and path, peer-access calls, failures grouped by call, error and rule across\n"
 	    "pairs, ranks and hosts (with diagnosis and advice), crashes grouped by signal and\n"
 	    "top frames, stalls; NCCL's operations that did not finish (first), its traffic per\n"
-	    "device pair (nccl_pair_bandwidth), communicators and operations. Bandwidth is\n"
+	    "device pair (nccl_pair_bandwidth), communicators and operations; cross-process\n"
+	    "mappings per device pair, owner -> accessor (mapping_pairs: opened, closed, live\n"
+	    "at the end, bytes, handle types, failed calls), per process and call. Bandwidth is\n"
 	    "computed only from copies whose copy time is known: GPU-timed ones and synchronous\n"
 	    "ones; asynchronous copies without a GPU time are counted as untimed, never divided\n"
 	    "(NCCL's: from operations with a GPU time). Dead processes' spools are imported "

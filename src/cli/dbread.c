@@ -273,3 +273,36 @@ int p2pg_cli_restrict(sqlite3 *db)
 	sqlite3_free(err);
 	return rc == SQLITE_OK ? 0 : -EIO;
 }
+
+int p2pg_cli_json_rows(sqlite3 *db, FILE *out, const char *sql, int indent)
+{
+	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	fputc('[', out);
+	for (int n = 0; sqlite3_step(st) == SQLITE_ROW; n++) {
+		fprintf(out, "%s\n%*s{", n ? "," : "", indent, "");
+		for (int c = 0; c < sqlite3_column_count(st); c++) {
+			if (c)
+				fputs(", ", out);
+			p2pg_cli_json_string(out, sqlite3_column_name(st, c));
+			fputs(": ", out);
+			switch (sqlite3_column_type(st, c)) {
+			case SQLITE_INTEGER:
+				fprintf(out, "%lld", sqlite3_column_int64(st, c));
+				break;
+			case SQLITE_FLOAT:
+				fprintf(out, "%.17g", sqlite3_column_double(st, c));
+				break;
+			case SQLITE_NULL:
+				fputs("null", out);
+				break;
+			default:
+				p2pg_cli_json_string(out, p2pg_cli_col(st, c));
+			}
+		}
+		fputc('}', out);
+	}
+	fputc(']', out);
+	return 0;
+}

@@ -30,6 +30,12 @@ size_t p2pg_utf8_sequence(const unsigned char *p);
 /* text as a JSON string (null for NULL); a byte that begins no well-formed UTF-8 sequence is
  * written as U+FFFD. */
 void p2pg_cli_json_string(FILE *out, const char *text);
+/*
+ * Each row of sql as a JSON object keyed by its column names (integers as they are, reals with 17
+ * digits, NULL as null, anything else as a string), in an array; each object starts a line of its
+ * own after `indent` spaces. Returns 0, or -EIO having written nothing when sql cannot be prepared.
+ */
+int p2pg_cli_json_rows(sqlite3 *db, FILE *out, const char *sql, int indent);
 /* text with HTML's special characters escaped; NULL as nothing. */
 void p2pg_cli_html_text(FILE *out, const char *text);
 

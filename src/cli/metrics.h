@@ -21,6 +21,9 @@ void metrics_counter(FILE *out, sqlite3 *db, const char *name, const char *help,
 /* NCCL's families (metrics_nccl.c); nothing for a database without NCCL's tables. Returns 0 or a
  * negative errno after saying why. */
 int p2pg_metrics_nccl(sqlite3 *db, FILE *out);
+/* The cross-process mappings' families (metrics_mappings.c); nothing for a database without
+ * their tables. Returns 0 or a negative errno after saying why. */
+int p2pg_metrics_mappings(sqlite3 *db, FILE *out);
 
 /* The exposition of db. Returns 0 or a negative errno after saying why. */
 int p2pg_metrics_write(sqlite3 *db, FILE *out);

@@ -28,7 +28,7 @@ struct sample {
 static void end_labels(struct rbuf *b, const struct nccl_scan *s, int row, bool peer)
 {
 	const struct nccl_row *r = row >= 0 ? &s->rows[row] : NULL;
-	const struct nccl_gpu *g = r && r->gpu >= 0 ? &s->gpus[r->gpu] : NULL;
+	const struct cli_gpu *g = r && r->gpu >= 0 ? &s->gpus.v[r->gpu] : NULL;
 	char num[16] = "";
 	if (r && r->global_rank >= 0)
 		snprintf(num, sizeof(num), "%d", r->global_rank);

@@ -16,7 +16,7 @@
 #include "report.h"
 
 struct maps {
-	struct imap rows, funcs, pairs, series, gpus, physical, procs;
+	struct imap rows, funcs, pairs, series, physical, procs;
 	int64_t *proc_ids; /* processes: id, hostname, rank */
 	char **proc_hosts;
 	int *proc_ranks;
@@ -67,50 +67,6 @@ static char *dup_col(sqlite3_stmt *st, int col)
 {
 	const char *t = p2pg_cli_col(st, col);
 	return t ? strdup(t) : NULL;
-}
-
-static uint64_t fnv(const char *a, const char *b, int n)
-{
-	uint64_t h = 1469598103934665603ULL;
-	for (const char *p = a ? a : ""; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-	h = (h ^ 0x1f) * 1099511628211ULL;
-	for (const char *p = b ? b : ""; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-	h = (h ^ (uint64_t)(uint32_t)n) * 1099511628211ULL;
-	return h ? h : 1;
-}
-
-static bool same(const char *a, const char *b)
-{
-	return (!a && !b) || (a && b && strcmp(a, b) == 0);
-}
-
-/* The GPU of host and UUID (else of host and ordinal), made on first sight. */
-static int gpu_for(struct nccl_scan *s, size_t *cap, const char *host, const char *uuid,
-		   const char *bus, int index, bool physical)
-{
-	struct maps *m = s->maps;
-	uint64_t key = fnv(host, uuid, uuid ? 0 : index + 1);
-	int32_t i = imap_get(&m->gpus, key);
-	if (i >= 0 && same(s->gpus[i].host, host) && same(s->gpus[i].uuid, uuid) &&
-	    (uuid || s->gpus[i].index == index))
-		return i;
-	for (size_t k = 0; i >= 0 && k < s->ngpus; k++) /* another GPU's key: look */
-		if (same(s->gpus[k].host, host) && same(s->gpus[k].uuid, uuid) &&
-		    (uuid || s->gpus[k].index == index))
-			return (int)k;
-	if (grow(&s->gpus, cap, s->ngpus, sizeof(*s->gpus)) < 0)
-		return -ENOMEM;
-	struct nccl_gpu *g = &s->gpus[s->ngpus];
-	*g = (struct nccl_gpu){.host = host ? strdup(host) : NULL,
-			       .uuid = uuid ? strdup(uuid) : NULL,
-			       .pci_bus_id = bus ? strdup(bus) : NULL,
-			       .index = index,
-			       .physical = physical};
-	if (i < 0 && imap_put(&m->gpus, key, (int32_t)s->ngpus) < 0)
-		return -ENOMEM;
-	return (int)s->ngpus++;
 }
 
 static int load_processes(sqlite3 *db, struct maps *m)
@@ -166,7 +122,7 @@ static int load_comms(sqlite3 *db, struct nccl_scan *s)
 		"nccl_comms ORDER BY started_ns, process_id, comm_serial",
 		-1, &st, NULL) != SQLITE_OK)
 		return -EIO;
-	size_t caprows = 0, capcomms = 0, capgpus = 0;
+	size_t caprows = 0, capcomms = 0;
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		const char *hash = p2pg_cli_col(st, 2) ?: "";
 		size_t c = 0;
@@ -196,8 +152,8 @@ static int load_comms(sqlite3 *db, struct nccl_scan *s)
 		const char *uuid = p2pg_cli_col(st, 7);
 		int gpu = -1;
 		if (ordinal >= 0 || uuid) {
-			gpu = gpu_for(s, &capgpus, host, uuid, p2pg_cli_col(st, 8),
-				      physical >= 0 ? physical : ordinal, physical >= 0);
+			gpu = cli_gpus_add(&s->gpus, host, uuid, p2pg_cli_col(st, 8),
+					   physical >= 0 ? physical : ordinal, physical >= 0);
 			if (gpu < 0)
 				return -ENOMEM;
 		}
@@ -483,20 +439,6 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static const struct nccl_scan *sort_scan; /* qsort has no context argument */
-
-static int cmp_gpu_index(const void *a, const void *b)
-{
-	const struct nccl_gpu *x = &sort_scan->gpus[*(const int *)a],
-			      *y = &sort_scan->gpus[*(const int *)b];
-	int c = strcmp(x->host ? x->host : "", y->host ? y->host : "");
-	if (c)
-		return c;
-	if (x->index != y->index)
-		return x->index - y->index;
-	return strcmp(x->uuid ? x->uuid : "", y->uuid ? y->uuid : "");
-}
-
 static int cmp_pair(const void *a, const void *b)
 {
 	const struct nccl_pair *x = a, *y = b;
@@ -523,39 +465,19 @@ static int cmp_func(const void *a, const void *b)
 /* GPUs in host and index order; every index that names one renumbered. */
 static int order_gpus(struct nccl_scan *s)
 {
-	int *order = malloc((s->ngpus ? s->ngpus : 1) * sizeof(int));
-	int *rank = malloc((s->ngpus ? s->ngpus : 1) * sizeof(int));
-	struct nccl_gpu *sorted = malloc((s->ngpus ? s->ngpus : 1) * sizeof(*sorted));
-	if (!order || !rank || !sorted) {
-		free(order);
-		free(rank);
-		free(sorted);
+	int *moved = NULL;
+	if (cli_gpus_order(&s->gpus, &moved) < 0)
 		return -ENOMEM;
-	}
-	for (size_t k = 0; k < s->ngpus; k++)
-		order[k] = (int)k;
-	sort_scan = s;
-	sort_n(order, s->ngpus, sizeof(int), cmp_gpu_index);
-	for (size_t k = 0; k < s->ngpus; k++) {
-		rank[order[k]] = (int)k;
-		sorted[k] = s->gpus[order[k]];
-	}
-	free(s->gpus);
-	s->gpus = sorted;
 	for (size_t k = 0; k < s->nrows; k++)
 		if (s->rows[k].gpu >= 0)
-			s->rows[k].gpu = rank[s->rows[k].gpu];
+			s->rows[k].gpu = moved[s->rows[k].gpu];
 	for (size_t k = 0; k < s->npairs; k++) {
 		if (s->pairs[k].src >= 0)
-			s->pairs[k].src = rank[s->pairs[k].src];
+			s->pairs[k].src = moved[s->pairs[k].src];
 		if (s->pairs[k].dst >= 0)
-			s->pairs[k].dst = rank[s->pairs[k].dst];
+			s->pairs[k].dst = moved[s->pairs[k].dst];
 	}
-	for (size_t k = 1; k < s->ngpus; k++)
-		if (!same(s->gpus[k].host, s->gpus[0].host))
-			s->hosts = true;
-	free(order);
-	free(rank);
+	free(moved);
 	return 0;
 }
 
@@ -606,11 +528,7 @@ int nccl_scan_run(sqlite3 *db, struct nccl_scan *s, bool with_series)
 void nccl_scan_free(struct nccl_scan *s)
 {
 	struct maps *m = s->maps;
-	for (size_t k = 0; k < s->ngpus; k++) {
-		free(s->gpus[k].host);
-		free(s->gpus[k].uuid);
-		free(s->gpus[k].pci_bus_id);
-	}
+	cli_gpus_free(&s->gpus);
 	for (size_t k = 0; k < s->ncomms; k++) {
 		free(s->comms[k].name);
 		free(s->comms[k].rank_row);
@@ -631,12 +549,10 @@ void nccl_scan_free(struct nccl_scan *s)
 		imap_free(&m->funcs);
 		imap_free(&m->pairs);
 		imap_free(&m->series);
-		imap_free(&m->gpus);
 		imap_free(&m->physical);
 		imap_free(&m->procs);
 		free(m);
 	}
-	free(s->gpus);
 	free(s->comms);
 	free(s->rows);
 	free(s->funcs);
@@ -657,17 +573,4 @@ bool nccl_scan_has_process(const struct nccl_scan *s, int64_t process)
 		if (s->rows[k].process == process)
 			return true;
 	return false;
-}
-
-void nccl_gpu_name(const struct nccl_scan *s, int gpu, char *buf, size_t len)
-{
-	if (gpu < 0 || (size_t)gpu >= s->ngpus) {
-		snprintf(buf, len, "?");
-		return;
-	}
-	const struct nccl_gpu *g = &s->gpus[gpu];
-	if (s->hosts)
-		snprintf(buf, len, "%s GPU %d", g->host ? g->host : "?", g->index);
-	else
-		snprintf(buf, len, "GPU %d", g->index);
 }

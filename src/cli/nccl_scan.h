@@ -13,12 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A physical GPU as NCCL's ranks name it: host and UUID (else the CUDA ordinal). */
-struct nccl_gpu {
-	char *host, *uuid, *pci_bus_id;
-	int index;     /* nvidia-smi's index where the devices table knows it, else the ordinal */
-	bool physical; /* index is nvidia-smi's */
-};
+#include "gpus.h"
 
 /* A communicator, all its ranks (nccl_comms rows of one comm_hash). */
 struct nccl_comm {
@@ -70,9 +65,8 @@ struct nccl_series {
 };
 
 struct nccl_scan {
-	bool present; /* the database has NCCL's tables */
-	struct nccl_gpu *gpus;
-	size_t ngpus;
+	bool present;	      /* the database has NCCL's tables */
+	struct cli_gpus gpus; /* the ends of the pairs and the ranks' GPUs, by host and index */
 	struct nccl_comm *comms;
 	size_t ncomms;
 	struct nccl_row *rows;
@@ -84,7 +78,6 @@ struct nccl_scan {
 	struct nccl_series *series; /* only when asked for */
 	size_t nseries, capseries;
 	int64_t ops, bytes, gpu_timed, running, unreported; /* all the operations */
-	bool hosts;					    /* the GPUs are on more than one host */
 	char **names;					    /* interned kinds and functions */
 	size_t nnames;
 	void *maps;
@@ -112,6 +105,3 @@ double nccl_pair_percentile(const struct nccl_pair *p, double q);
 
 /* Whether the process recorded an NCCL communicator. */
 bool nccl_scan_has_process(const struct nccl_scan *s, int64_t process);
-
-/* "gpu-node-001 GPU 3" (with the host when the GPUs are on several hosts), "GPU 3", or "?" */
-void nccl_gpu_name(const struct nccl_scan *s, int gpu, char *buf, size_t len);

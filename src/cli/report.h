@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "mapping_scan.h"
 #include "nccl_scan.h"
 #include "report_format.h"
 
@@ -146,7 +147,8 @@ struct report {
 	sqlite3 *db;
 	const struct report_options *opt;
 	struct report_scan scan;
-	struct nccl_scan nccl; /* NCCL's operations (nothing when the database has none) */
+	struct nccl_scan nccl;	      /* NCCL's operations (nothing when the database has none) */
+	struct mapping_scan mappings; /* cross-process mappings (nothing without their tables) */
 	struct report_progress progress;
 	bool has_devices, has_stalls, has_overflow, crash_python;
 	char selection[160]; /* "" or what the processes were chosen by, said in the report */

@@ -18,6 +18,7 @@
 #include "report.h"
 #include "report_chart.h"
 #include "report_html.h"
+#include "report_mappings.h"
 #include "report_nccl.h"
 
 #define MAX_DETAIL_PAIRS 64 /* pairs with a detail of their own; the rest are in the table */
@@ -91,6 +92,50 @@ int html_table(FILE *out, sqlite3 *db, const char *id, const char *sql)
 		fputs("</table></div>\n", out);
 	return n;
 }
+void html_gpu_matrix_head(FILE *out, const struct cli_gpus *g, const int *gpus, size_t n,
+			  bool compact, const char *corner)
+{
+	if (g->hosts) {
+		/* a row of hosts over the row of GPU indices */
+		fprintf(out, "<tr><th class=\"corner\" rowspan=\"2\">%s</th>", corner);
+		for (size_t d = 0; d < n;) {
+			size_t e = d;
+			const char *host = g->v[gpus[d]].host;
+			while (e < n && !strcmp(g->v[gpus[e]].host ?: "", host ?: ""))
+				e++;
+			fprintf(out, "<th class=\"host\" colspan=\"%zu\">", e - d);
+			html_text(out, host ? host : "?");
+			fputs("</th>", out);
+			d = e;
+		}
+		fputs("</tr>\n<tr>", out);
+	} else {
+		fprintf(out, "<tr><th class=\"corner\">%s</th>", corner);
+	}
+	for (size_t d = 0; d < n; d++)
+		fprintf(out, "<th class=\"col\">%s%d</th>", compact ? "" : "GPU ",
+			g->v[gpus[d]].index);
+	fputs("</tr>\n", out);
+}
+
+void html_gpu_row_head(FILE *out, const struct cli_gpus *g, int gpu, bool compact)
+{
+	const struct cli_gpu *x = &g->v[gpu];
+	fputs("<tr><th>", out);
+	if (g->hosts) {
+		html_text(out, x->host ? x->host : "?");
+		fputs(" ", out);
+	}
+	fprintf(out, "%s%d</th>", compact ? "" : "GPU ", x->index);
+}
+
+void html_gpu_attr(FILE *out, const struct cli_gpus *g, int gpu)
+{
+	const struct cli_gpu *x = &g->v[gpu];
+	html_text(out, x->host ? x->host : "?");
+	fprintf(out, ":%d", x->index);
+}
+
 void html_heat(FILE *out, double v, double vmax)
 {
 	double f = vmax > 0 ? v / vmax : 0;
@@ -159,6 +204,19 @@ static void summary(FILE *out, struct report *r)
 			      out);
 		html_count(out, stalled);
 		fprintf(out, "</b><span>NCCL stalls</span></%s>", stalled ? "a" : "div");
+	}
+	const struct mapping_scan *m = &r->mappings;
+	if (m->present && m->rows) {
+		/* a link to the section, red when a mapping call failed */
+		fprintf(out,
+			"<a class=\"card%s\" href=\"#sec-mappings\" title=\"IPC opens and "
+			"cuMemSetAccess grants of another process's or device's memory "
+			"(peer_mappings); %lld live at the end, %lld failed calls\"><b "
+			"id=\"n-card-mappings\">",
+			m->total.failed ? " bad" : "", (long long)mapping_live(&m->total),
+			(long long)m->total.failed);
+		html_count(out, m->total.opened);
+		fputs("</b><span>cross-process mappings</span></a>", out);
 	}
 	fputs("</div>\n", out);
 }
@@ -499,16 +557,25 @@ static const char style[] =
     "code{background:#eee;padding:0 3px;overflow-wrap:anywhere}.barcell{position:relative}"
     ".barcell .bar{position:absolute;left:0;top:3px;bottom:3px;background:#c6dbef;z-index:-1}"
     ".bad{color:#d62728;font-weight:600}a.card{text-decoration:none}"
-    ".matrix th.host{border-bottom:2px solid #bbb}.nccl-stall{margin-top:6px}";
+    ".matrix th.host{border-bottom:2px solid #bbb}.nccl-stall{margin-top:6px}"
+    ".map-failed{background:#f8d0cc}.map-live{background:#fbeab0}.map-closed{background:#d6ecd2}"
+    ".matrix .sub{font-size:11px}.live{color:#9a6a00;font-weight:600}"
+    ".mapping-host{margin:0 14px 8px 0}.mapping-host>b{display:block;font-size:12px}";
 
 static const struct {
 	const char *id, *title;
 } sections[] = {
-    {"sec-summary", "Summary"},	      {"sec-matrix", "P2P matrix"},
-    {"sec-pairs", "Pairs over time"}, {"sec-nccl", "NCCL"},
-    {"sec-ranks", "Hosts and ranks"}, {"sec-failures", "Failures"},
-    {"sec-crashes", "Crashes"},	      {"sec-stalls", "Stalls"},
-    {"sec-processes", "Processes"},   {"sec-peer-access", "Peer access calls"},
+    {"sec-summary", "Summary"},
+    {"sec-matrix", "P2P matrix"},
+    {"sec-pairs", "Pairs over time"},
+    {"sec-nccl", "NCCL"},
+    {"sec-mappings", "Mappings"},
+    {"sec-ranks", "Hosts and ranks"},
+    {"sec-failures", "Failures"},
+    {"sec-crashes", "Crashes"},
+    {"sec-stalls", "Stalls"},
+    {"sec-processes", "Processes"},
+    {"sec-peer-access", "Peer access calls"},
 };
 
 static void open_section(FILE *out, int k)
@@ -549,13 +616,15 @@ int p2pg_report_html(struct report *r, FILE *out)
 	open_section(out, 3);
 	p2pg_report_nccl_html(r, out);
 	open_section(out, 4);
+	p2pg_report_mappings_html(r, out);
+	open_section(out, 5);
 	report_html_ranks(out, r);
 	progress_stage(&r->progress, "grouping failures and crashes", 0);
-	open_section(out, 5);
-	report_html_failures(out, r);
 	open_section(out, 6);
-	report_html_crashes(out, r);
+	report_html_failures(out, r);
 	open_section(out, 7);
+	report_html_crashes(out, r);
+	open_section(out, 8);
 	if (!r->has_stalls)
 		fputs("<p class=\"dim\">Not recorded in this database (its guard predates stall "
 		      "detection).</p>\n",
@@ -567,7 +636,7 @@ int p2pg_report_html(struct report *r, FILE *out)
 		     "started_utc, s.waited_ns / 1e9 AS waited_s, s.rule_id, s.diagnosis FROM "
 		     "stalls s JOIN processes p ON p.id = s.process_id ORDER BY s.rowid"))
 		fputs("<p>No stall was recorded.</p>\n", out);
-	open_section(out, 8);
+	open_section(out, 9);
 	fprintf(out, "<details%s><summary>%zu processes</summary>\n",
 		r->scan.nprocs <= 32 ? " open" : "", r->scan.nprocs);
 	html_table(
@@ -576,7 +645,7 @@ int p2pg_report_html(struct report *r, FILE *out)
 	    "1000000000, 'unixepoch') AS started_utc, records_dropped, recovered, cmdline FROM "
 	    "processes ORDER BY coalesce(rank, 1 << 30), id");
 	fputs("</details>\n", out);
-	open_section(out, 9);
+	open_section(out, 10);
 	html_table(out, r->db, "peer-access", REPORT_PEER_ACCESS_SQL);
 	/*
 	 * Sections that other files add (report_*.c) go here, one call each: open them with a

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "gpus.h"
 #include "report.h"
 
 /* text with HTML's special characters escaped */
@@ -26,6 +27,15 @@ long long html_scalar(sqlite3 *db, const char *sql);
 int html_table(FILE *out, sqlite3 *db, const char *id, const char *sql);
 /* A cell's colour: red (slowest pair) to green (fastest), by its value against the best. */
 void html_heat(FILE *out, double v, double vmax);
+
+/* A matrix of GPUs (NCCL's pairs, mappings' pairs), gpus[] indices into g->v in host and index
+ * order: its head row (the corner's text, a row of hosts over the row of indices when the GPUs
+ * are on several hosts; "GPU 3", or "3" when compact), each row's head cell, and a GPU as a cell's
+ * attribute value ("host:3"). */
+void html_gpu_matrix_head(FILE *out, const struct cli_gpus *g, const int *gpus, size_t n,
+			  bool compact, const char *corner);
+void html_gpu_row_head(FILE *out, const struct cli_gpus *g, int gpu, bool compact);
+void html_gpu_attr(FILE *out, const struct cli_gpus *g, int gpu);
 
 /* The sections the parts write. */
 void report_html_ranks(FILE *out, struct report *r);

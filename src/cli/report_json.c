@@ -59,39 +59,11 @@ static void j_counts(FILE *out, const struct report_counts *c, bool *first)
 	j_int(out, "untimed", report_untimed(c), first);
 }
 
-/* Each row of sql as an object keyed by column name, in an array. */
+/* Each row of sql as an object keyed by column name, in an array; null when sql cannot be read. */
 static void json_rows(sqlite3 *db, FILE *out, const char *sql)
 {
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+	if (p2pg_cli_json_rows(db, out, sql, 4) < 0)
 		fputs("null", out);
-		return;
-	}
-	fputs("[", out);
-	for (int n = 0; sqlite3_step(st) == SQLITE_ROW; n++) {
-		fputs(n ? ",\n    {" : "\n    {", out);
-		for (int c = 0; c < sqlite3_column_count(st); c++) {
-			if (c)
-				fputs(", ", out);
-			p2pg_cli_json_string(out, sqlite3_column_name(st, c));
-			fputs(": ", out);
-			switch (sqlite3_column_type(st, c)) {
-			case SQLITE_INTEGER:
-				fprintf(out, "%lld", sqlite3_column_int64(st, c));
-				break;
-			case SQLITE_FLOAT:
-				fprintf(out, "%.17g", sqlite3_column_double(st, c));
-				break;
-			case SQLITE_NULL:
-				fputs("null", out);
-				break;
-			default:
-				p2pg_cli_json_string(out, p2pg_cli_col(st, c));
-			}
-		}
-		fputs("}", out);
-	}
-	fputs("]", out);
 }
 
 static void j_pairs(FILE *out, const char *k, const char *text, bool *first)
@@ -379,7 +351,7 @@ int report_json(struct report *r, FILE *out)
 	fputs(",\n", out);
 	summary(r, out);
 	p2pg_report_nccl_json(r, out);
-	p2pg_report_mappings_json(r->db, out);
+	p2pg_report_mappings_json(r, out);
 	processes(r, out);
 	transfers(r, out);
 	fputs("  \"peer_access\": ", out);

@@ -98,14 +98,15 @@ void p2pg_report_nccl_stalls(struct report *r, FILE *out)
 void report_nccl_pair_label(const struct nccl_scan *s, const struct nccl_pair *p, char *buf,
 			    size_t len)
 {
-	const struct nccl_gpu *a = p->src >= 0 ? &s->gpus[p->src] : NULL,
-			      *b = p->dst >= 0 ? &s->gpus[p->dst] : NULL;
+	const struct cli_gpu *a = p->src >= 0 ? &s->gpus.v[p->src] : NULL,
+			     *b = p->dst >= 0 ? &s->gpus.v[p->dst] : NULL;
 	char src[96] = "?", dst[96] = "?";
 	if (a)
-		snprintf(src, sizeof(src), s->hosts ? "%s:%d" : "%.0s%d", a->host ? a->host : "?",
-			 a->index);
+		snprintf(src, sizeof(src), s->gpus.hosts ? "%s:%d" : "%.0s%d",
+			 a->host ? a->host : "?", a->index);
 	if (b) {
-		bool host = s->hosts && !(a && a->host && b->host && strcmp(a->host, b->host) == 0);
+		bool host =
+		    s->gpus.hosts && !(a && a->host && b->host && strcmp(a->host, b->host) == 0);
 		snprintf(dst, sizeof(dst), host ? "%s:%d" : "%.0s%d", b->host ? b->host : "?",
 			 b->index);
 	}
@@ -186,7 +187,7 @@ void p2pg_report_nccl_pairs(struct report *r, FILE *out)
 	rbuf_printf(&basis,
 		    " GPUs are %s nvidia-smi's index where the database knows it, else the rank's "
 		    "CUDA ordinal.",
-		    s->hosts ? "host:index, the index" : "numbered by");
+		    s->gpus.hosts ? "host:index, the index" : "numbered by");
 	fputs("  ", out);
 	fmt_wrap(out, rbuf_str(&basis), 2, 2, r->width);
 	rbuf_free(&basis);
@@ -266,9 +267,10 @@ static void communicators(struct report *r, FILE *out)
 				int gpu = s->rows[row].gpu;
 				char name[128] = "?";
 				if (gpu >= 0)
-					snprintf(name, sizeof(name), s->hosts ? "%s:%d" : "%.0s%d",
-						 s->gpus[gpu].host ? s->gpus[gpu].host : "?",
-						 s->gpus[gpu].index);
+					snprintf(name, sizeof(name),
+						 s->gpus.hosts ? "%s:%d" : "%.0s%d",
+						 s->gpus.v[gpu].host ? s->gpus.v[gpu].host : "?",
+						 s->gpus.v[gpu].index);
 				rbuf_printf(&ranks, "%s%d:%s", ranks.len ? " " : "", rk, name);
 			}
 			rbuf_printf(&line, " (rank:GPU %s)", rbuf_str(&ranks));
@@ -410,41 +412,11 @@ void p2pg_report_nccl(struct report *r, FILE *out)
 
 /* ---- JSON ---- */
 
-static void json_value(FILE *out, sqlite3_stmt *st, int c)
-{
-	switch (sqlite3_column_type(st, c)) {
-	case SQLITE_INTEGER:
-		fprintf(out, "%lld", sqlite3_column_int64(st, c));
-		break;
-	case SQLITE_FLOAT:
-		fprintf(out, "%.17g", sqlite3_column_double(st, c));
-		break;
-	case SQLITE_NULL:
-		fputs("null", out);
-		break;
-	default:
-		p2pg_cli_json_string(out, p2pg_cli_col(st, c));
-	}
-}
-
 static void json_array(sqlite3 *db, FILE *out, const char *key, const char *sql)
 {
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	fprintf(out, "    \"%s\": [", key);
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
-		for (int n = 0; sqlite3_step(st) == SQLITE_ROW; n++) {
-			fputs(n ? ",\n      {" : "\n      {", out);
-			for (int c = 0; c < sqlite3_column_count(st); c++) {
-				if (c)
-					fputs(", ", out);
-				p2pg_cli_json_string(out, sqlite3_column_name(st, c));
-				fputs(": ", out);
-				json_value(out, st, c);
-			}
-			fputs("}", out);
-		}
-	}
-	fputs("]", out);
+	fprintf(out, "    \"%s\": ", key);
+	if (p2pg_cli_json_rows(db, out, sql, 6) < 0)
+		fputs("[]", out);
 }
 
 static void j_num(FILE *out, double v)
@@ -457,7 +429,7 @@ static void j_num(FILE *out, double v)
 
 static void json_gpu(FILE *out, const struct nccl_scan *s, const char *end, int gpu)
 {
-	const struct nccl_gpu *g = gpu >= 0 ? &s->gpus[gpu] : NULL;
+	const struct cli_gpu *g = gpu >= 0 ? &s->gpus.v[gpu] : NULL;
 	fprintf(out, "\"%s_host\": ", end);
 	p2pg_cli_json_string(out, g ? g->host : NULL);
 	fprintf(out, ", \"%s_gpu\": ", end);

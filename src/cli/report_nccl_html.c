@@ -97,19 +97,12 @@ static const struct nccl_pair *main_kind(const struct nccl_pair *a, const struct
 	return b->timed[b->side] > a->timed[a->side] ? b : a;
 }
 
-static void gpu_attr(FILE *out, const struct nccl_scan *s, int gpu)
-{
-	const struct nccl_gpu *g = &s->gpus[gpu];
-	html_text(out, g->host ? g->host : "?");
-	fprintf(out, ":%d", g->index);
-}
-
 static void cell_title(FILE *out, const struct nccl_scan *s, const struct nccl_pair *const *p,
 		       int n)
 {
 	char a[128], b[128];
-	nccl_gpu_name(s, p[0]->src, a, sizeof(a));
-	nccl_gpu_name(s, p[0]->dst, b, sizeof(b));
+	cli_gpus_name(&s->gpus, p[0]->src, a, sizeof(a));
+	cli_gpus_name(&s->gpus, p[0]->dst, b, sizeof(b));
 	html_text(out, a);
 	fputs(" &#8594; ", out);
 	html_text(out, b);
@@ -130,11 +123,11 @@ static void cell_title(FILE *out, const struct nccl_scan *s, const struct nccl_p
 static void matrix(FILE *out, const struct nccl_scan *s)
 {
 	/* the GPUs that are an end of a pair, in host and index order */
-	int *gpus = malloc((s->ngpus ? s->ngpus : 1) * sizeof(int));
+	int *gpus = malloc((s->gpus.n ? s->gpus.n : 1) * sizeof(int));
 	if (!gpus)
 		return;
 	size_t n = 0;
-	for (size_t g = 0; g < s->ngpus; g++) {
+	for (size_t g = 0; g < s->gpus.n; g++) {
 		bool used = false;
 		for (size_t k = 0; k < s->npairs && !used; k++)
 			used = s->pairs[k].src == (int)g || s->pairs[k].dst == (int)g;
@@ -167,35 +160,9 @@ static void matrix(FILE *out, const struct nccl_scan *s)
 		"<div class=\"scroll\"><table id=\"nccl-matrix\" class=\"matrix%s%s\" "
 		"data-gpus=\"%zu\">",
 		compact ? " compact" : "", n > 16 ? " dense" : "", n);
-	if (s->hosts) {
-		/* a row of hosts over the row of GPU indices */
-		fputs("<tr><th class=\"corner\" rowspan=\"2\">src&#8595; dst&#8594;</th>", out);
-		for (size_t d = 0; d < n;) {
-			size_t e = d;
-			const char *host = s->gpus[gpus[d]].host;
-			while (e < n && !strcmp(s->gpus[gpus[e]].host ?: "", host ?: ""))
-				e++;
-			fprintf(out, "<th class=\"host\" colspan=\"%zu\">", e - d);
-			html_text(out, host ? host : "?");
-			fputs("</th>", out);
-			d = e;
-		}
-		fputs("</tr>\n<tr>", out);
-	} else {
-		fputs("<tr><th class=\"corner\">src&#8595; dst&#8594;</th>", out);
-	}
-	for (size_t d = 0; d < n; d++)
-		fprintf(out, "<th class=\"col\">%s%d</th>", compact ? "" : "GPU ",
-			s->gpus[gpus[d]].index);
-	fputs("</tr>\n", out);
+	html_gpu_matrix_head(out, &s->gpus, gpus, n, compact, "src&#8595; dst&#8594;");
 	for (size_t si = 0; si < n; si++) {
-		const struct nccl_gpu *sg = &s->gpus[gpus[si]];
-		fputs("<tr><th>", out);
-		if (s->hosts) {
-			html_text(out, sg->host ? sg->host : "?");
-			fputs(" ", out);
-		}
-		fprintf(out, "%s%d</th>", compact ? "" : "GPU ", sg->index);
+		html_gpu_row_head(out, &s->gpus, gpus[si], compact);
 		for (size_t di = 0; di < n; di++) {
 			const struct nccl_pair *found[2];
 			int nf = 0;
@@ -212,9 +179,9 @@ static void matrix(FILE *out, const struct nccl_scan *s)
 			const struct nccl_pair *m = main_kind(found[0], nf > 1 ? found[1] : NULL);
 			double p50 = m->timed[m->side] ? nccl_pair_percentile(m, 0.5) : NAN;
 			fputs("<td data-src=\"", out);
-			gpu_attr(out, s, gpus[si]);
+			html_gpu_attr(out, &s->gpus, gpus[si]);
 			fputs("\" data-dst=\"", out);
-			gpu_attr(out, s, gpus[di]);
+			html_gpu_attr(out, &s->gpus, gpus[di]);
 			fputs("\" title=\"", out);
 			cell_title(out, s, found, nf);
 			fputs("\" style=\"", out);
@@ -255,7 +222,7 @@ static void matrix(FILE *out, const struct nccl_scan *s)
 
 static void gpu_cells(FILE *out, const struct nccl_scan *s, int gpu)
 {
-	const struct nccl_gpu *g = gpu >= 0 ? &s->gpus[gpu] : NULL;
+	const struct cli_gpu *g = gpu >= 0 ? &s->gpus.v[gpu] : NULL;
 	fputs("<td>", out);
 	html_text(out, g ? g->host : "?");
 	fputs("</td><td>", out);
@@ -421,7 +388,7 @@ static void communicators(FILE *out, struct report *r)
 			int gpu = s->rows[c->rank_row[rk]].gpu;
 			char name[128] = "?";
 			if (gpu >= 0)
-				nccl_gpu_name(s, gpu, name, sizeof(name));
+				cli_gpus_name(&s->gpus, gpu, name, sizeof(name));
 			fprintf(out, "%s%d: ", shown++ ? ", " : "", rk);
 			html_text(out, name);
 		}

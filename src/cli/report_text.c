@@ -563,7 +563,7 @@ int report_text(struct report *r, FILE *out)
 	section_failures(r, out);
 	section_crashes(r, out);
 	section_stalls(r, out);
-	p2pg_report_mappings(r->db, out);
+	p2pg_report_mappings(r, out);
 	p2pg_report_nccl(r, out);
 	/*
 	 * Sections that other files add (report_*.c: cross-process mappings, NCCL operations, ...)

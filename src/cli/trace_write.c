@@ -24,6 +24,7 @@
 #include "dbread.h"
 #include "report.h"
 #include "trace.h"
+#include "trace_mappings.h"
 #include "trace_nccl.h"
 #include "trace_out.h"
 
@@ -34,6 +35,7 @@
 #define WARN_BYTES	   (256LL << 20) /* a trace larger than this is hard to open: said */
 #define BYTES_PER_SLICE	   240		 /* what a transfer costs in the file, about */
 #define BYTES_PER_NCCL	   420		 /* what an NCCL operation costs, about */
+#define BYTES_PER_MAPPING  450		 /* what a mapping's slice or instant costs, about */
 
 void trace_options_init(struct trace_options *o)
 {
@@ -526,6 +528,27 @@ static void instants(struct trace *t, const char *table, const char *what)
 	}
 }
 
+/* The transfers' ends per process, for the mappings still live at their process's end; then
+ * their tracks. */
+static int plan_mappings(struct trace *t, struct trace_mappings *m)
+{
+	int64_t *end = malloc((t->ntracks ? t->ntracks : 1) * sizeof(int64_t));
+	if (!end)
+		return -ENOMEM;
+	for (size_t k = 0; k < t->ntracks; k++)
+		end[k] = INT64_MIN;
+	for (size_t k = 0; k < t->nrows; k++) {
+		const struct row *r = &t->rows[k];
+		if (r->start + r->dur > end[r->track])
+			end[r->track] = r->start + r->dur;
+	}
+	for (size_t k = 0; k < t->ntracks; k++)
+		if (end[k] != INT64_MIN)
+			trace_mappings_note_end(m, t->tracks[k].process, end[k]);
+	free(end);
+	return trace_mappings_plan(m);
+}
+
 static int64_t earliest_ns(sqlite3 *db)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
@@ -565,19 +588,27 @@ int trace_write(sqlite3 *db, const struct trace_options *opt, FILE *f)
 		    : first >= 0 ? first / KINETO_INTERVAL_NS * KINETO_INTERVAL_NS
 				 : 0;
 	struct trace_nccl *nccl = NULL;
+	struct trace_mappings *mappings = NULL;
 	int r = read_rows(&t, &progress);
 	if (r == 0)
 		r = trace_nccl_read(db, opt, &nccl, &progress);
+	if (r == 0)
+		r = trace_mappings_read(db, opt, &mappings, &progress);
+	if (r == 0 && mappings)
+		r = plan_mappings(&t, mappings);
 	if (r < 0)
 		goto out;
-	int64_t estimate =
-	    (int64_t)t.nrows * BYTES_PER_SLICE + (int64_t)trace_nccl_count(nccl) * BYTES_PER_NCCL;
+	int64_t estimate = (int64_t)t.nrows * BYTES_PER_SLICE +
+			   (int64_t)trace_nccl_count(nccl) * BYTES_PER_NCCL +
+			   (int64_t)trace_mappings_count(mappings) * BYTES_PER_MAPPING;
 	if (estimate > WARN_BYTES)
 		fprintf(stderr,
-			"p2pguard trace: %zu transfers and %zu NCCL operations make about %" PRId64
-			" MB of JSON, more than trace viewers open comfortably; narrow it with "
-			"--rank, --pid, --host, --from/--to or --limit\n",
-			t.nrows, trace_nccl_count(nccl), estimate >> 20);
+			"p2pguard trace: %zu transfers, %zu NCCL operations and %zu mapping events "
+			"make about %" PRId64 " MB of JSON, more than trace viewers open "
+			"comfortably; narrow it with --rank, --pid, --host, --from/--to or "
+			"--limit\n",
+			t.nrows, trace_nccl_count(nccl), trace_mappings_count(mappings),
+			estimate >> 20);
 	TRACE_PUTS(o, "{\"displayTimeUnit\":\"ns\",\"baseTimeNanoseconds\":");
 	trace_put_i64(o, t.base_ns);
 	TRACE_PUTS(o,
@@ -598,10 +629,18 @@ int trace_write(sqlite3 *db, const struct trace_options *opt, FILE *f)
 			   "(P2PGUARD_RECORD=summary) or found their thread's ring full: counted "
 			   "in nccl_op_summary and nccl_op_overflow, no row, so no slice\"");
 	}
+	if (mappings) {
+		TRACE_PUTS(o, ",\"mappings_without_track\":");
+		trace_put_i64(o, trace_mappings_without_lane(mappings));
+		TRACE_PUTS(o, ",\"mappings_without_track_means\":\"mappings that overlapped more "
+			      "others of their process than its mapping tracks hold: instants at "
+			      "their start, their end in args\"");
+	}
 	TRACE_PUTS(o, "},\"traceEvents\":[");
 	processes(&t);
 	transfers(&t, &progress);
 	trace_nccl_write(nccl, o, t.base_ns, &progress);
+	trace_mappings_write(mappings, o, t.base_ns, &progress);
 	progress_stage(&progress, "writing failures, crashes and stalls", 0);
 	failures(&t);
 	instants(&t, "crashes", "crash");
@@ -612,6 +651,7 @@ int trace_write(sqlite3 *db, const struct trace_options *opt, FILE *f)
 out:
 	progress_end(&progress);
 	trace_nccl_free(nccl);
+	trace_mappings_free(mappings);
 	free(t.tracks);
 	free(t.rows);
 	imap_free(&t.track_index);

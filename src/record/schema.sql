@@ -578,3 +578,54 @@ FROM chosen c LEFT JOIN percentiles p
   ON p.src_host IS c.src_host AND p.src_gpu IS c.src_gpu AND p.src_uuid IS c.src_uuid
  AND p.dst_host IS c.dst_host AND p.dst_gpu IS c.dst_gpu AND p.dst_uuid IS c.dst_uuid
  AND p.kind = c.kind;
+
+-- Cross-process and VMM mappings per device pair: owner -> accessor, whose memory -> the GPU
+-- given access to it, each GPU named as nccl_pair_bandwidth names them (the host, nvidia-smi's
+-- index where the devices table knows it, else the process's CUDA ordinal, and the UUID). Both
+-- ends are ordinals of the process that made the mapping, so both are on its host. A mapping here
+-- is a grant of access: an IPC open (the device it was opened on gains the memory) or a
+-- cuMemSetAccess for a device (not one that takes access away); a cuMem import or map is the way
+-- there, with no device yet. opened: such rows; closed: those whose close or unmap was seen
+-- (ended_ns); live: the others, still mapped when the process's records end; failed: every failed
+-- mapping call, its pair as far as it is known (NULL unknown). ranks, pids: of the processes that
+-- made the mappings; exported_by_ranks, exported_by_pids: of the processes on the host that
+-- exported memory of the owner GPU (cudaIpcGetMemHandle, cuMemExportToShareableHandle), since a
+-- handle does not say who made it.
+CREATE VIEW IF NOT EXISTS mapping_pairs AS
+WITH grants AS MATERIALIZED (
+  SELECT m.process_id, p.hostname AS host, p.rank, p.pid,
+         coalesce(o.physical_index, m.owner_device) AS owner_gpu, o.uuid AS owner_uuid,
+         o.pci_bus_id AS owner_pci_bus_id,
+         coalesce(a.physical_index, m.accessor_device) AS accessor_gpu, a.uuid AS accessor_uuid,
+         a.pci_bus_id AS accessor_pci_bus_id,
+         (m.status = 0 AND m.accessor_device IS NOT NULL AND (m.event = 'import' OR
+          (m.event = 'access' AND m.flags != 0))) AS opened,
+         m.status, m.started_ns, m.ended_ns, m.bytes, m.cross_process, m.handle_type
+  FROM peer_mappings m JOIN processes p ON p.id = m.process_id
+  LEFT JOIN devices o ON o.process_id = m.process_id AND o.ordinal = m.owner_device
+  LEFT JOIN devices a ON a.process_id = m.process_id AND a.ordinal = m.accessor_device
+  WHERE m.status != 0 OR (m.accessor_device IS NOT NULL AND (m.event = 'import' OR
+        (m.event = 'access' AND m.flags != 0)))
+), exporters AS MATERIALIZED (
+  SELECT p.hostname AS host, coalesce(d.physical_index, e.owner_device) AS gpu, d.uuid,
+         group_concat(DISTINCT p.rank) AS ranks, group_concat(DISTINCT p.pid) AS pids
+  FROM peer_mappings e JOIN processes p ON p.id = e.process_id
+  LEFT JOIN devices d ON d.process_id = e.process_id AND d.ordinal = e.owner_device
+  WHERE e.event = 'export' AND e.status = 0 AND e.owner_device IS NOT NULL
+  GROUP BY 1, 2, 3
+)
+SELECT g.host, g.owner_gpu, g.owner_uuid, max(g.owner_pci_bus_id) AS owner_pci_bus_id,
+       g.accessor_gpu, g.accessor_uuid, max(g.accessor_pci_bus_id) AS accessor_pci_bus_id,
+       count(DISTINCT g.process_id) AS processes, group_concat(DISTINCT g.rank) AS ranks,
+       group_concat(DISTINCT g.pid) AS pids, max(x.ranks) AS exported_by_ranks,
+       max(x.pids) AS exported_by_pids,
+       sum(g.opened) AS opened, sum(g.opened AND g.ended_ns IS NOT NULL) AS closed,
+       sum(g.opened AND g.ended_ns IS NULL) AS live,
+       coalesce(sum(CASE WHEN g.opened THEN g.bytes END), 0) AS bytes,
+       sum(g.opened AND g.cross_process) AS cross_process, sum(g.status != 0) AS failed,
+       group_concat(DISTINCT coalesce(g.handle_type, 'none')) AS handle_types,
+       ROUND(avg(CASE WHEN g.opened AND g.ended_ns IS NOT NULL
+                      THEN (g.ended_ns - g.started_ns) / 1e6 END), 3) AS avg_lived_ms
+FROM grants g
+LEFT JOIN exporters x ON x.host IS g.host AND x.gpu IS g.owner_gpu AND x.uuid IS g.owner_uuid
+GROUP BY g.host, g.owner_gpu, g.owner_uuid, g.accessor_gpu, g.accessor_uuid;

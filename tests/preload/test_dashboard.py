@@ -17,7 +17,7 @@ equal(cli("metrics", db, "-o", prom).returncode, 0, "metrics -o")
 dashboard = os.path.join(SOURCE, "docs/grafana/p2pguard-dashboard.json")
 check_script = os.path.join(SOURCE, "scripts/check-dashboard.py")
 proc = subprocess.run([sys.executable, check_script, dashboard, prom], capture_output=True, text=True)
-check(proc.returncode == 0 and proc.stdout.startswith("dashboard ok: 18 panels"),
+check(proc.returncode == 0 and proc.stdout.startswith("dashboard ok: 22 panels"),
       "the shipped dashboard passes (%s)" % (proc.stdout + proc.stderr).strip())
 # NCCL's panels are checked label by label only where their families have samples: the job's
 # database has NCCL operations, stalls and unreported operations (make-bigdb.py).
@@ -26,6 +26,11 @@ text = open(prom).read()
 used = set(re.findall(r"\b(p2pguard_nccl_[a-z_]+)\b", open(dashboard).read()))
 check(len(used) >= 6 and all(re.search(r"^%s\{" % n, text, re.M) for n in used),
       "every NCCL family the dashboard uses has samples in the exposition (%s)" % sorted(used))
+# So are the cross-process mappings' panels: the job's database has NCCL's cuMem imports, PyTorch's
+# IPC opens, live mappings, failed calls and own-device counts (make-bigdb.py).
+used = set(re.findall(r"\b(p2pguard_(?:peer_mapping|own_device_mapping)[a-z_]*)\b", open(dashboard).read()))
+check(len(used) >= 6 and all(re.search(r"^%s\{" % n, text, re.M) for n in used),
+      "every mapping family the dashboard uses has samples in the exposition (%s)" % sorted(used))
 # The check catches a wrong name, a wrong label and PromQL that does not parse.
 bad = json.load(open(dashboard))
 bad["panels"][0]["targets"][0]["expr"] = "sum by (gpu_name) (rate(p2pguard_peer_copy_bytes[5m])"

@@ -1,8 +1,10 @@
 """report --html in a real browser: Debian's headless Chromium (through chromedriver and
 python3-selenium) opens the page from a file, offline; the test reads the page's own DOM and takes
 screenshots. First the demo's database (2 GPUs), then databases of a cluster job made by
-scripts/make-bigdb.py: 8 GPUs and 64 GPUs, and 1000 processes. P2PG_SCREENSHOT_DIR=folder keeps
-the screenshots (docs/report-2gpu.png, docs/report-8gpu.png, docs/report-64gpu.png were made so)."""
+scripts/make-bigdb.py: 8 GPUs and 64 GPUs, and 1000 processes (their mappings a matrix per host, 16 at
+most); then a job under the simulated NCCL and one of cross-process mappings (mapsim.py), each
+section checked against the database. P2PG_SCREENSHOT_DIR=folder keeps the screenshots
+(docs/report-2gpu.png, docs/report-8gpu.png, docs/report-64gpu.png were made so)."""
 import os
 import sys
 
@@ -18,6 +20,7 @@ from selenium.webdriver.common.by import By
 
 sys.path.insert(0, os.path.join(SOURCE, "tests/nccl"))
 from ncclsim import nccl_job  # noqa: E402 (the simulated NCCL under the guard)
+from mapsim import mapping_job  # noqa: E402 (cross-process mappings under the guard)
 
 
 def page_checks(browser, name, gpus, processes):
@@ -122,6 +125,64 @@ def nccl_page(browser, work, shots):
     check(browser.save_screenshot(shot) and os.path.getsize(shot) > 10000, "NCCL job: a screenshot (%s)" % shot)
 
 
+def mapping_matrices(browser, name):
+    """The mappings' matrices, where the page has them: each N x N, one-line rows; their hosts."""
+    check(browser.find_elements(By.CSS_SELECTOR, 'nav#toc a[href="#sec-mappings"]'), "%s: Mappings in the table of contents" % name)
+    hosts = []
+    for m in browser.find_elements(By.CSS_SELECTOR, "table.mapping-matrix"):
+        n = int(m.get_attribute("data-gpus"))
+        rows = [r for r in m.find_elements(By.CSS_SELECTOR, "tr") if r.find_elements(By.TAG_NAME, "td")]
+        equal((len(rows), {len(r.find_elements(By.TAG_NAME, "td")) for r in rows}), (n, {n}),
+              "%s: %s's mapping matrix is %d x %d" % (name, m.get_attribute("data-host"), n, n))
+        check(max(r.size["height"] for r in rows) <= 60, "%s: mapping matrix rows stay one line high" % name)
+        hosts.append(m.get_attribute("data-host"))
+    return hosts
+
+
+def mapping_page(browser, work, shots):
+    """A job of cross-process mappings (mapsim.mapping_job): its section through the DOM against the database."""
+    db = os.path.join(work, "mappings", "job.db")
+    os.makedirs(os.path.dirname(db))
+    mapping_job(db)
+    page = os.path.join(work, "mappings.html")
+    proc = cli("report", "--html", page, db)
+    equal(proc.returncode, 0, "mapping job: report --html (%s)" % proc.stderr.strip())
+    browser.get("file://" + page)
+    page_checks(browser, "mapping job", 2, scalar(db, "SELECT count(*) FROM processes"))
+    host = scalar(db, "SELECT hostname FROM processes LIMIT 1")
+    equal(mapping_matrices(browser, "mapping job"), [host], "mapping job: one host, one matrix")
+    view = query(db, "SELECT owner_gpu, accessor_gpu, opened, closed, live, failed FROM mapping_pairs")
+    known = [r for r in view if r[0] is not None and r[1] is not None]
+    cells = browser.find_elements(By.CSS_SELECTOR, "table.mapping-matrix td[data-owner]")
+    got = sorted((c.get_attribute("data-owner"), c.get_attribute("data-accessor"), int(c.get_attribute("data-opened")),
+                  int(c.get_attribute("data-closed")), int(c.get_attribute("data-live")),
+                  int(c.get_attribute("data-failed")), c.text.split("\n")[0]) for c in cells)
+    want = sorted(("%s:%d" % (host, o), "%s:%d" % (host, a), n, c, l, f, str(n)) for o, a, n, c, l, f in known)
+    equal(got, want, "mapping job: a cell per pair of known GPUs, its mappings opened, closed, live and failed as "
+                     "mapping_pairs counts them")
+    tint = {c.get_attribute("data-owner") + ">" + c.get_attribute("data-accessor"): c.get_attribute("class") for c in cells}
+    equal(tint, {"%s:%d>%s:%d" % (host, o, host, a): "map-failed" if f else "map-live" if l else "map-closed"
+                 for o, a, n, c, l, f in known}, "mapping job: cells tinted by failed calls, then live mappings")
+    live_cell = [c for c in cells if c.get_attribute("data-live") != "0"][0]
+    check("live" in live_cell.text and "processes" not in live_cell.text and "by rank" in live_cell.get_attribute("title"),
+          "mapping job: a live pair's cell says how many, its title who mapped (%s)" % live_cell.get_attribute("title"))
+    caption = browser.find_element(By.CSS_SELECTOR, ".mapping-host > b").text
+    check("1 failed" in caption and "2 live" in caption, "mapping job: the host's caption counts the failed call "
+                                                         "(its owner unknown: no cell) and the live mappings (%s)" % caption)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#mapping-pair-table tr")
+    equal(len(rows) - 1, len(view), "mapping job: the table has every pair, the failed call's included")
+    equal([browser.find_element(By.ID, i).text for i in ("n-mappings", "n-mappings-live", "n-mapping-failures")],
+          [str(sum(r[k] for r in view)) for k in (2, 4, 5)], "mapping job: the section's totals")
+    equal(browser.find_element(By.ID, "n-card-mappings").text, str(sum(r[2] for r in view)),
+          "mapping job: a summary card counts the mappings")
+    own = browser.find_elements(By.CSS_SELECTOR, "#mapping-counts tr")
+    equal(len(own) - 1, scalar(db, "SELECT count(*) FROM (SELECT 1 FROM mapping_counts GROUP BY api, device)"),
+          "mapping job: the own-device counts per call and device")
+    browser.execute_script("window.scrollTo(0, document.getElementById('sec-mappings').offsetTop - 8)")
+    shot = os.path.join(shots, "report-mappings.png")
+    check(browser.save_screenshot(shot) and os.path.getsize(shot) > 10000, "mapping job: a screenshot (%s)" % shot)
+
+
 def check_scale(browser, work, shots):
     """Databases of a cluster job: 8 and 64 GPUs, and 1000 processes."""
     for name, args in (("8gpu", ["--gpus", "8", "--processes", "16", "--rows", "60000"]),
@@ -139,6 +200,15 @@ def check_scale(browser, work, shots):
         processes = int(args[3])
         page_checks(browser, name, gpus, processes)
         n = nccl_matrix_checks(browser, name)
+        # a matrix per host of the mappings (make-bigdb.py's NCCL imports and IPC opens), 16 at most
+        hosts = mapping_matrices(browser, name)
+        with_pairs = scalar(big, "SELECT count(DISTINCT host) FROM mapping_pairs WHERE owner_gpu IS NOT NULL AND "
+                                 "accessor_gpu IS NOT NULL")
+        check(len(hosts) == min(16, with_pairs) and len(set(hosts)) == len(hosts),
+              "%s: a mapping matrix for each of %d hosts, 16 at most (%d)" % (name, with_pairs, len(hosts)))
+        if with_pairs > 16:
+            check(("%d more hosts" % (with_pairs - 16)) in browser.find_element(By.ID, "mapping-more-hosts").text,
+                  "%s: the hosts past 16 are said to be in the table" % name)
         if name == "1000proc":
             check(n == 0 and "too many for a matrix" in browser.find_element(By.ID, "sec-nccl").text,
                   "1000 processes: NCCL's 1000 GPUs in the table, not a matrix")
@@ -237,6 +307,7 @@ try:
     check(browser.save_screenshot(shot) and os.path.getsize(shot) > 10000, "a screenshot of the rendered page (%s)" % shot)
     check_scale(browser, work, shots)
     nccl_page(browser, work, shots)
+    mapping_page(browser, work, shots)
 finally:
     browser.quit()
 done()

@@ -68,8 +68,9 @@ view = query(db, "SELECT pair, is_peer, lived_ms IS NOT NULL, ended_by FROM mapp
 equal(view[0], ("0->1", 1, 1, "cudaIpcCloseMemHandle"), "mapping_report: the pair, and how long it lived")
 
 report = cli("report", db)
+words = " ".join(report.stdout.split())  # the report wraps its lines at 100 columns
 check("cross-process mappings: " in report.stdout and
-      "cudaIpcOpenMemHandle import 0->1 peer cross-process ipc x2 2.0 MiB, ended by cudaIpcCloseMemHandle" in report.stdout,
+      "cudaIpcOpenMemHandle import 0->1 peer cross-process ipc x2 2.0 MiB, ended by cudaIpcCloseMemHandle" in words,
       "report: the mappings section names the open, its pair and its close")
 import json
 mapped = json.loads(cli("report", "--json", db).stdout).get("mappings") or {}

@@ -6,7 +6,8 @@ speedscope imported from its DOM: a profile per track ("process_name (pid P), th
 with the track's total time, and per track, in its Sandwich table, every slice with its args and
 duration. It takes a screenshot (P2PG_SCREENSHOT=path keeps it, as docs/trace-speedscope.png was
 made). The database has NCCL's operations too (the simulated NCCL), each a slice on its rank's
-communicator's track."""
+communicator's track, and cross-process mappings (mapsim.py: a VMM import with its map nested in it,
+an IPC open never closed), each a slice on its process's mappings track."""
 import os
 import sys
 
@@ -54,6 +55,11 @@ ranks = [sim_start(["--rank", r, "--nranks", 2, "--comm", "0000000000d44d4d", "-
 for p in ranks:
     p.communicate(timeout=120)
     check(p.returncode == 0, "an NCCL rank ran under the guard")
+# Cross-process mappings: rank 6 imports and maps rank 5's memory (the map nested in the import),
+# rank 8 opens rank 7's and never closes it.
+from mapsim import ipc_pair, vmm_pair  # noqa: E402
+vmm_pair(db, 5, 0, 6, 1)
+ipc_pair(db, 7, 1, 8, 0, XPROC_KEEP="1")
 trace_path = os.path.join(work, "job.trace.json")
 proc = cli("trace", db, "-o", trace_path)
 equal(proc.returncode, 0, "trace: exit 0 (%s)" % proc.stderr.strip())
@@ -65,9 +71,14 @@ for e in events:
     if e["ph"] == "X":
         tracks.setdefault((e["pid"], e["tid"]), []).append(e)
 equal(sum(len(t) for t in tracks.values()),
-      scalar(db, "SELECT (SELECT count(*) FROM transfers) + (SELECT count(*) FROM nccl_ops WHERE state = 'done')"),
-      "the trace has a slice per transfer and per NCCL operation in the database")
-check(len(process_names) == 5 and len(tracks) >= 6, "5 processes, %d tracks of slices" % len(tracks))
+      scalar(db, "SELECT (SELECT count(*) FROM transfers) + (SELECT count(*) FROM nccl_ops WHERE state = 'done') + "
+                 "(SELECT count(DISTINCT process_id || ':' || mapping_id) FROM peer_mappings WHERE status = 0 AND "
+                 "event IN ('import', 'map', 'access'))"),
+      "the trace has a slice per transfer, per NCCL operation and per mapping in the database")
+check(len(process_names) == 9 and len(tracks) >= 8, "9 processes, %d tracks of slices" % len(tracks))
+check(sum(thread_names[k] == "mappings" for k in tracks) == 2 and
+      any(e["name"].endswith("(live)") for k in tracks for e in tracks[k]),
+      "a mappings track for each of the two processes that mapped, a mapping never closed among them")
 check(sum(thread_names[k].startswith("NCCL comm 0000000000d44d4d") for k in tracks) >= 2,
       "a track (or more: lanes) per NCCL rank's communicator")
 
@@ -126,11 +137,19 @@ try:
             for r in browser.find_elements(By.XPATH, PROFILE_ROWS)]
     equal([r[1] for r in rows], want, "the profile selector lists each track by process (rank) and track name")
     check(any(n.startswith("rank 0 pid ") for n in want) and any("GPU 0->1" in n for n in want) and
-          any(n.startswith("rank 3 pid ") and "NCCL comm 0000000000d44d4d" in n for n in want),
-          "names such as 'rank 0 pid ...', 'GPU 0->1' and 'NCCL comm ...'")
-    sums = [sum(e["dur"] for e in tracks[k]) for k in order]
+          any(n.startswith("rank 3 pid ") and "NCCL comm 0000000000d44d4d" in n for n in want) and
+          any(n.startswith("rank 6 pid ") and ", mappings (tid" in n for n in want),
+          "names such as 'rank 0 pid ...', 'GPU 0->1', 'NCCL comm ...' and 'mappings'")
+
+    def outermost(slices):
+        """The time of a track's slices not inside another (a mapping's map nests in its import)."""
+        return sum(e["dur"] for e in slices if not any(o is not e and o["ts"] <= e["ts"] and
+                                                          e["ts"] + e["dur"] <= o["ts"] + o["dur"] for o in slices))
+
+    sums = [outermost(tracks[k]) for k in order]
     check(len(rows) == len(order) and all(same_duration(r[2], s) for r, s in zip(rows, sums)),
-          "each profile's total weight is its track's GPU/host time (%s vs %s)" % ([r[2] for r in rows], sums))
+          "each profile's total weight is its track's GPU/host time, nested slices within their outer one's "
+          "(%s vs %s)" % ([r[2] for r in rows], sums))
 
     # Every slice of every track, by name and args, with its duration: the Sandwich table. The
     # page redraws after each key, so each track is read until it shows (or 15 s pass).
@@ -144,7 +163,8 @@ try:
             symbol = next((s for s in got if s.startswith(e["name"] + " {") and
                            json.loads(s[len(e["name"]) + 1:]) == e["args"]), None)
             if symbol is None or not same_duration(got[symbol], e["dur"]):
-                missing.append((e["name"], e["args"].get("transfer_id") or e["args"].get("nccl_op_id"), e["dur"],
+                missing.append((e["name"], e["args"].get("transfer_id") or e["args"].get("nccl_op_id") or
+                                e["args"].get("peer_mappings_id"), e["dur"],
                                 symbol and got[symbol]))
         return got, missing
 

@@ -12,7 +12,9 @@
  *                                       into DEV's memory, unmap, release; print the codes
  *
  * Every line is "CALL=code"; the program's exit status is 0 whatever the codes (the test reads
- * them). Each failing call is made in a function of its own, so that backtraces name it. */
+ * them). With XPROC_KEEP=1 in its environment, ipc-open and vmm-import end without closing,
+ * unmapping or releasing what they mapped: mappings still live when the process ends. Each failing
+ * call is made in a function of its own, so that backtraces name it. */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
@@ -92,6 +94,12 @@ static __attribute__((noinline)) cudaError_t open_handle(void **p, cudaIpcMemHan
 	return cudaIpcOpenMemHandle(p, h, cudaIpcMemLazyEnablePeerAccess);
 }
 
+static int keep(void)
+{
+	const char *v = getenv("XPROC_KEEP");
+	return v && strcmp(v, "1") == 0;
+}
+
 static int ipc_open(int argc, char **argv)
 {
 	int dev = atoi(argv[0]);
@@ -121,7 +129,7 @@ static int ipc_open(int argc, char **argv)
 		cudaFree(local);
 		free(host);
 	}
-	for (int k = 0; k < n; k++)
+	for (int k = 0; k < n && !keep(); k++)
 		if (maps[k])
 			printf("cudaIpcCloseMemHandle=%d\n", cudaIpcCloseMemHandle(maps[k]));
 	return 0;
@@ -291,6 +299,8 @@ static int vmm_import(int dev, const char *path)
 		cuMemFree(local);
 		free(host);
 	}
+	if (keep())
+		return 0;
 	printf("cuMemUnmap=%d\n", cuMemUnmap(va, size));
 	printf("cuMemRelease=%d\n", cuMemRelease(h));
 	cuMemAddressFree(va, size);
