@@ -99,10 +99,16 @@ int p2pg_core_path(char *buf, size_t len)
 	Dl_info info;
 	if (!dladdr((void *)p2pg_core_path, &info) || !info.dli_fname)
 		return -1;
+	/* Without printf: the constructor of every process comes here (nccl_offer.c). */
 	const char *slash = strrchr(info.dli_fname, '/');
-	int dir = slash ? (int)(slash - info.dli_fname) : 1;
-	int n = snprintf(buf, len, "%.*s/%s", dir, slash ? info.dli_fname : ".", CORE_LIBRARY);
-	return n > 0 && (size_t)n < len ? 0 : -1;
+	const char *dir = slash ? info.dli_fname : ".";
+	size_t dir_len = slash ? (size_t)(slash - info.dli_fname) : 1;
+	if (dir_len + 1 + sizeof(CORE_LIBRARY) > len)
+		return -1;
+	memcpy(buf, dir, dir_len);
+	buf[dir_len] = '/';
+	memcpy(buf + dir_len + 1, CORE_LIBRARY, sizeof(CORE_LIBRARY));
+	return 0;
 }
 
 static void load_core(void)

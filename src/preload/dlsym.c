@@ -102,11 +102,6 @@ P2PG_NO_ASAN void *p2pg_dlsym_resolve(void)
 	return fn;
 }
 
-void p2pg_dlsym_prepare(void)
-{
-	p2pg_dlsym_resolve();
-}
-
 /* Only names of guarded functions (they all start "cu") go on to instrumented code. */
 static __attribute__((noinline)) void *guarded(const char *symbol, void *fn)
 {

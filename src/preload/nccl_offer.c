@@ -32,9 +32,11 @@
 static char offer_entry[sizeof(OFFER_NAME) + PATH_MAX];
 static char *offer_environ[1024];
 
+#define OFFER_PATH (offer_entry + sizeof(OFFER_NAME) - 1)
+
+/* offer_entry holds NCCL_PROFILER_PLUGIN=<core> already (p2pg_nccl_offer wrote it). */
 static void offer_to_environment(const char *core)
 {
-	snprintf(offer_entry, sizeof(offer_entry), OFFER_NAME "%s", core);
 	size_t n = 0, at = SIZE_MAX;
 	for (; environ[n]; n++)
 		if (at == SIZE_MAX && strncmp(environ[n], OFFER_NAME, sizeof(OFFER_NAME) - 1) == 0)
@@ -51,6 +53,16 @@ static void offer_to_environment(const char *core)
 	environ = offer_environ;
 }
 
+/* A core named relative to the working folder (LD_PRELOAD=./libp2pguard.so), made absolute. */
+static bool resolve_in_place(char *path)
+{
+	char resolved[PATH_MAX];
+	if (!realpath(path, resolved))
+		return false;
+	memcpy(path, resolved, strlen(resolved) + 1);
+	return true;
+}
+
 /* The same file, however it is named. */
 static bool same_file(const char *a, const char *b)
 {
@@ -63,11 +75,13 @@ void p2pg_nccl_offer(void)
 	const struct p2pg_settings *s = p2pg_settings_get();
 	if (!s->enabled || !s->nccl)
 		return;
-	/* Absolute as LD_PRELOAD gave it, as a rule: then no system call, in every process. */
-	char where[PATH_MAX], resolved[PATH_MAX];
-	const char *core = where;
-	if (p2pg_core_path(where, sizeof(where)) < 0 ||
-	    (where[0] != '/' && !(core = realpath(where, resolved)))) {
+	/* Absolute as LD_PRELOAD gave it, as a rule: then no system call, in every process. Written
+	 * where the environment entry needs it, not on the stack: every page of stack the
+	 * constructor touches is a page fault that /bin/true pays too. */
+	memcpy(offer_entry, OFFER_NAME, sizeof(OFFER_NAME) - 1);
+	const char *core = OFFER_PATH;
+	if (p2pg_core_path(OFFER_PATH, sizeof(offer_entry) - (sizeof(OFFER_NAME) - 1)) < 0 ||
+	    (core[0] != '/' && !resolve_in_place(OFFER_PATH))) {
 		p2pg_notice(
 		    "cannot find the guard's core (libp2pguard-core.so) to offer it to NCCL; "
 		    "NCCL's operations are not recorded");

@@ -45,7 +45,4 @@ void p2pg_remember_real(const struct p2pg_hook *hook, void *real);
  * the guard's wrapper where the guard hooks that symbol in that ABI version and stream mode.
  * Returns fn unchanged for everything else.
  */
-/* Finds glibc's dlsym for the exported dlsym stub's RTLD_NEXT path (constructor, and lazily). */
-void p2pg_dlsym_prepare(void);
-
 void *p2pg_wrap_driver_entry(const char *symbol, int cuda_version, bool per_thread, void *fn);

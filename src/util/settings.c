@@ -146,13 +146,15 @@ static bool parse_pairs(const char *value, unsigned char pairs[P2PG_MAX_DEVICES]
 	return true;
 }
 
+#define DEFAULT_DB "p2pguard.db"
+
 /* p2pg_settings_parse on a zero-filled s. */
 static void parse_zeroed(struct p2pg_settings *s, char *(*get)(const char *name),
 			 void (*warn)(const char *line))
 {
 	s->enabled = true;
 	s->mode = P2PG_MODE_OBSERVE;
-	snprintf(s->db_path, sizeof(s->db_path), "p2pguard.db");
+	memcpy(s->db_path, DEFAULT_DB, sizeof(DEFAULT_DB));
 	s->record = P2PG_RECORD_ALL;
 	s->gpu_timing = P2PG_GPU_TIMING_SAMPLED;
 	s->gpu_timing_interval_us = 50;
@@ -202,7 +204,7 @@ static void parse_zeroed(struct p2pg_settings *s, char *(*get)(const char *name)
 			    "URI keeps the records where no reader finds them); using p2pguard.db",
 			    v);
 		else if (strlen(v) < sizeof(s->db_path))
-			snprintf(s->db_path, sizeof(s->db_path), "%s", v);
+			memcpy(s->db_path, v, strlen(v) + 1);
 		else
 			warnf(warn, "P2PGUARD_DB is longer than %zu bytes; using p2pguard.db",
 			      sizeof(s->db_path) - 1);
@@ -306,8 +308,10 @@ static void parse_zeroed(struct p2pg_settings *s, char *(*get)(const char *name)
 			warnf(warn, "P2PGUARD_NCCL=%s is not understood (accepted: 0, 1); using 1",
 			      v);
 	}
-	if ((v = get("P2PGUARD_RULES")) && *v)
+	if ((v = get("P2PGUARD_RULES")) && *v) {
 		snprintf(s->rules_dir, sizeof(s->rules_dir), "%s", v);
+		s->rules_dir_set = true;
+	}
 	if ((v = get("P2PGUARD_TEST")) && *v)
 		s->test_hooks = parse_test_hooks(v, warn);
 	if ((v = get("RANK")) && *v && !parse_rank(v, &s->rank))
@@ -327,14 +331,18 @@ int p2pg_settings_absolute(char *path, size_t len)
 {
 	if (path[0] == '/' || path[0] == '\0')
 		return 0;
+	/* In place, without printf: this runs in every process's constructor, and each page of
+	 * stack or of libc's printf it touches is a page fault paid by /bin/true too. */
 	char cwd[PATH_MAX];
 	if (!getcwd(cwd, sizeof(cwd)))
 		return -errno;
-	char joined[PATH_MAX * 2];
-	int n = snprintf(joined, sizeof(joined), "%s/%s", strcmp(cwd, "/") == 0 ? "" : cwd, path);
-	if (n < 0 || (size_t)n >= len)
+	size_t dir = strcmp(cwd, "/") == 0 ? 0 : strlen(cwd);
+	size_t name = strlen(path);
+	if (dir + 1 + name >= len)
 		return -ENAMETOOLONG;
-	memcpy(path, joined, (size_t)n + 1);
+	memmove(path + dir + 1, path, name + 1);
+	memcpy(path, cwd, dir);
+	path[dir] = '/';
 	return 0;
 }
 
@@ -382,7 +390,8 @@ void p2pg_settings_load(void)
 		p2pg_notice("the database %s cannot be named from the folder the program starts in "
 			    "(%s); it is used as given, relative to wherever the program is",
 			    s->db_path, strerror(-r));
-	if (s->rules_dir[0] && p2pg_settings_absolute(s->rules_dir, sizeof(s->rules_dir)) < 0)
+	/* The flag, not rules_dir[0]: that byte is two pages into the struct, a page fault away. */
+	if (s->rules_dir_set && p2pg_settings_absolute(s->rules_dir, sizeof(s->rules_dir)) < 0)
 		p2pg_notice("P2PGUARD_RULES=%s cannot be named from the folder the program starts "
 			    "in; it is used as given",
 			    s->rules_dir);

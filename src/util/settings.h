@@ -50,6 +50,7 @@ struct p2pg_settings {
 	unsigned test_hooks;  /* P2PGUARD_TEST: P2PG_TEST_* bits, for checks on real GPUs */
 	int rank;	      /* RANK (torchrun's), -1 when unset or not a rank */
 	int local_rank;	      /* LOCAL_RANK, likewise */
+	bool rules_dir_set;   /* P2PGUARD_RULES is set: rules_dir holds it */
 	char db_path[4096];
 	/* P2PGUARD_PAIRS as a symmetric matrix; only read when !pairs_all */
 	unsigned char pairs[P2PG_MAX_DEVICES][P2PG_MAX_DEVICES];
