@@ -220,13 +220,76 @@ static int common_columns(sqlite3 *db, const char *table, struct columns *c)
 	return c->n;
 }
 
-/* The column list, each quoted; with prefix "s." and process_id as the new id when rekey. */
-static void column_list(sqlite3_str *sql, const struct columns *c, bool rekey)
+/*
+ * Columns that hold the id of a row of another table (schema.sql's REFERENCES, processes aside).
+ * The output numbers its rows itself, so such a column is re-keyed through the row it names, found
+ * again in the output by what identifies a record in every table: its process, ring and place in
+ * the ring. A row whose target is not in the input gets `missing` (the column may not be NULL).
+ */
+struct id_reference {
+	const char *table, *column, *target, *missing;
+};
+
+static const struct id_reference id_references[] = {
+    {"stalls", "transfer_id", "transfers", "-s.\"transfer_id\""},
+    {"nccl_stalls", "op_id", "nccl_ops", "NULL"},
+};
+
+static const struct id_reference *id_reference_of(const char *table)
+{
+	for (size_t k = 0; k < sizeof(id_references) / sizeof(id_references[0]); k++)
+		if (strcmp(id_references[k].table, table) == 0)
+			return &id_references[k];
+	return NULL;
+}
+
+static bool has_record_keys(sqlite3 *db, const char *schema, const char *table)
+{
+	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+			       "SELECT count(*) FROM pragma_table_info(?1, ?2) WHERE name IN "
+			       "('thread_serial', 'seq')",
+			       -1, &st, NULL) != SQLITE_OK)
+		return false;
+	sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, schema, -1, SQLITE_STATIC);
+	return sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 2;
+}
+
+/* temp.idmap (made with temp.pmap): the input's id of each row the table names -> that row's id in
+ * the output (merged already: the tables that name others are merged last). */
+static int build_id_map(sqlite3 *db, const struct id_reference *ref)
+{
+	int r = run(db, "DELETE FROM temp.idmap", ref->table);
+	if (r < 0 || !has_record_keys(db, "src", ref->target) ||
+	    !has_record_keys(db, "main", ref->target))
+		return r;
+	sqlite3_str *sql = sqlite3_str_new(db);
+	sqlite3_str_appendf(
+	    sql,
+	    "INSERT OR IGNORE INTO temp.idmap SELECT s.id, d.id FROM src.\"%w\" s "
+	    "JOIN temp.pmap m ON m.old = s.process_id JOIN main.\"%w\" d ON "
+	    "d.process_id = m.new AND d.thread_serial = s.thread_serial AND d.seq = "
+	    "s.seq WHERE s.id IN (SELECT \"%w\" FROM src.\"%w\")",
+	    ref->target, ref->target, ref->column, ref->table);
+	return run_str(db, sql, ref->table);
+}
+
+/* The column list, each quoted; with prefix "s." and process_id as the new id when rekey, and the
+ * column of ref (if any) through temp.idmap. */
+static void column_list(sqlite3_str *sql, const struct columns *c, bool rekey,
+			const struct id_reference *ref)
 {
 	for (int k = 0; k < c->n; k++) {
 		const char *sep = k ? ", " : "";
 		if (rekey && strcmp(c->names[k], "process_id") == 0)
 			sqlite3_str_appendf(sql, "%sm.new", sep);
+		else if (rekey && ref && strcmp(c->names[k], ref->column) == 0)
+			sqlite3_str_appendf(
+			    sql,
+			    "%scoalesce((SELECT i.new FROM temp.idmap i WHERE i.old "
+			    "= s.\"%w\"), %s)",
+			    sep, ref->column, ref->missing);
 		else
 			sqlite3_str_appendf(sql, "%s%s\"%w\"", sep, rekey ? "s." : "", c->names[k]);
 	}
@@ -241,20 +304,25 @@ static int merge_table(sqlite3 *db, const char *table)
 	int r;
 	bool rows = c.serial && c.seq;
 	bool counters = c.process && !rows && strcmp(table, "transfer_summary") == 0;
+	const struct id_reference *ref = c.process ? id_reference_of(table) : NULL;
+	if (ref && (r = build_id_map(db, ref)) < 0) {
+		columns_free(&c);
+		return r;
+	}
 	sqlite3_str *sql = sqlite3_str_new(db);
 	sqlite3_str_appendf(sql, "INSERT %s INTO main.\"%w\" (", counters ? "" : "OR IGNORE",
 			    table);
-	column_list(sql, &c, false);
+	column_list(sql, &c, false, NULL);
 	sqlite3_str_appendf(sql, ") SELECT ");
 	if (!c.process) {
-		column_list(sql, &c, false);
+		column_list(sql, &c, false, NULL);
 		sqlite3_str_appendf(sql, " FROM src.\"%w\"", table);
 		r = run_str(db, sql, table);
 		columns_free(&c);
 		return r;
 	}
 	/* The same columns with the process re-keyed. */
-	column_list(sql, &c, true);
+	column_list(sql, &c, true, ref);
 	sqlite3_str_appendf(sql, " FROM src.\"%w\" s JOIN temp.pmap m ON m.old = s.process_id ",
 			    table);
 	if (rows) {
@@ -334,6 +402,7 @@ int p2pg_merge_database(sqlite3 *db, const char *in_path, int *ret_processes, in
 	    "CREATE TEMP TABLE pmap (old INTEGER PRIMARY KEY, new INTEGER, fresh INTEGER)",
 	    "CREATE TEMP TABLE IF NOT EXISTS have (process_id INTEGER, thread_serial INTEGER, seq "
 	    "INTEGER, PRIMARY KEY (process_id, thread_serial, seq)) WITHOUT ROWID",
+	    "CREATE TEMP TABLE IF NOT EXISTS idmap (old INTEGER PRIMARY KEY, new INTEGER)",
 	    "INSERT INTO temp.pmap SELECT s.id, NULL, NOT EXISTS (SELECT 1 FROM main.processes m "
 	    "WHERE m.boot_id = s.boot_id AND m.pid = s.pid AND m.started_ns = s.started_ns) "
 	    "FROM src.processes s",
@@ -356,7 +425,7 @@ int p2pg_merge_database(sqlite3 *db, const char *in_path, int *ret_processes, in
 		"AND coalesce(t.sql, '') NOT LIKE 'CREATE VIRTUAL%' AND NOT EXISTS (SELECT 1 FROM "
 		"src.sqlite_master v WHERE v.type = 'table' AND coalesce(v.sql, '') LIKE 'CREATE "
 		"VIRTUAL%' AND substr(t.name, 1, length(v.name) + 1) = v.name || '_') ORDER BY "
-		"t.name",
+		"t.name IN ('stalls', 'nccl_stalls'), t.name", /* id_references: targets first */
 		-1, &st, NULL) != SQLITE_OK)
 		r = -EIO;
 	while (r >= 0 && sqlite3_step(st) == SQLITE_ROW) {
