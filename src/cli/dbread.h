@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "utf8.h"
+
 /*
  * Imports the spools of processes that are gone into db_path. Returns the number of spool files
  * imported (0 when there is no spool folder), or a negative errno after saying in one line why it
@@ -24,9 +26,6 @@ bool p2pg_cli_has_table(sqlite3 *db, const char *table);
 bool p2pg_cli_has_column(sqlite3 *db, const char *table, const char *column);
 
 /* text as a JSON string literal, quotes included; NULL as null. */
-/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong form, no surrogate,
- * nothing past U+10FFFF), or 0. */
-size_t p2pg_utf8_sequence(const unsigned char *p);
 /* text as a JSON string (null for NULL); a byte that begins no well-formed UTF-8 sequence is
  * written as U+FFFD. */
 void p2pg_cli_json_string(FILE *out, const char *text);

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "utf8.h"
+
 static struct p2pg_fact *fact_slot(struct p2pg_facts *facts, const char *key)
 {
 	for (int k = 0; k < facts->n; k++)
@@ -79,8 +81,18 @@ static void emit_json_string(char *buf, size_t len, size_t *pos, const char *s)
 		} else if (c < 0x20) {
 			int n = snprintf(esc, sizeof(esc), "\\u%04x", c);
 			emit(buf, len, pos, esc, (size_t)n);
-		} else {
+		} else if (c < 0x80) {
 			emit(buf, len, pos, (const char *)&c, 1);
+		} else {
+			/* JSON is UTF-8: a fact read from the system (a device name, a path, a
+			 * sequence cut by the fact's size) that is not well-formed is U+FFFD. */
+			size_t n = p2pg_utf8_sequence((const unsigned char *)s);
+			if (n) {
+				emit(buf, len, pos, s, n);
+				s += n - 1;
+			} else {
+				emit(buf, len, pos, "\\ufffd", 6);
+			}
 		}
 	}
 	emit(buf, len, pos, "\"", 1);

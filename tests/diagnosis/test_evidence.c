@@ -376,6 +376,28 @@ static void test_no_driver(void)
 	      "no driver: the other facts still there");
 }
 
+/* Facts read from the system go into JSON that strict readers parse: bytes that are not UTF-8
+ * (a Latin-1 device name, a sequence cut by the fact's size) become U+FFFD; UTF-8 stays as is. */
+static void test_facts_utf8(void)
+{
+	struct p2pg_facts f;
+	memset(&f, 0, sizeof(f));
+	p2pg_facts_set_str(&f, "latin1", "caf\xe9 GPU");
+	p2pg_facts_set_str(&f, "utf8", "caf\xc3\xa9 \xe2\x80\x94 GPU");
+	p2pg_facts_set_str(&f, "cut", "ab\xe2\x80");
+	p2pg_facts_set_str(&f, "surrogate", "\xed\xa0\x80x");
+	char json[1024];
+	check(p2pg_facts_to_json(&f, json, sizeof(json)) > 0, "the facts fit");
+	check(strcmp(
+		  json,
+		  "{\"latin1\":\"caf\\ufffd GPU\",\"utf8\":\"caf\xc3\xa9 \xe2\x80\x94 "
+		  "GPU\",\"cut\":\"ab\\ufffd\\ufffd\",\"surrogate\":\"\\ufffd\\ufffd\\ufffdx\"}") ==
+		  0,
+	      "a byte that begins no well-formed UTF-8 sequence is \\ufffd, UTF-8 is kept");
+	if (strstr(json, "\\ufffd") == NULL)
+		printf("# %s\n", json);
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "--nvml=absent";
@@ -400,6 +422,7 @@ int main(int argc, char **argv)
 		test_nvml(mode + 7);
 		test_iommu_params();
 		test_cache();
+		test_facts_utf8();
 		if (argc > 2)
 			test_runtime_version(argv[2]);
 	} else {
