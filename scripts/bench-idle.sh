@@ -26,8 +26,8 @@ python=${PYTHON:-python3}
 row() { "$spawn" "$@" | tail -1; }
 # The floor: what the dynamic linker charges any preload, with a library that does nothing.
 empty=$build/tests/bench/libp2pg-empty-preload.so
-echo "| command | processes | bare us | guarded us | difference us (median of rounds) | difference % |"
-echo "|---|---|---|---|---|---|"
+echo "| command | processes | bare us | guarded us | difference us (median of rounds) | difference % | page faults a process, bare / guarded |"
+echo "|---|---|---|---|---|---|---|"
 row --rounds "$rounds" --runs "$runs" "${common[@]}" "$lib" -- /bin/true
 [ -f "$empty" ] && row --rounds "$rounds" --runs "$runs" "$empty" -- /bin/true |
 	sed 's/^| `\/bin\/true`/| `\/bin\/true`, an empty preload (the floor)/'

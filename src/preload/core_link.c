@@ -94,15 +94,41 @@ static int *reentry_depth(void)
 	return &p2pg_depth;
 }
 
+/* The folder of "/.../libp2pguard.so" named in LD_PRELOAD (entries split by ':' or ' ', as the
+ * dynamic linker splits them), or NULL. The name the linker loaded, as dladdr would say it. */
+static const char *preload_folder(size_t *ret_len)
+{
+	static const char name[] = "/libp2pguard.so";
+	const char *p = p2pg_env_get("LD_PRELOAD");
+	while (p && *p) {
+		size_t n = 0;
+		while (p[n] && p[n] != ':' && p[n] != ' ')
+			n++;
+		if (p[0] == '/' && n >= sizeof(name) - 1 &&
+		    memcmp(p + n - (sizeof(name) - 1), name, sizeof(name) - 1) == 0) {
+			*ret_len = n - (sizeof(name) - 1);
+			return p;
+		}
+		p += n + (p[n] != '\0');
+	}
+	return NULL;
+}
+
 int p2pg_core_path(char *buf, size_t len)
 {
+	/* Without printf, and from LD_PRELOAD where it names this library by its absolute path:
+	 * the constructor of every process comes here (nccl_offer.c), and dladdr and printf are
+	 * pages of libc that /bin/true would not touch. */
+	size_t dir_len;
+	const char *dir = preload_folder(&dir_len);
 	Dl_info info;
-	if (!dladdr((void *)p2pg_core_path, &info) || !info.dli_fname)
-		return -1;
-	/* Without printf: the constructor of every process comes here (nccl_offer.c). */
-	const char *slash = strrchr(info.dli_fname, '/');
-	const char *dir = slash ? info.dli_fname : ".";
-	size_t dir_len = slash ? (size_t)(slash - info.dli_fname) : 1;
+	if (!dir) {
+		if (!dladdr((void *)p2pg_core_path, &info) || !info.dli_fname)
+			return -1;
+		const char *slash = strrchr(info.dli_fname, '/');
+		dir = slash ? info.dli_fname : ".";
+		dir_len = slash ? (size_t)(slash - info.dli_fname) : 1;
+	}
 	if (dir_len + 1 + sizeof(CORE_LIBRARY) > len)
 		return -1;
 	memcpy(buf, dir, dir_len);

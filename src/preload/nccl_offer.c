@@ -32,9 +32,6 @@
 static char offer_entry[sizeof(OFFER_NAME) + PATH_MAX];
 static char *offer_environ[1024];
 
-#define OFFER_PATH (offer_entry + sizeof(OFFER_NAME) - 1)
-
-/* offer_entry holds NCCL_PROFILER_PLUGIN=<core> already (p2pg_nccl_offer wrote it). */
 static void offer_to_environment(const char *core)
 {
 	size_t n = 0, at = SIZE_MAX;
@@ -45,6 +42,8 @@ static void offer_to_environment(const char *core)
 		setenv("NCCL_PROFILER_PLUGIN", core, 1); /* a huge environment: the usual way */
 		return;
 	}
+	memcpy(offer_entry, OFFER_NAME, sizeof(OFFER_NAME) - 1);
+	memcpy(offer_entry + sizeof(OFFER_NAME) - 1, core, strlen(core) + 1);
 	memcpy(offer_environ, environ, n * sizeof(*environ));
 	if (at == SIZE_MAX)
 		at = n++;
@@ -75,19 +74,17 @@ void p2pg_nccl_offer(void)
 	const struct p2pg_settings *s = p2pg_settings_get();
 	if (!s->enabled || !s->nccl)
 		return;
-	/* Absolute as LD_PRELOAD gave it, as a rule: then no system call, in every process. Written
-	 * where the environment entry needs it, not on the stack: every page of stack the
-	 * constructor touches is a page fault that /bin/true pays too. */
-	memcpy(offer_entry, OFFER_NAME, sizeof(OFFER_NAME) - 1);
-	const char *core = OFFER_PATH;
-	if (p2pg_core_path(OFFER_PATH, sizeof(offer_entry) - (sizeof(OFFER_NAME) - 1)) < 0 ||
-	    (core[0] != '/' && !resolve_in_place(OFFER_PATH))) {
+	/* Absolute as LD_PRELOAD gave it, as a rule: then no system call, in every process. On the
+	 * stack, whose top pages the dynamic linker has used already: a child that inherits the
+	 * offer (the common case) writes no page of this library's. */
+	char core[PATH_MAX];
+	if (p2pg_core_path(core, sizeof(core)) < 0 || (core[0] != '/' && !resolve_in_place(core))) {
 		p2pg_notice(
 		    "cannot find the guard's core (libp2pguard-core.so) to offer it to NCCL; "
 		    "NCCL's operations are not recorded");
 		return;
 	}
-	const char *user = getenv("NCCL_PROFILER_PLUGIN");
+	const char *user = p2pg_env_get("NCCL_PROFILER_PLUGIN");
 	/* Set by the parent process already (a launcher's child inherits it). */
 	if (user && strcmp(user, core) == 0)
 		return;

@@ -7,11 +7,12 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <limits.h>
-#include <strings.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "notice.h"
+
+extern char **environ;
 
 const char *p2pg_mode_name(enum p2pg_mode mode)
 {
@@ -40,11 +41,27 @@ static void warnf(void (*warn)(const char *), const char *fmt, ...)
 	warn(line);
 }
 
+/* Equal but for the case of ASCII letters, as every accepted word is. By hand: strcasecmp would
+ * fault in a page of libc and one of its locale's tables in every process that inherits the
+ * preload and sets a variable. */
+static bool same_word(const char *a, const char *b)
+{
+	for (;; a++, b++) {
+		unsigned char x = (unsigned char)*a, y = (unsigned char)*b;
+		x = x >= 'A' && x <= 'Z' ? (unsigned char)(x + 'a' - 'A') : x;
+		y = y >= 'A' && y <= 'Z' ? (unsigned char)(y + 'a' - 'A') : y;
+		if (x != y)
+			return false;
+		if (!x)
+			return true;
+	}
+}
+
 /* Returns the index of value in choices, or -1. */
 static int choice(const char *value, const char *const *choices, int n)
 {
 	for (int k = 0; k < n; k++)
-		if (strcasecmp(value, choices[k]) == 0)
+		if (same_word(value, choices[k]))
 			return k;
 	return -1;
 }
@@ -365,9 +382,16 @@ static void settings_warn(const char *line)
 	p2pg_notice("%s", line);
 }
 
-static char *env_get(const char *name)
+char *p2pg_env_get(const char *name)
 {
-	return getenv(name);
+	for (char **entry = environ; entry && *entry; entry++) {
+		const char *e = *entry, *n = name;
+		while (*n && *e == *n)
+			e++, n++;
+		if (!*n && *e == '=')
+			return (char *)e + 1;
+	}
+	return NULL;
 }
 
 void p2pg_settings_parse(struct p2pg_settings *s, char *(*get)(const char *name),
@@ -382,7 +406,7 @@ void p2pg_settings_load(void)
 	struct p2pg_settings *s = &p2pg_process_settings;
 	/* The process's settings are a static, zero until this one read at load: no memset of its
 	 * 12 KB, whose pages every process that inherits the preload would otherwise pay for. */
-	parse_zeroed(s, env_get, settings_warn);
+	parse_zeroed(s, p2pg_env_get, settings_warn);
 	/* The database's folder is where the program starts: one that changes folder later would
 	 * otherwise split its rows over two databases and leave a spool behind. */
 	int r = p2pg_settings_absolute(s->db_path, sizeof(s->db_path));

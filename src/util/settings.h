@@ -80,6 +80,11 @@ enum p2pg_test_hook {
 void p2pg_settings_parse(struct p2pg_settings *s, char *(*get)(const char *name),
 			 void (*warn)(const char *line));
 
+/* getenv, by hand: the preload's constructor reads the environment with it in every process that
+ * inherits LD_PRELOAD, and glibc's getenv is one more page of libc to fault in. Not for a program
+ * with threads that change the environment (neither is getenv). */
+char *p2pg_env_get(const char *name);
+
 /* True when the pair (either order) is selected by P2PGUARD_PAIRS. */
 bool p2pg_settings_pair_selected(const struct p2pg_settings *s, int a, int b);
 
