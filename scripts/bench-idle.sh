@@ -29,6 +29,10 @@ empty=$build/tests/bench/libp2pg-empty-preload.so
 echo "| command | processes | bare us | guarded us | difference us (median of rounds) | difference % | page faults a process, bare / guarded |"
 echo "|---|---|---|---|---|---|---|"
 row --rounds "$rounds" --runs "$runs" "${common[@]}" "$lib" -- /bin/true
+# A process of a job is as a rule the child of another guarded one, and inherits the NCCL offer.
+row --rounds "$rounds" --runs "$runs" "${common[@]}" \
+	--env "NCCL_PROFILER_PLUGIN=$build/src/preload/libp2pguard-core.so" "$lib" -- /bin/true |
+	sed 's/^| `\/bin\/true`/| `\/bin\/true`, a guarded process'"'"'s child (the NCCL offer inherited)/'
 [ -f "$empty" ] && row --rounds "$rounds" --runs "$runs" "$empty" -- /bin/true |
 	sed 's/^| `\/bin\/true`/| `\/bin\/true`, an empty preload (the floor)/'
 row --rounds "$rounds" --runs "$runs" "${common[@]}" "$lib" -- /bin/sh -c :
@@ -40,5 +44,8 @@ else
 	row --rounds "$rounds" --runs "$cuda_runs" "${common[@]}" \
 		--env "LD_LIBRARY_PATH=$build/tests/simcuda" "$lib" -- "$build/tests/programs/cuda_start"
 fi
-echo "database rows written by the CUDA row's guarded processes: $(sqlite3 "$db_dir/idle.db" \
-	'SELECT count(*) FROM processes' 2>/dev/null || echo 0) processes"
+# Python's sqlite3 module, not the sqlite3 tool, which the GPU machine lacks (it read as 0 rows).
+rows=$("$python" -c 'import sqlite3, sys
+print(sqlite3.connect(sys.argv[1]).execute("SELECT count(*) FROM processes").fetchone()[0])' \
+	"$db_dir/idle.db" 2>/dev/null) || rows="unknown (the database could not be read)"
+echo "database rows written by the CUDA row's guarded processes: $rows processes"

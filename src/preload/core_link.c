@@ -114,6 +114,26 @@ static const char *preload_folder(size_t *ret_len)
 	return NULL;
 }
 
+bool p2pg_core_path_is(const char *path)
+{
+	size_t dir_len;
+	const char *dir = preload_folder(&dir_len);
+	if (!dir || !path)
+		return false;
+	for (size_t k = 0; k < dir_len; k++)
+		if (path[k] != dir[k])
+			return false;
+	path += dir_len;
+	if (*path++ != '/')
+		return false;
+	for (const char *c = CORE_LIBRARY;; c++, path++) {
+		if (*path != *c)
+			return false;
+		if (!*c)
+			return true;
+	}
+}
+
 int p2pg_core_path(char *buf, size_t len)
 {
 	/* Without printf, and from LD_PRELOAD where it names this library by its absolute path:

@@ -58,6 +58,9 @@ void p2pg_init_early(void);
 /* libp2pguard-core.so in the preload's own folder, named as LD_PRELOAD named the preload (as a
  * rule absolute). Returns 0, or -1 when it cannot be told. */
 int p2pg_core_path(char *buf, size_t len);
+/* Whether path is that core's, as LD_PRELOAD names libp2pguard.so by absolute path (false when it
+ * does not): an answer with no buffer, no page of stack and no call into libc. */
+bool p2pg_core_path_is(const char *path);
 /* From the constructor, after the settings: unless P2PGUARD_NCCL=0 (or the guard is off, or the
  * user set NCCL_PROFILER_PLUGIN=none), NCCL will load the core as its profiler plugin; the user's
  * own plugin, if set, is kept to be fed (nccl_offer.c). No CUDA call, nothing loaded. */

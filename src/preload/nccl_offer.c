@@ -74,9 +74,11 @@ void p2pg_nccl_offer(void)
 	const struct p2pg_settings *s = p2pg_settings_get();
 	if (!s->enabled || !s->nccl)
 		return;
-	/* Absolute as LD_PRELOAD gave it, as a rule: then no system call, in every process. On the
-	 * stack, whose top pages the dynamic linker has used already: a child that inherits the
-	 * offer (the common case) writes no page of this library's. */
+	/* A child of a guarded process inherits the offer: nothing to do, and nothing touched. */
+	const char *user = p2pg_env_get("NCCL_PROFILER_PLUGIN");
+	if (p2pg_core_path_is(user))
+		return;
+	/* Absolute as LD_PRELOAD gave it, as a rule: then no system call. */
 	char core[PATH_MAX];
 	if (p2pg_core_path(core, sizeof(core)) < 0 || (core[0] != '/' && !resolve_in_place(core))) {
 		p2pg_notice(
@@ -84,8 +86,7 @@ void p2pg_nccl_offer(void)
 		    "NCCL's operations are not recorded");
 		return;
 	}
-	const char *user = p2pg_env_get("NCCL_PROFILER_PLUGIN");
-	/* Set by the parent process already (a launcher's child inherits it). */
+	/* Set by the parent process already, the core named another way. */
 	if (user && strcmp(user, core) == 0)
 		return;
 	/* "none": the user turned NCCL's profiler plugins off, the guard's included. */
