@@ -19,6 +19,24 @@
 #include "settings.h"
 #include "spool.h"
 
+/*
+ * Built with AddressSanitizer only. GCC 12's ASan allocator (LLVM's before 18) takes no lock
+ * around fork(): a child forked while the drainer allocates for the rules it reads inherits the
+ * allocator's lock held and waits for ever at its first malloc (seen once in 30 runs of the fork
+ * test). glibc's malloc, jemalloc and tcmalloc lock themselves around fork(), so the product lets
+ * fork() go on while the rules are read; the instrumented build reads them where the guard starts,
+ * in the thread that starts it, before any thread of the guard's runs, and a fork() that comes in
+ * the middle of that all the same (from another of the program's threads) waits for the read.
+ */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define P2PG_ALLOCATOR_NOT_FORK_SAFE 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define P2PG_ALLOCATOR_NOT_FORK_SAFE 1
+#endif
+
 static char user_rules[4096];
 static bool configured; /* p2pg_failure_configure ran: user_rules is the process's */
 static bool want_backtraces = true;
@@ -31,6 +49,7 @@ static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static struct p2pg_ruleset *ruleset;
 
 static void register_atfork(void);
+static void rules_needed(void);
 
 void p2pg_failure_configure(const char *user_rules_dir, bool backtraces)
 {
@@ -40,6 +59,9 @@ void p2pg_failure_configure(const char *user_rules_dir, bool backtraces)
 	want_backtraces = backtraces;
 	snprintf(user_rules, sizeof(user_rules), "%s", user_rules_dir ? user_rules_dir : "");
 	configured = true;
+#ifdef P2PG_ALLOCATOR_NOT_FORK_SAFE
+	rules_needed();
+#endif
 }
 
 /* A user's folder full of broken files costs this many lines, then one that says how many more. */
@@ -134,23 +156,6 @@ static void rules_after_fork_child(void)
 		rule_problems = 0;
 	}
 }
-
-/*
- * Built with AddressSanitizer only. GCC 12's ASan allocator (LLVM's before 18) takes no lock
- * around fork(): a child forked while the drainer allocates for the rules it reads inherits the
- * allocator's lock held and waits for ever at its first malloc (seen once in 30 runs of the fork
- * test). glibc's malloc, jemalloc and tcmalloc lock themselves around fork(), so the product lets
- * fork() go on while the rules are read; the instrumented build makes fork() wait for the read
- * instead, the one window in which a thread of the guard allocates outside the lock fork() takes.
- */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define P2PG_ALLOCATOR_NOT_FORK_SAFE 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define P2PG_ALLOCATOR_NOT_FORK_SAFE 1
-#endif
 
 #ifdef P2PG_ALLOCATOR_NOT_FORK_SAFE
 static void rules_before_fork(void)
