@@ -19,17 +19,21 @@
 
 /* Words only a framework's own messages carry. "CUDART error" is vLLM's CudaRTLibrary wrapper
  * (vllm/distributed/device_communicators/cuda_wrapper.py), which SGLang copied; "LogicError: cu"
- * is how PyCUDA raises a failed driver call. */
+ * is how PyCUDA raises a failed driver call. "NVLink SHARP" is NCCL's name for NVLS in its WARN
+ * lines (transport/nvls.cc), often pasted without the "NCCL WARN" prefix; "Setup Custom allreduce
+ * failed" is SGLang's warning when its custom all-reduce cannot start
+ * (sglang/srt/distributed/parallel_state.py). */
 static const struct {
 	const char *name;
 	const char *markers[6];
 } frameworks[FW_COUNT] = {
-    [FW_NCCL] = {"nccl", {"nccl", NULL}},
+    [FW_NCCL] = {"nccl", {"nccl", "NVLink SHARP", NULL}},
     [FW_PYTORCH] = {"pytorch",
 		    {"torch", "c10d", "c10::", "RuntimeError: CUDA error", "AcceleratorError",
 		     NULL}},
     [FW_VLLM] = {"vllm", {"vllm", "CUDART error", NULL}},
-    [FW_SGLANG] = {"sglang", {"sglang", "sgl-kernel", "sgl_kernel", NULL}},
+    [FW_SGLANG] = {"sglang",
+		   {"sglang", "sgl-kernel", "sgl_kernel", "Setup Custom allreduce failed", NULL}},
     [FW_TENSORRT_LLM] = {"tensorrt-llm",
 			 {"tensorrt_llm", "tensorrt-llm", "trt-llm", "trtllm", NULL}},
     [FW_JAX] = {"jax", {"jax", "xla", NULL}},
