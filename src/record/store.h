@@ -103,8 +103,9 @@ void p2pg_importer_release(struct p2pg_importer *im);
 int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_importer *im,
 		      bool dead);
 
-/* Records one transaction of a dead process's import takes at most (about 10 ms of SQLite). */
-#define P2PG_RECOVER_BATCH 16384
+/* Records one transaction of a dead process's import takes at most (about 3 ms of SQLite on a
+ * quiet machine): a fork() waits for one transaction at the most. */
+#define P2PG_RECOVER_BATCH 4096
 
 /* How p2pg_store_recover_dir_with imports. */
 struct p2pg_recovery {
