@@ -606,7 +606,8 @@ static void collect_cupti(sqlite3 *db, bool final, struct p2pg_exit_report *repo
 		 * none, and may have switched copy tracing off when it stopped. A copy that never
 		 * finishes looks the same from here (CUPTI records only finished copies), and so
 		 * does one that leaves no record, which is why no stalls row is written from
-		 * CUPTI's silence (README: copies timed by CUPTI are not watched). */
+		 * CUPTI's silence (docs/robustness.md, "Hangs": copies timed by CUPTI are not
+		 * watched). */
 		p2pg_cupti_give_up();
 		if (!rec.settings.quiet)
 			p2pg_notice(

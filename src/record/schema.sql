@@ -1,4 +1,4 @@
--- p2pguard database schema (a public contract: README.md documents it; changes bump user_version,
+-- p2pguard database schema (a public contract: docs/database.md documents it; changes bump user_version,
 -- P2PG_SCHEMA_VERSION in store.h, and add their migration to store_open.c).
 -- 2: processes.records_invalid, crashes.python_stack, stalls, transfer_overflow, peer_totals.
 PRAGMA user_version = 2;

@@ -128,7 +128,7 @@ NO_PEER_CALL = """SELECT count(*) FROM processes p WHERE
   NOT EXISTS (SELECT 1 FROM transfer_summary s WHERE s.process_id = p.id) AND
   NOT EXISTS (SELECT 1 FROM peer_access a WHERE a.process_id = p.id) AND
   NOT EXISTS (SELECT 1 FROM failures f WHERE f.process_id = p.id)"""
-equal(scalar(db, NO_PEER_CALL), 1, "the README's query counts it as a process with no peer call")
+equal(scalar(db, NO_PEER_CALL), 1, "docs/database.md's query counts it as a process with no peer call")
 run([program("rt_peer"), "basic"], db=db)
 equal(scalar(db, "SELECT count(*) FROM processes"), 2, "a peer-calling process is a second row")
 equal(scalar(db, NO_PEER_CALL), 1, "which the query does not count")
