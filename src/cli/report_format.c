@@ -346,3 +346,16 @@ void imap_free(struct imap *m)
 	free(m->keys);
 	free(m->vals);
 }
+
+int array_grow(void *array, size_t *cap, size_t n, size_t size)
+{
+	if (n < *cap)
+		return 0;
+	size_t c = *cap ? *cap * 2 : 16;
+	void *bigger = realloc(*(void **)array, c * size);
+	if (!bigger)
+		return -ENOMEM;
+	*(void **)array = bigger;
+	*cap = c;
+	return 0;
+}

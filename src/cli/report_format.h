@@ -76,3 +76,6 @@ struct imap {
 int32_t imap_get(const struct imap *m, uint64_t key);	 /* -1: absent */
 int imap_put(struct imap *m, uint64_t key, int32_t val); /* 0 or -ENOMEM */
 void imap_free(struct imap *m);
+
+/* Grows *array (of *cap elements of size bytes, doubling from 16) to hold n + 1: 0 or -ENOMEM. */
+int array_grow(void *array, size_t *cap, size_t n, size_t size);

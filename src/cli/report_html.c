@@ -53,15 +53,6 @@ void html_bytes(FILE *out, long long n)
 	fputs(buf, out);
 }
 
-long long html_scalar(sqlite3 *db, const char *sql)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_ROW)
-		return 0;
-	return sqlite3_column_int64(st, 0);
-}
-
 int html_table(FILE *out, sqlite3 *db, const char *id, const char *sql)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
@@ -171,7 +162,7 @@ static void summary(FILE *out, struct report *r)
 	     "processes with no transfer, peer-access or failure row");
 	card(out, "n-hosts", (long long)hosts, "hosts", "distinct processes.hostname");
 	card(out, "n-ranks", ranks, "with a rank", "processes with RANK set");
-	card(out, "n-transfers", html_scalar(r->db, "SELECT count(*) FROM transfers"),
+	card(out, "n-transfers", p2pg_cli_scalar(r->db, "SELECT count(*) FROM transfers"),
 	     "transfer rows", "rows of transfers");
 	card(out, "n-calls", s->total.calls, "copy calls",
 	     "every call counted once: rows, summary buckets and overflow (peer_totals)");
@@ -182,16 +173,16 @@ static void summary(FILE *out, struct report *r)
 	     "asynchronous copies without a GPU time: counted, never divided");
 	card(out, "n-folded", s->total.folded, "calls in overflow",
 	     "calls that found their thread's ring full: counted in transfer_overflow, no row");
-	card(out, "n-failures", html_scalar(r->db, "SELECT count(*) FROM failures"), "failures",
+	card(out, "n-failures", p2pg_cli_scalar(r->db, "SELECT count(*) FROM failures"), "failures",
 	     "rows of failures");
-	card(out, "n-crashes", html_scalar(r->db, "SELECT count(*) FROM crashes"), "crashes",
+	card(out, "n-crashes", p2pg_cli_scalar(r->db, "SELECT count(*) FROM crashes"), "crashes",
 	     "rows of crashes");
 	card(out, "n-dropped", dropped, "records dropped", "sum of processes.records_dropped");
 	if (r->nccl.present && r->nccl.ncomms) {
 		card(out, "n-nccl-ops", r->nccl.ops, "NCCL operations",
 		     "finished NCCL operations, rows, summary buckets and overflow (nccl_totals)");
 		long long stalled = p2pg_cli_has_table(r->db, "nccl_stalls")
-					? html_scalar(r->db, "SELECT count(*) FROM nccl_stalls")
+					? p2pg_cli_scalar(r->db, "SELECT count(*) FROM nccl_stalls")
 					: 0;
 		if (stalled)
 			fputs(

@@ -21,8 +21,6 @@ void html_utc(FILE *out, int64_t ns);
 void html_count(FILE *out, long long n);
 /* 1536 as 1.5 KiB */
 void html_bytes(FILE *out, long long n);
-/* The first column of sql's first row, 0 without one. */
-long long html_scalar(sqlite3 *db, const char *sql);
 /* A table of every row of sql, columns named by the query; returns the number of rows. */
 int html_table(FILE *out, sqlite3 *db, const char *id, const char *sql);
 /* A cell's colour: red (slowest pair) to green (fastest), by its value against the best. */

@@ -116,15 +116,6 @@ static void j_hosts(FILE *out, const char *k, char **v, size_t n, bool *first)
 	rbuf_free(&t);
 }
 
-static long long scalar(sqlite3 *db, const char *sql)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_ROW)
-		return 0;
-	return sqlite3_column_int64(st, 0);
-}
-
 static void summary(struct report *r, FILE *out)
 {
 	const struct report_scan *s = &r->scan;
@@ -165,7 +156,7 @@ static void summary(struct report *r, FILE *out)
 	}
 	free(ranks);
 	free(hosts);
-	j_int(out, "transfers", scalar(r->db, "SELECT count(*) FROM transfers"), &f);
+	j_int(out, "transfers", p2pg_cli_scalar(r->db, "SELECT count(*) FROM transfers"), &f);
 	key(out, "transfer_calls", &f);
 	fputs("{", out);
 	bool g = true;
@@ -176,9 +167,10 @@ static void summary(struct report *r, FILE *out)
 	      "calls that found their thread's ring full: counted in transfer_overflow (calls, "
 	      "bytes), no row, no time",
 	      &f);
-	j_int(out, "failures", scalar(r->db, "SELECT count(*) FROM failures"), &f);
-	j_int(out, "crashes", scalar(r->db, "SELECT count(*) FROM crashes"), &f);
-	j_int(out, "stalls", r->has_stalls ? scalar(r->db, "SELECT count(*) FROM stalls") : 0, &f);
+	j_int(out, "failures", p2pg_cli_scalar(r->db, "SELECT count(*) FROM failures"), &f);
+	j_int(out, "crashes", p2pg_cli_scalar(r->db, "SELECT count(*) FROM crashes"), &f);
+	j_int(out, "stalls",
+	      r->has_stalls ? p2pg_cli_scalar(r->db, "SELECT count(*) FROM stalls") : 0, &f);
 	fputs("},\n", out);
 }
 

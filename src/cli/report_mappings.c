@@ -248,20 +248,11 @@ static void pairs(struct report *r, FILE *out)
 	free(order);
 }
 
-static int64_t count_rows(sqlite3 *db, const char *sql)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_ROW)
-		return 0;
-	return sqlite3_column_int64(st, 0);
-}
-
 /* The rows grouped per process, call, event, pair, handle type and status. */
 static void groups(struct report *r, FILE *out)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	int64_t n = count_rows(r->db, "SELECT count(*) FROM (" GROUPS_SQL ")");
+	int64_t n = p2pg_cli_scalar(r->db, "SELECT count(*) FROM (" GROUPS_SQL ")");
 	if (n > MAX_PROCESS_LINES && !r->opt->verbose) {
 		fprintf(out,
 			"  (%lld lines per process, call, pair and status: --verbose or --json)\n",
@@ -301,7 +292,7 @@ static void groups(struct report *r, FILE *out)
 static void counts(struct report *r, FILE *out)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	int64_t n = count_rows(r->db, "SELECT count(*) FROM mapping_counts");
+	int64_t n = p2pg_cli_scalar(r->db, "SELECT count(*) FROM mapping_counts");
 	if (n > MAX_PROCESS_LINES && !r->opt->verbose) {
 		if (sqlite3_prepare_v2(r->db, COUNTS_BY_API_SQL, -1, &st, NULL) != SQLITE_OK)
 			return;

@@ -88,12 +88,6 @@ static const char *text_of(const struct trace_mappings *m, uint16_t k)
 	return k ? m->names[k - 1] : NULL;
 }
 
-static int col_int(sqlite3_stmt *st, int col)
-{
-	return sqlite3_column_type(st, col) == SQLITE_NULL ? NO_DEVICE
-							   : sqlite3_column_int(st, col);
-}
-
 static struct event *new_event(struct trace_mappings *m)
 {
 	if (m->n == m->cap) {
@@ -175,7 +169,7 @@ static int read_rows(struct trace_mappings *m, struct report_progress *progress)
 		int64_t mapping_id = linked ? sqlite3_column_int64(st, 2) : 0;
 		const char *event = p2pg_cli_col(st, 4) ?: "";
 		int status = sqlite3_column_int(st, 5);
-		int accessor = col_int(st, 7);
+		int accessor = p2pg_cli_col_int_or(st, 7, NO_DEVICE);
 		int64_t start = sqlite3_column_int64(st, 12);
 		int64_t ended =
 		    sqlite3_column_type(st, 14) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 14);
@@ -210,7 +204,7 @@ static int read_rows(struct trace_mappings *m, struct report_progress *progress)
 				    .thread = sqlite3_column_int64(st, 17),
 				    .bytes = sqlite3_column_int64(st, 10),
 				    .address = sqlite3_column_int64(st, 11),
-				    .owner = col_int(st, 6),
+				    .owner = p2pg_cli_col_int_or(st, 6, NO_DEVICE),
 				    .accessor = accessor,
 				    .accessors = accessor != NO_DEVICE,
 				    .track = -1,

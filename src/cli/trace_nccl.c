@@ -113,15 +113,6 @@ static int cmp_i64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static int64_t scalar(sqlite3 *db, const char *sql)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_ROW)
-		return 0;
-	return sqlite3_column_int64(st, 0);
-}
-
 int trace_nccl_read(sqlite3 *db, const struct trace_options *opt, struct trace_nccl **ret,
 		    struct report_progress *progress)
 {
@@ -184,30 +175,26 @@ int trace_nccl_read(sqlite3 *db, const struct trace_options *opt, struct trace_n
 		int64_t dur = sqlite3_column_type(st, 3) != SQLITE_NULL
 				  ? sqlite3_column_int64(st, 3) - start
 				  : host_ns;
-		int null_int = -1;
-		n->ops[n->nops++] = (struct op){
-		    .start = start,
-		    .dur = dur > 0 ? dur : 0,
-		    .gpu_ns = sqlite3_column_int64(st, 5),
-		    .host_ns = host_ns,
-		    .bytes = sqlite3_column_int64(st, 8),
-		    .count = sqlite3_column_int64(st, 9),
-		    .id = sqlite3_column_int64(st, 19),
-		    .seq = sqlite3_column_int64(st, 17),
-		    .thread = sqlite3_column_int64(st, 18),
-		    .track = track,
-		    .peer = sqlite3_column_type(st, 11) == SQLITE_NULL ? null_int
-								       : sqlite3_column_int(st, 11),
-		    .root = sqlite3_column_type(st, 12) == SQLITE_NULL ? null_int
-								       : sqlite3_column_int(st, 12),
-		    .channels = sqlite3_column_int(st, 13),
-		    .func = name_of(n, p2pg_cli_col(st, 6) ?: "?"),
-		    .kind = name_of(n, p2pg_cli_col(st, 7)),
-		    .datatype = name_of(n, p2pg_cli_col(st, 10)),
-		    .algorithm = name_of(n, p2pg_cli_col(st, 14)),
-		    .protocol = name_of(n, p2pg_cli_col(st, 15)),
-		    .state = name_of(n, state),
-		    .done = done};
+		n->ops[n->nops++] = (struct op){.start = start,
+						.dur = dur > 0 ? dur : 0,
+						.gpu_ns = sqlite3_column_int64(st, 5),
+						.host_ns = host_ns,
+						.bytes = sqlite3_column_int64(st, 8),
+						.count = sqlite3_column_int64(st, 9),
+						.id = sqlite3_column_int64(st, 19),
+						.seq = sqlite3_column_int64(st, 17),
+						.thread = sqlite3_column_int64(st, 18),
+						.track = track,
+						.peer = p2pg_cli_col_int_or(st, 11, -1),
+						.root = p2pg_cli_col_int_or(st, 12, -1),
+						.channels = sqlite3_column_int(st, 13),
+						.func = name_of(n, p2pg_cli_col(st, 6) ?: "?"),
+						.kind = name_of(n, p2pg_cli_col(st, 7)),
+						.datatype = name_of(n, p2pg_cli_col(st, 10)),
+						.algorithm = name_of(n, p2pg_cli_col(st, 14)),
+						.protocol = name_of(n, p2pg_cli_col(st, 15)),
+						.state = name_of(n, state),
+						.done = done};
 		if ((n->nops & 0xffff) == 0)
 			progress_tick(progress, 0);
 	}
@@ -246,9 +233,11 @@ int trace_nccl_read(sqlite3 *db, const struct trace_options *opt, struct trace_n
 		}
 	}
 	if (p2pg_cli_has_table(db, "nccl_op_summary"))
-		n->folded += scalar(db, "SELECT coalesce(sum(count), 0) FROM nccl_op_summary");
+		n->folded +=
+		    p2pg_cli_scalar(db, "SELECT coalesce(sum(count), 0) FROM nccl_op_summary");
 	if (p2pg_cli_has_table(db, "nccl_op_overflow"))
-		n->folded += scalar(db, "SELECT coalesce(sum(count), 0) FROM nccl_op_overflow");
+		n->folded +=
+		    p2pg_cli_scalar(db, "SELECT coalesce(sum(count), 0) FROM nccl_op_overflow");
 	*ret = n;
 	return 0;
 }
