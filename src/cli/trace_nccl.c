@@ -14,11 +14,13 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cleanup.h"
 #include "dbread.h"
+#include "trace_read.h"
 
 #define NCCL_TID  (1 << 28) /* + the track's index: unique in the whole trace (trace_write.c) */
 #define MAX_LANES 64	    /* past this many in flight at once, a slice waits for a lane (below) */
@@ -47,34 +49,11 @@ struct trace_nccl {
 	struct lane_track *tracks;
 	size_t ntracks, captracks;
 	struct imap index;
-	char **names; /* interned texts */
-	size_t nnames;
+	struct trace_names names; /* interned texts */
 	int64_t folded;
 	size_t stalls;
 	bool devices;
 };
-
-static uint16_t name_of(struct trace_nccl *n, const char *text)
-{
-	if (!text)
-		return 0; /* 0: none */
-	for (size_t k = 0; k < n->nnames; k++)
-		if (strcmp(n->names[k], text) == 0)
-			return (uint16_t)(k + 1);
-	if (n->nnames >= 0xfffe)
-		return 0;
-	char **bigger = realloc(n->names, (n->nnames + 1) * sizeof(*bigger));
-	if (!bigger)
-		return 0;
-	n->names = bigger;
-	n->names[n->nnames] = strdup(text);
-	return n->names[n->nnames] ? (uint16_t)(++n->nnames) : 0;
-}
-
-static const char *text_of(const struct trace_nccl *n, uint16_t k)
-{
-	return k ? n->names[k - 1] : NULL;
-}
 
 static int track_for(struct trace_nccl *n, int64_t process, int serial)
 {
@@ -105,12 +84,6 @@ static int cmp_op(const void *a, const void *b)
 	if (x->start != y->start)
 		return (x->start > y->start) - (x->start < y->start);
 	return (x->id > y->id) - (x->id < y->id);
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return (x > y) - (x < y);
 }
 
 int trace_nccl_read(sqlite3 *db, const struct trace_options *opt, struct trace_nccl **ret,
@@ -175,48 +148,35 @@ int trace_nccl_read(sqlite3 *db, const struct trace_options *opt, struct trace_n
 		int64_t dur = sqlite3_column_type(st, 3) != SQLITE_NULL
 				  ? sqlite3_column_int64(st, 3) - start
 				  : host_ns;
-		n->ops[n->nops++] = (struct op){.start = start,
-						.dur = dur > 0 ? dur : 0,
-						.gpu_ns = sqlite3_column_int64(st, 5),
-						.host_ns = host_ns,
-						.bytes = sqlite3_column_int64(st, 8),
-						.count = sqlite3_column_int64(st, 9),
-						.id = sqlite3_column_int64(st, 19),
-						.seq = sqlite3_column_int64(st, 17),
-						.thread = sqlite3_column_int64(st, 18),
-						.track = track,
-						.peer = p2pg_cli_col_int_or(st, 11, -1),
-						.root = p2pg_cli_col_int_or(st, 12, -1),
-						.channels = sqlite3_column_int(st, 13),
-						.func = name_of(n, p2pg_cli_col(st, 6) ?: "?"),
-						.kind = name_of(n, p2pg_cli_col(st, 7)),
-						.datatype = name_of(n, p2pg_cli_col(st, 10)),
-						.algorithm = name_of(n, p2pg_cli_col(st, 14)),
-						.protocol = name_of(n, p2pg_cli_col(st, 15)),
-						.state = name_of(n, state),
-						.done = done};
+		n->ops[n->nops++] =
+		    (struct op){.start = start,
+				.dur = dur > 0 ? dur : 0,
+				.gpu_ns = sqlite3_column_int64(st, 5),
+				.host_ns = host_ns,
+				.bytes = sqlite3_column_int64(st, 8),
+				.count = sqlite3_column_int64(st, 9),
+				.id = sqlite3_column_int64(st, 19),
+				.seq = sqlite3_column_int64(st, 17),
+				.thread = sqlite3_column_int64(st, 18),
+				.track = track,
+				.peer = p2pg_cli_col_int_or(st, 11, -1),
+				.root = p2pg_cli_col_int_or(st, 12, -1),
+				.channels = sqlite3_column_int(st, 13),
+				.func = trace_name(&n->names, p2pg_cli_col(st, 6) ?: "?"),
+				.kind = trace_name(&n->names, p2pg_cli_col(st, 7)),
+				.datatype = trace_name(&n->names, p2pg_cli_col(st, 10)),
+				.algorithm = trace_name(&n->names, p2pg_cli_col(st, 14)),
+				.protocol = trace_name(&n->names, p2pg_cli_col(st, 15)),
+				.state = trace_name(&n->names, state),
+				.done = done};
 		if ((n->nops & 0xffff) == 0)
 			progress_tick(progress, 0);
 	}
 	/* --limit N: the first N operations by start time, as for the transfers. */
-	if (opt->limit > 0 && n->nops > (size_t)opt->limit) {
-		int64_t *starts = malloc(n->nops * sizeof(int64_t));
-		if (!starts) {
-			trace_nccl_free(n);
-			return -ENOMEM;
-		}
-		for (size_t k = 0; k < n->nops; k++)
-			starts[k] = n->ops[k].start;
-		sort_n(starts, n->nops, sizeof(int64_t), cmp_i64);
-		int64_t last = starts[opt->limit - 1];
-		free(starts);
-		size_t m = 0;
-		for (size_t k = 0; k < n->nops && m < (size_t)opt->limit; k++)
-			if (n->ops[k].start <= last)
-				n->ops[m++] = n->ops[k];
-		fprintf(stderr, "p2pguard trace: the first %zu of %zu NCCL operations (--limit)\n",
-			m, n->nops);
-		n->nops = m;
+	if (trace_keep_first(n->ops, &n->nops, sizeof(*n->ops), offsetof(struct op, start),
+			     opt->limit, "NCCL operations") < 0) {
+		trace_nccl_free(n);
+		return -ENOMEM;
 	}
 	sort_n(n->ops, n->nops, sizeof(*n->ops), cmp_op);
 	if (p2pg_cli_has_table(db, "nccl_stalls")) {
@@ -382,7 +342,7 @@ static void put_int_arg(struct trace_out *o, const char *key, int64_t value)
 static void op_event(struct trace_nccl *n, struct trace_out *o, const struct op *op, int tid,
 		     int64_t drawn_from, int64_t base_ns)
 {
-	const char *func = text_of(n, op->func);
+	const char *func = trace_name_text(&n->names, op->func);
 	trace_sep(o);
 	if (op->done) {
 		TRACE_PUTS(o, "{\"ph\":\"X\",\"cat\":\"nccl\",\"name\":");
@@ -391,7 +351,7 @@ static void op_event(struct trace_nccl *n, struct trace_out *o, const struct op 
 		/* never finished: where it started, and in what state the database left it */
 		char name[96];
 		snprintf(name, sizeof(name), "%s (%s: no end recorded)", func,
-			 text_of(n, op->state) ?: "?");
+			 trace_name_text(&n->names, op->state) ?: "?");
 		TRACE_PUTS(o, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"nccl\",\"name\":");
 		trace_put_json(o, name);
 	}
@@ -408,18 +368,18 @@ static void op_event(struct trace_nccl *n, struct trace_out *o, const struct op 
 	}
 	TRACE_PUTS(o, ",\"args\":{\"bytes\":");
 	trace_put_i64(o, op->bytes);
-	put_text_arg(o, "kind", text_of(n, op->kind));
+	put_text_arg(o, "kind", trace_name_text(&n->names, op->kind));
 	if (op->peer >= 0)
 		put_int_arg(o, "peer", op->peer);
 	if (op->root >= 0)
 		put_int_arg(o, "root", op->root);
 	put_int_arg(o, "op_seq", op->seq);
 	put_int_arg(o, "count", op->count);
-	put_text_arg(o, "datatype", text_of(n, op->datatype));
+	put_text_arg(o, "datatype", trace_name_text(&n->names, op->datatype));
 	put_int_arg(o, "channels", op->channels);
-	put_text_arg(o, "algorithm", text_of(n, op->algorithm));
-	put_text_arg(o, "protocol", text_of(n, op->protocol));
-	put_text_arg(o, "state", text_of(n, op->state));
+	put_text_arg(o, "algorithm", trace_name_text(&n->names, op->algorithm));
+	put_text_arg(o, "protocol", trace_name_text(&n->names, op->protocol));
+	put_text_arg(o, "state", trace_name_text(&n->names, op->state));
 	/* The slice is the host's view (NCCL's start to the end it saw); the GPU's time is here,
 	 * and GB/s only from it. */
 	if (op->done)
@@ -516,9 +476,7 @@ void trace_nccl_free(struct trace_nccl *n)
 {
 	if (!n)
 		return;
-	for (size_t k = 0; k < n->nnames; k++)
-		free(n->names[k]);
-	free(n->names);
+	trace_names_free(&n->names);
 	free(n->ops);
 	free(n->tracks);
 	imap_free(&n->index);

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@
 #include "trace_mappings.h"
 #include "trace_nccl.h"
 #include "trace_out.h"
+#include "trace_read.h"
 
 /* Kineto makes every timestamp relative to the start of the current three-month interval of the
  * Unix clock (libkineto/src/output_json.h, ChromeTraceBaseTime: 7889238 s), so that traces of
@@ -140,12 +142,6 @@ static int cmp_row(const void *a, const void *b)
 	return (x->id > y->id) - (x->id < y->id);
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return (x > y) - (x < y);
-}
-
 static int read_rows(struct trace *t, struct report_progress *progress)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
@@ -201,23 +197,9 @@ static int read_rows(struct trace *t, struct report_progress *progress)
 			progress_tick(progress, 0);
 	}
 	/* --limit N: the first N transfers by start time. */
-	if (t->opt->limit > 0 && t->nrows > (size_t)t->opt->limit) {
-		int64_t *starts = malloc(t->nrows * sizeof(int64_t));
-		if (!starts)
-			return -ENOMEM;
-		for (size_t k = 0; k < t->nrows; k++)
-			starts[k] = t->rows[k].start;
-		sort_n(starts, t->nrows, sizeof(int64_t), cmp_i64);
-		int64_t last = starts[t->opt->limit - 1];
-		free(starts);
-		size_t m = 0;
-		for (size_t k = 0; k < t->nrows && m < (size_t)t->opt->limit; k++)
-			if (t->rows[k].start <= last)
-				t->rows[m++] = t->rows[k];
-		fprintf(stderr, "p2pguard trace: the first %zu of %zu transfers (--limit)\n", m,
-			t->nrows);
-		t->nrows = m;
-	}
+	if (trace_keep_first(t->rows, &t->nrows, sizeof(*t->rows), offsetof(struct row, start),
+			     t->opt->limit, "transfers") < 0)
+		return -ENOMEM;
 	progress_stage(progress, "sorting transfers", 0);
 	sort_n(t->rows, t->nrows, sizeof(*t->rows), cmp_row);
 	return 0;
