@@ -359,21 +359,6 @@ static void json_array(sqlite3 *db, FILE *out, const char *sql)
 		fputs("[]", out);
 }
 
-static void json_gpu(FILE *out, const struct mapping_scan *s, const char *end, int gpu)
-{
-	const struct cli_gpu *g = gpu >= 0 ? &s->gpus.v[gpu] : NULL;
-	fprintf(out, "\"%s_gpu\": ", end);
-	if (g)
-		fprintf(out, "%d", g->index);
-	else
-		fputs("null", out);
-	fprintf(out, ", \"%s_gpu_is_nvidia_smi_index\": %s, \"%s_uuid\": ", end,
-		g && g->physical ? "true" : "false", end);
-	p2pg_cli_json_string(out, g ? g->uuid : NULL);
-	fprintf(out, ", \"%s_pci_bus_id\": ", end);
-	p2pg_cli_json_string(out, g ? g->pci_bus_id : NULL);
-}
-
 /* "ranks": [...], "pids": [...] of a list of processes, under the names given. */
 static void json_who(FILE *out, const struct mapping_scan *s, const struct mapping_procs *p,
 		     const char *ranks, const char *pids)
@@ -396,9 +381,9 @@ static void json_pairs(const struct mapping_scan *s, FILE *out)
 		fputs(k ? ",\n      {\"host\": " : "\n      {\"host\": ", out);
 		p2pg_cli_json_string(out, p->host);
 		fputs(", ", out);
-		json_gpu(out, s, "owner", p->owner);
+		cli_gpus_json(out, &s->gpus, p->owner, "owner");
 		fputs(", ", out);
-		json_gpu(out, s, "accessor", p->accessor);
+		cli_gpus_json(out, &s->gpus, p->accessor, "accessor");
 		fprintf(out, ", \"processes\": %zu", p->by.n);
 		json_who(out, s, &p->by, "ranks", "pids");
 		json_who(out, s, exporters_of(s, p), "exported_by_ranks", "exported_by_pids");

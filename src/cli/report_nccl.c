@@ -429,19 +429,10 @@ static void j_num(FILE *out, double v)
 
 static void json_gpu(FILE *out, const struct nccl_scan *s, const char *end, int gpu)
 {
-	const struct cli_gpu *g = gpu >= 0 ? &s->gpus.v[gpu] : NULL;
 	fprintf(out, "\"%s_host\": ", end);
-	p2pg_cli_json_string(out, g ? g->host : NULL);
-	fprintf(out, ", \"%s_gpu\": ", end);
-	if (g)
-		fprintf(out, "%d", g->index);
-	else
-		fputs("null", out);
-	fprintf(out, ", \"%s_gpu_is_nvidia_smi_index\": %s, \"%s_uuid\": ", end,
-		g && g->physical ? "true" : "false", end);
-	p2pg_cli_json_string(out, g ? g->uuid : NULL);
-	fprintf(out, ", \"%s_pci_bus_id\": ", end);
-	p2pg_cli_json_string(out, g ? g->pci_bus_id : NULL);
+	p2pg_cli_json_string(out, gpu >= 0 ? s->gpus.v[gpu].host : NULL);
+	fputs(", ", out);
+	cli_gpus_json(out, &s->gpus, gpu, end);
 }
 
 static void json_pairs(struct report *r, FILE *out)

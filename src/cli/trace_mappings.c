@@ -379,24 +379,6 @@ static void name_lane(struct trace_out *o, const struct lane *l, size_t k)
 	TRACE_PUTS(o, "}}");
 }
 
-static void put_text_arg(struct trace_out *o, const char *key, const char *value)
-{
-	if (!value)
-		return;
-	trace_put(o, ",\"", 2);
-	trace_put_str(o, key);
-	trace_put(o, "\":", 2);
-	trace_put_json(o, value);
-}
-
-static void put_int_arg(struct trace_out *o, const char *key, int64_t value)
-{
-	trace_put(o, ",\"", 2);
-	trace_put_str(o, key);
-	trace_put(o, "\":", 2);
-	trace_put_i64(o, value);
-}
-
 /* "GPU-1a2b3c4d 00000000:18:00.0" of a process's ordinal, where the devices table knows it. */
 static void put_gpu_arg(struct trace_out *o, sqlite3_stmt *dev, const char *key, int64_t process,
 			int ordinal)
@@ -410,7 +392,7 @@ static void put_gpu_arg(struct trace_out *o, sqlite3_stmt *dev, const char *key,
 		return;
 	char gpu[96];
 	snprintf(gpu, sizeof(gpu), "%s %s", p2pg_cli_col(dev, 0), p2pg_cli_col(dev, 1) ?: "?");
-	put_text_arg(o, key, gpu);
+	trace_put_text_arg(o, key, gpu);
 }
 
 static void device_text(char *buf, size_t len, int device, const char *none)
@@ -456,34 +438,34 @@ static void slice(struct trace_mappings *m, struct trace_out *o, const struct ev
 	TRACE_PUTS(o, ",\"args\":{\"bytes\":");
 	trace_put_i64(o, e->bytes);
 	if (e->owner != NO_DEVICE)
-		put_int_arg(o, "owner_device", e->owner);
+		trace_put_int_arg(o, "owner_device", e->owner);
 	if (e->accessor != NO_DEVICE)
-		put_int_arg(o, "accessor_device", e->accessor);
+		trace_put_int_arg(o, "accessor_device", e->accessor);
 	if (e->accessors > 1)
-		put_int_arg(o, "accessor_devices", e->accessors);
+		trace_put_int_arg(o, "accessor_devices", e->accessors);
 	put_gpu_arg(o, dev, "owner_gpu", e->process, e->owner);
 	put_gpu_arg(o, dev, "accessor_gpu", e->process, e->accessor);
-	put_text_arg(o, "handle_type", handle);
-	put_int_arg(o, "flags", e->flags);
-	put_int_arg(o, "cross_process", e->cross_process);
-	put_int_arg(o, "rows", e->rows);
+	trace_put_text_arg(o, "handle_type", handle);
+	trace_put_int_arg(o, "flags", e->flags);
+	trace_put_int_arg(o, "cross_process", e->cross_process);
+	trace_put_int_arg(o, "rows", e->rows);
 	if (e->mapping_id)
-		put_int_arg(o, "mapping_id", e->mapping_id);
+		trace_put_int_arg(o, "mapping_id", e->mapping_id);
 	if (e->live) {
 		TRACE_PUTS(o, ",\"ended\":\"not closed when its process's records end\"");
 	} else {
 		/* its end is the slice's (a Unix ns number is past what JSON readers hold exactly)
 		 */
-		put_text_arg(o, "ended_by", trace_name_text(&m->names, e->ended_by));
+		trace_put_text_arg(o, "ended_by", trace_name_text(&m->names, e->ended_by));
 	}
 	if (e->address) {
 		char addr[32];
 		snprintf(addr, sizeof(addr), "0x%" PRIx64, (uint64_t)e->address);
-		put_text_arg(o, "address", addr);
+		trace_put_text_arg(o, "address", addr);
 	}
 	TRACE_PUTS(o, ",\"timing\":\"host\"");
-	put_int_arg(o, "thread_id", e->thread);
-	put_int_arg(o, "peer_mappings_id", e->id);
+	trace_put_int_arg(o, "thread_id", e->thread);
+	trace_put_int_arg(o, "peer_mappings_id", e->id);
 	TRACE_PUTS(o, "}}");
 }
 

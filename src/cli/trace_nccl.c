@@ -321,24 +321,6 @@ static int lane_for(struct trace_nccl *n, struct trace_out *o, int track, int64_
 	}
 }
 
-static void put_text_arg(struct trace_out *o, const char *key, const char *value)
-{
-	if (!value)
-		return;
-	trace_put(o, ",\"", 2);
-	trace_put_str(o, key);
-	trace_put(o, "\":", 2);
-	trace_put_json(o, value);
-}
-
-static void put_int_arg(struct trace_out *o, const char *key, int64_t value)
-{
-	trace_put(o, ",\"", 2);
-	trace_put_str(o, key);
-	trace_put(o, "\":", 2);
-	trace_put_i64(o, value);
-}
-
 static void op_event(struct trace_nccl *n, struct trace_out *o, const struct op *op, int tid,
 		     int64_t drawn_from, int64_t base_ns)
 {
@@ -368,32 +350,32 @@ static void op_event(struct trace_nccl *n, struct trace_out *o, const struct op 
 	}
 	TRACE_PUTS(o, ",\"args\":{\"bytes\":");
 	trace_put_i64(o, op->bytes);
-	put_text_arg(o, "kind", trace_name_text(&n->names, op->kind));
+	trace_put_text_arg(o, "kind", trace_name_text(&n->names, op->kind));
 	if (op->peer >= 0)
-		put_int_arg(o, "peer", op->peer);
+		trace_put_int_arg(o, "peer", op->peer);
 	if (op->root >= 0)
-		put_int_arg(o, "root", op->root);
-	put_int_arg(o, "op_seq", op->seq);
-	put_int_arg(o, "count", op->count);
-	put_text_arg(o, "datatype", trace_name_text(&n->names, op->datatype));
-	put_int_arg(o, "channels", op->channels);
-	put_text_arg(o, "algorithm", trace_name_text(&n->names, op->algorithm));
-	put_text_arg(o, "protocol", trace_name_text(&n->names, op->protocol));
-	put_text_arg(o, "state", trace_name_text(&n->names, op->state));
+		trace_put_int_arg(o, "root", op->root);
+	trace_put_int_arg(o, "op_seq", op->seq);
+	trace_put_int_arg(o, "count", op->count);
+	trace_put_text_arg(o, "datatype", trace_name_text(&n->names, op->datatype));
+	trace_put_int_arg(o, "channels", op->channels);
+	trace_put_text_arg(o, "algorithm", trace_name_text(&n->names, op->algorithm));
+	trace_put_text_arg(o, "protocol", trace_name_text(&n->names, op->protocol));
+	trace_put_text_arg(o, "state", trace_name_text(&n->names, op->state));
 	/* The slice is the host's view (NCCL's start to the end it saw); the GPU's time is here,
 	 * and GB/s only from it. */
 	if (op->done)
 		TRACE_PUTS(o, ",\"timing\":\"host\"");
-	put_int_arg(o, "host_ns", op->host_ns);
+	trace_put_int_arg(o, "host_ns", op->host_ns);
 	if (drawn_from != op->start) /* every lane was busy: drawn from when one freed */
-		put_int_arg(o, "started_ns", op->start);
+		trace_put_int_arg(o, "started_ns", op->start);
 	if (op->gpu_ns > 0) {
-		put_int_arg(o, "gpu_ns", op->gpu_ns);
+		trace_put_int_arg(o, "gpu_ns", op->gpu_ns);
 		TRACE_PUTS(o, ",\"GPU GB/s\":");
 		trace_put_us(o, (int64_t)llround((double)op->bytes / (double)op->gpu_ns * 1000.0));
 	}
-	put_int_arg(o, "thread_id", op->thread);
-	put_int_arg(o, "nccl_op_id", op->id);
+	trace_put_int_arg(o, "thread_id", op->thread);
+	trace_put_int_arg(o, "nccl_op_id", op->id);
 	TRACE_PUTS(o, "}}");
 }
 

@@ -126,3 +126,21 @@ void trace_put_row_args(struct trace_out *o, sqlite3_stmt *st)
 	}
 	TRACE_PUTS(o, "}");
 }
+
+void trace_put_text_arg(struct trace_out *o, const char *key, const char *value)
+{
+	if (!value)
+		return;
+	TRACE_PUTS(o, ",\"");
+	trace_put_str(o, key);
+	TRACE_PUTS(o, "\":");
+	trace_put_json(o, value);
+}
+
+void trace_put_int_arg(struct trace_out *o, const char *key, int64_t value)
+{
+	TRACE_PUTS(o, ",\"");
+	trace_put_str(o, key);
+	TRACE_PUTS(o, "\":");
+	trace_put_i64(o, value);
+}
