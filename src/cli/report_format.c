@@ -359,3 +359,11 @@ int array_grow(void *array, size_t *cap, size_t n, size_t size)
 	*cap = c;
 	return 0;
 }
+
+void fmt_numbered(FILE *out, long long number, const char *text, int width)
+{
+	char num[32];
+	int at = snprintf(num, sizeof(num), "  %lld. ", number);
+	fputs(num, out);
+	fmt_wrap(out, text, at, 5, width);
+}

@@ -56,6 +56,8 @@ void fmt_hosts(struct rbuf *b, char **names, size_t n, size_t max_shown);
  * Newlines in text start a new line. Never cuts.
  */
 void fmt_wrap(FILE *out, const char *text, int at, int indent, int width);
+/* "  3. " and text wrapped under it (further lines 5 spaces in): a numbered item of a list. */
+void fmt_numbered(FILE *out, long long number, const char *text, int width);
 
 /* 1536 -> "1.5 KiB" */
 void fmt_bytes(char *buf, size_t len, double bytes);

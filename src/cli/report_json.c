@@ -288,14 +288,7 @@ static void failures(struct report *r, FILE *out)
 					p2pg_cli_json_string(out, p2pg_cli_col(detail, c));
 			}
 		}
-		sqlite3_reset(places);
-		for (int c = 1; c <= 6; c++) {
-			int col = c + 4; /* api, status, error_name, action, rule_id, probe */
-			if (sqlite3_column_type(st, col) == SQLITE_NULL)
-				sqlite3_bind_null(places, c);
-			else
-				sqlite3_bind_value(places, c, sqlite3_column_value(st, col));
-		}
+		report_bind_failure_places(places, st);
 		key(out, "places", &f);
 		fputs("[", out);
 		for (int p = 0; sqlite3_step(places) == SQLITE_ROW; p++) {

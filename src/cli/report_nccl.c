@@ -70,10 +70,7 @@ void p2pg_report_nccl_stalls(struct report *r, FILE *out)
 		    bytes, plural(stalls, "rank", "ranks"), text_or(st, 9, "?"),
 		    text_or(st, 8, "?"), plural(stalls, "its kernel", "their kernels"),
 		    (double)sqlite3_column_int64(st, 14) / 1e9, text_or(st, 6, "unknown"));
-		char num[16];
-		int at = snprintf(num, sizeof(num), "  %d. ", n);
-		fputs(num, out);
-		fmt_wrap(out, rbuf_str(&head), at, 5, r->width);
+		fmt_numbered(out, n, rbuf_str(&head), r->width);
 		rbuf_free(&head);
 		struct rbuf on = {0};
 		if (r->opt->verbose)
