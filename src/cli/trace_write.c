@@ -531,27 +531,6 @@ static int plan_mappings(struct trace *t, struct trace_mappings *m)
 	return trace_mappings_plan(m);
 }
 
-static int64_t earliest_ns(sqlite3 *db)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, "SELECT min(started_ns) FROM processes", -1, &st, NULL) !=
-		SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_ROW)
-		return 0;
-	return sqlite3_column_int64(st, 0);
-}
-
-static int64_t overflow_calls(sqlite3 *db)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (!p2pg_cli_has_table(db, "transfer_overflow") ||
-	    sqlite3_prepare_v2(db, "SELECT coalesce(sum(count), 0) FROM transfer_overflow", -1, &st,
-			       NULL) != SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_ROW)
-		return 0;
-	return sqlite3_column_int64(st, 0);
-}
-
 int trace_write(sqlite3 *db, const struct trace_options *opt, FILE *f)
 {
 	_cleanup_free_ struct trace_out *o = calloc(1, sizeof(*o));
@@ -563,7 +542,7 @@ int trace_write(sqlite3 *db, const struct trace_options *opt, FILE *f)
 	struct report_progress progress;
 	progress_start(&progress, "p2pguard trace");
 	progress_attach(&progress, db);
-	int64_t first = earliest_ns(db);
+	int64_t first = p2pg_cli_scalar(db, "SELECT min(started_ns) FROM processes");
 	static const char *const clock_names[] = {"kineto", "unix", "relative"};
 	t.base_ns = opt->clock == TRACE_CLOCK_UNIX	 ? 0
 		    : opt->clock == TRACE_CLOCK_RELATIVE ? first
@@ -599,7 +578,10 @@ int trace_write(sqlite3 *db, const struct trace_options *opt, FILE *f)
 	TRACE_PUTS(o, "\",\"ts_zero_unix_ns\":\"");
 	trace_put_i64(o, t.base_ns);
 	TRACE_PUTS(o, "\",\"calls_in_transfer_overflow\":");
-	trace_put_i64(o, overflow_calls(db));
+	trace_put_i64(
+	    o, p2pg_cli_has_table(db, "transfer_overflow")
+		   ? p2pg_cli_scalar(db, "SELECT coalesce(sum(count), 0) FROM transfer_overflow")
+		   : 0);
 	TRACE_PUTS(
 	    o, ",\"calls_in_transfer_overflow_means\":\"copy calls that found their thread's ring "
 	       "full: counted, no row, so no slice\"");
