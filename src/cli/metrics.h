@@ -18,6 +18,13 @@ void metrics_family(FILE *out, const char *name, const char *help);
  * last one the value; the family's lines first. */
 void metrics_counter(FILE *out, sqlite3 *db, const char *name, const char *help, const char *sql,
 		     const char *const *labels, int nlabels);
+/*
+ * Series of equal labels (a rank that ran twice) made one: sorts the n samples of v (each `size`
+ * bytes, starting with its malloc'd labels, a char *) by labels, add()s each into the first of
+ * its labels and frees its labels. Returns how many samples are left.
+ */
+size_t metrics_merge_series(void *v, size_t n, size_t size,
+			    void (*add)(void *to, const void *from));
 /* NCCL's families (metrics_nccl.c); nothing for a database without NCCL's tables. Returns 0 or a
  * negative errno after saying why. */
 int p2pg_metrics_nccl(sqlite3 *db, FILE *out);
