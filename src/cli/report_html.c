@@ -134,6 +134,32 @@ void html_heat(FILE *out, double v, double vmax)
 	fprintf(out, "background:hsl(%.0f,70%%,%.0f%%)", 120 * f, 82 - 10 * f);
 }
 
+void html_p50_colour(FILE *out, double p50, double vmax)
+{
+	if (isnan(p50))
+		fputs("background:#e4e4e4", out);
+	else
+		html_heat(out, p50, vmax);
+}
+
+void html_p50_compact(FILE *out, double p50, size_t n)
+{
+	if (isnan(p50))
+		fputs("<span class=\"dim\">u</span>", out);
+	else
+		fprintf(out, "%.*f", p50 >= 100 || n > 16 ? 0 : 1, p50);
+}
+
+void html_p50_line(FILE *out, const char *attr, const char *name, double p50)
+{
+	fprintf(out, "<div class=\"bw\" %s=\"%s\">%s ", attr, name, name);
+	if (isnan(p50))
+		fputs("<i>untimed</i>", out);
+	else
+		fprintf(out, "<b>%.3g</b>", p50);
+	fputs("</div>", out);
+}
+
 static void card(FILE *out, const char *id, long long v, const char *label, const char *title)
 {
 	fprintf(out, "<div class=\"card\" title=\"%s\"><b id=\"%s\">", title, id);
@@ -298,31 +324,18 @@ static void matrix(FILE *out, struct report *r)
 			fprintf(out, "<td data-pair=\"%d-%d\" title=\"", src, dst);
 			pair_title(out, s, k, end);
 			fputs("\" style=\"", out);
-			if (isnan(p50))
-				fputs("background:#e4e4e4", out);
-			else
-				html_heat(out, p50, vmax);
+			html_p50_colour(out, p50, vmax);
 			fputs("\"", out);
 			if (!isnan(p50))
 				fprintf(out, " data-p50=\"%.3f\"", p50);
 			fputs(">", out);
 			if (compact) {
-				if (isnan(p50))
-					fputs("<span class=\"dim\">u</span>", out);
-				else
-					fprintf(out, "%.*f", p50 >= 100 || n > 16 ? 0 : 1, p50);
+				html_p50_compact(out, p50, n);
 			} else {
 				for (size_t j = k; j < end; j++) {
 					const struct report_bw *b = &s->bw[j];
-					double v = report_percentile(b->gbps, b->n, 0.5);
-					fprintf(out, "<div class=\"bw\" data-path=\"%s\">%s ",
-						report_path_names[b->path],
-						report_path_names[b->path]);
-					if (isnan(v))
-						fputs("<i>untimed</i>", out);
-					else
-						fprintf(out, "<b>%.3g</b>", v);
-					fputs("</div>", out);
+					html_p50_line(out, "data-path", report_path_names[b->path],
+						      report_percentile(b->gbps, b->n, 0.5));
 				}
 			}
 			fputs("</td>", out);
