@@ -360,23 +360,9 @@ static void name_lane(struct trace_out *o, const struct lane *l, size_t k)
 		snprintf(name, sizeof(name), "mappings (overlap %d)", l->index + 1);
 	else
 		snprintf(name, sizeof(name), "mappings");
-	trace_sep(o);
-	TRACE_PUTS(o, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
-	trace_put_i64(o, l->process);
-	TRACE_PUTS(o, ",\"tid\":");
-	trace_put_i64(o, (int64_t)k + MAPPING_TID);
-	TRACE_PUTS(o, ",\"args\":{\"name\":");
-	trace_put_json(o, name);
-	TRACE_PUTS(o, "}}");
-	trace_sep(o);
-	TRACE_PUTS(o, "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":");
-	trace_put_i64(o, l->process);
-	TRACE_PUTS(o, ",\"tid\":");
-	trace_put_i64(o, (int64_t)k + MAPPING_TID);
-	/* after the copies' streams and NCCL's communicators */
-	TRACE_PUTS(o, ",\"args\":{\"sort_index\":");
-	trace_put_i64(o, (int64_t)l->index + 2000000);
-	TRACE_PUTS(o, "}}");
+	/* sort index: after the copies' streams and NCCL's communicators */
+	trace_put_track_meta(o, l->process, (int64_t)k + MAPPING_TID, name,
+			     (int64_t)l->index + 2000000);
 }
 
 /* "GPU-1a2b3c4d 00000000:18:00.0" of a process's ordinal, where the devices table knows it. */

@@ -248,23 +248,8 @@ static void name_track(struct trace_nccl *n, struct trace_out *o, size_t k)
 	}
 	if (tr->lane && len < (int)sizeof(name))
 		snprintf(name + len, sizeof(name) - (size_t)len, " (overlap %d)", tr->lane + 1);
-	trace_sep(o);
-	TRACE_PUTS(o, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
-	trace_put_i64(o, tr->process);
-	TRACE_PUTS(o, ",\"tid\":");
-	trace_put_i64(o, (int64_t)k + NCCL_TID);
-	TRACE_PUTS(o, ",\"args\":{\"name\":");
-	trace_put_json(o, name);
-	TRACE_PUTS(o, "}}");
-	trace_sep(o);
-	TRACE_PUTS(o, "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":");
-	trace_put_i64(o, tr->process);
-	TRACE_PUTS(o, ",\"tid\":");
-	trace_put_i64(o, (int64_t)k + NCCL_TID);
-	/* after the copies' streams, in the order read */
-	TRACE_PUTS(o, ",\"args\":{\"sort_index\":");
-	trace_put_i64(o, (int64_t)k + 1000000);
-	TRACE_PUTS(o, "}}");
+	/* sort index: after the copies' streams, in the order read */
+	trace_put_track_meta(o, tr->process, (int64_t)k + NCCL_TID, name, (int64_t)k + 1000000);
 	tr->named = true;
 }
 

@@ -243,22 +243,7 @@ static void track_name(struct trace *t, size_t k)
 			      dst[0] ? dst : "?");
 	if (tr->lane && n < (int)sizeof(name))
 		snprintf(name + n, sizeof(name) - (size_t)n, " (overlap %d)", tr->lane + 1);
-	trace_sep(t->out);
-	TRACE_PUTS(t->out, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
-	trace_put_i64(t->out, tr->process);
-	TRACE_PUTS(t->out, ",\"tid\":");
-	trace_put_i64(t->out, (int64_t)k + STREAM_TID);
-	TRACE_PUTS(t->out, ",\"args\":{\"name\":");
-	trace_put_json(t->out, name);
-	TRACE_PUTS(t->out, "}}");
-	trace_sep(t->out);
-	TRACE_PUTS(t->out, "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":");
-	trace_put_i64(t->out, tr->process);
-	TRACE_PUTS(t->out, ",\"tid\":");
-	trace_put_i64(t->out, (int64_t)k + STREAM_TID);
-	TRACE_PUTS(t->out, ",\"args\":{\"sort_index\":");
-	trace_put_i64(t->out, (int64_t)k);
-	TRACE_PUTS(t->out, "}}");
+	trace_put_track_meta(t->out, tr->process, (int64_t)k + STREAM_TID, name, (int64_t)k);
 }
 
 /* The lane (a track of its own) a slice goes to: slices of one track must nest or follow, so one
