@@ -537,3 +537,13 @@ size_t metrics_merge_series(void *v, size_t n, size_t size, void (*add)(void *to
 	}
 	return m;
 }
+
+void metrics_gpu_labels(struct rbuf *b, const struct cli_gpu *g, bool peer)
+{
+	char idx[16] = "";
+	if (g && g->physical)
+		snprintf(idx, sizeof(idx), "%d", g->index);
+	metrics_label(b, peer ? "peer_gpu" : "gpu", idx, false);
+	metrics_label(b, peer ? "peer_UUID" : "UUID", g ? g->uuid : "", false);
+	metrics_label(b, peer ? "peer_pci_bus_id" : "pci_bus_id", g ? g->pci_bus_id : "", false);
+}

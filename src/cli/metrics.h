@@ -7,11 +7,15 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "gpus.h"
 #include "report_format.h"
 
 /* A label name="value" (backslash, double quote and newline escaped, as the format wants), after
  * a comma unless first. */
 void metrics_label(struct rbuf *b, const char *name, const char *value, bool first);
+/* A GPU's labels as dcgm-exporter names them, gpu (nvidia-smi's index, empty when not known),
+ * UUID and pci_bus_id, or with peer_ before each for the far end; empty values for no GPU. */
+void metrics_gpu_labels(struct rbuf *b, const struct cli_gpu *g, bool peer);
 /* A counter family's HELP and TYPE lines. */
 void metrics_family(FILE *out, const char *name, const char *help);
 /* One sample per row of sql: the first nlabels columns are the labels (names in labels[]), the

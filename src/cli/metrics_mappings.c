@@ -24,17 +24,6 @@ struct sample {
 	struct mapping_counts c;
 };
 
-static void gpu_labels(struct rbuf *b, const struct mapping_scan *s, int gpu, bool peer)
-{
-	const struct cli_gpu *g = gpu >= 0 ? &s->gpus.v[gpu] : NULL;
-	char idx[16] = "";
-	if (g && g->physical)
-		snprintf(idx, sizeof(idx), "%d", g->index);
-	metrics_label(b, peer ? "peer_gpu" : "gpu", idx, false);
-	metrics_label(b, peer ? "peer_UUID" : "UUID", g ? g->uuid : "", false);
-	metrics_label(b, peer ? "peer_pci_bus_id" : "pci_bus_id", g ? g->pci_bus_id : "", false);
-}
-
 static void ordinal_label(struct rbuf *b, const char *name, int ordinal)
 {
 	char num[16] = "";
@@ -108,8 +97,9 @@ static int pair_families(FILE *out, const struct mapping_scan *s)
 		ordinal_label(&b, "owner", g->owner);
 		ordinal_label(&b, "accessor", g->accessor);
 		metrics_label(&b, "handle_type", mapping_handle_name(g->handle), false);
-		gpu_labels(&b, s, pair->accessor, false);
-		gpu_labels(&b, s, pair->owner, true);
+		metrics_gpu_labels(&b, pair->accessor >= 0 ? &s->gpus.v[pair->accessor] : NULL,
+				   false);
+		metrics_gpu_labels(&b, pair->owner >= 0 ? &s->gpus.v[pair->owner] : NULL, true);
 		v[n++] = (struct sample){.labels = b.text ? b.text : strdup(""), .c = g->c};
 		if (!v[n - 1].labels) {
 			r = -ENOMEM;

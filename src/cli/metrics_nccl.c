@@ -39,12 +39,7 @@ static void end_labels(struct rbuf *b, const struct nccl_scan *s, int row, bool 
 		metrics_label(b, "peer_rank", num, false);
 		metrics_label(b, "peer_hostname", g ? g->host : "", false);
 	}
-	char idx[16] = "";
-	if (g && g->physical)
-		snprintf(idx, sizeof(idx), "%d", g->index);
-	metrics_label(b, peer ? "peer_gpu" : "gpu", idx, false);
-	metrics_label(b, peer ? "peer_UUID" : "UUID", g ? g->uuid : "", false);
-	metrics_label(b, peer ? "peer_pci_bus_id" : "pci_bus_id", g ? g->pci_bus_id : "", false);
+	metrics_gpu_labels(b, g, peer);
 }
 
 static void add_sample(void *to, const void *from)
