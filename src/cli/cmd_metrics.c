@@ -513,3 +513,37 @@ int p2pg_cmd_metrics(int argc, char **argv)
 	}
 	return 0;
 }
+
+static int cmp_labels_first(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+size_t metrics_merge_series(void *v, size_t n, size_t size, void (*add)(void *to, const void *from))
+{
+	char *base = v;
+	sort_n(v, n, size, cmp_labels_first);
+	size_t m = 0;
+	for (size_t k = 0; k < n; k++) {
+		char *sample = base + k * size;
+		if (m && strcmp(*(char **)(base + (m - 1) * size), *(char **)sample) == 0) {
+			add(base + (m - 1) * size, sample);
+			free(*(char **)sample);
+			continue;
+		}
+		if (m != k)
+			memcpy(base + m * size, sample, size);
+		m++;
+	}
+	return m;
+}
+
+void metrics_gpu_labels(struct rbuf *b, const struct cli_gpu *g, bool peer)
+{
+	char idx[16] = "";
+	if (g && g->physical)
+		snprintf(idx, sizeof(idx), "%d", g->index);
+	metrics_label(b, peer ? "peer_gpu" : "gpu", idx, false);
+	metrics_label(b, peer ? "peer_UUID" : "UUID", g ? g->uuid : "", false);
+	metrics_label(b, peer ? "peer_pci_bus_id" : "pci_bus_id", g ? g->pci_bus_id : "", false);
+}

@@ -15,16 +15,6 @@
 #include "dbread.h"
 #include "trace.h"
 
-static int64_t first_start_ns(sqlite3 *db)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, "SELECT min(started_ns) FROM processes", -1, &st, NULL) !=
-		SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_ROW)
-		return 0;
-	return sqlite3_column_int64(st, 0);
-}
-
 static void usage(FILE *out)
 {
 	fputs(
@@ -69,7 +59,8 @@ static int parse_time(sqlite3 *db, const char *text, int64_t *ret)
 		double s = strtod(text + 1, &end);
 		if (*end || end == text + 1 || !(s >= 0))
 			return -EINVAL;
-		*ret = first_start_ns(db) + (int64_t)llround(s * 1e9);
+		*ret = p2pg_cli_scalar(db, "SELECT min(started_ns) FROM processes") +
+		       (int64_t)llround(s * 1e9);
 		return 0;
 	}
 	double s = strtod(text, &end);

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -284,4 +285,25 @@ int p2pg_cli_json_rows(sqlite3 *db, FILE *out, const char *sql, int indent)
 	}
 	fputc(']', out);
 	return 0;
+}
+
+char *p2pg_cli_col_dup(sqlite3_stmt *st, int col)
+{
+	const char *t = p2pg_cli_col(st, col);
+	return t ? strdup(t) : NULL;
+}
+
+int p2pg_cli_col_int_or(sqlite3_stmt *st, int col, int null_value)
+{
+	return sqlite3_column_type(st, col) == SQLITE_NULL ? null_value
+							   : sqlite3_column_int(st, col);
+}
+
+int64_t p2pg_cli_scalar(sqlite3 *db, const char *sql)
+{
+	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK ||
+	    sqlite3_step(st) != SQLITE_ROW)
+		return 0;
+	return sqlite3_column_int64(st, 0);
 }

@@ -4,6 +4,7 @@
 
 #include <sqlite3.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "utf8.h"
@@ -53,3 +54,10 @@ int p2pg_cli_unknown_option(const char *cmd, const char *arg);
  * view of the same name that keeps only their rows. Returns 0 or -EIO after saying why.
  */
 int p2pg_cli_restrict(sqlite3 *db);
+
+/* Column text copied (the caller frees it), or NULL for NULL or when memory runs out. */
+char *p2pg_cli_col_dup(sqlite3_stmt *st, int col);
+/* Column integer, or null_value for NULL. */
+int p2pg_cli_col_int_or(sqlite3_stmt *st, int col, int null_value);
+/* The first column of sql's first row, or 0 when there is none or sql cannot run. */
+int64_t p2pg_cli_scalar(sqlite3 *db, const char *sql);

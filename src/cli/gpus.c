@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dbread.h"
+
 static uint64_t fnv(const char *a, const char *b, int n)
 {
 	uint64_t h = 1469598103934665603ULL;
@@ -132,6 +134,21 @@ void cli_gpus_name(const struct cli_gpus *g, int gpu, char *buf, size_t len)
 		snprintf(buf, len, "%s GPU %d", x->host ? x->host : "?", x->index);
 	else
 		snprintf(buf, len, "GPU %d", x->index);
+}
+
+void cli_gpus_json(FILE *out, const struct cli_gpus *g, int gpu, const char *end)
+{
+	const struct cli_gpu *c = gpu >= 0 ? &g->v[gpu] : NULL;
+	fprintf(out, "\"%s_gpu\": ", end);
+	if (c)
+		fprintf(out, "%d", c->index);
+	else
+		fputs("null", out);
+	fprintf(out, ", \"%s_gpu_is_nvidia_smi_index\": %s, \"%s_uuid\": ", end,
+		c && c->physical ? "true" : "false", end);
+	p2pg_cli_json_string(out, c ? c->uuid : NULL);
+	fprintf(out, ", \"%s_pci_bus_id\": ", end);
+	p2pg_cli_json_string(out, c ? c->pci_bus_id : NULL);
 }
 
 void cli_gpus_free(struct cli_gpus *g)

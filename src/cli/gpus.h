@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "report_format.h"
 
@@ -33,4 +34,7 @@ int cli_gpus_add(struct cli_gpus *g, const char *host, const char *uuid, const c
 int cli_gpus_order(struct cli_gpus *g, int **ret_moved);
 /* "gpu-node-001 GPU 3" (with the host when the GPUs are on several hosts), "GPU 3", or "?" */
 void cli_gpus_name(const struct cli_gpus *g, int gpu, char *buf, size_t len);
+/* "END_gpu": 3, "END_gpu_is_nvidia_smi_index": true, "END_uuid": "GPU-...", "END_pci_bus_id":
+ * "00000000:18:00.0" of a GPU (nulls for gpu -1), for a JSON object being written. */
+void cli_gpus_json(FILE *out, const struct cli_gpus *g, int gpu, const char *end);
 void cli_gpus_free(struct cli_gpus *g);

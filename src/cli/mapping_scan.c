@@ -34,30 +34,6 @@ struct maps {
 	size_t nexports, capexports;
 };
 
-static int grow(void *array, size_t *cap, size_t n, size_t size)
-{
-	if (n < *cap)
-		return 0;
-	size_t c = *cap ? *cap * 2 : 16;
-	void *bigger = realloc(*(void **)array, c * size);
-	if (!bigger)
-		return -ENOMEM;
-	*(void **)array = bigger;
-	*cap = c;
-	return 0;
-}
-
-static char *dup_col(sqlite3_stmt *st, int col)
-{
-	const char *t = p2pg_cli_col(st, col);
-	return t ? strdup(t) : NULL;
-}
-
-static int col_int(sqlite3_stmt *st, int col)
-{
-	return sqlite3_column_type(st, col) == SQLITE_NULL ? -1 : sqlite3_column_int(st, col);
-}
-
 static int load_processes(sqlite3 *db, struct mapping_scan *s)
 {
 	struct maps *m = s->maps;
@@ -67,13 +43,13 @@ static int load_processes(sqlite3 *db, struct mapping_scan *s)
 		return -EIO;
 	size_t cap = 0;
 	while (sqlite3_step(st) == SQLITE_ROW) {
-		if (grow(&s->procs, &cap, s->nprocs, sizeof(*s->procs)) < 0)
+		if (array_grow(&s->procs, &cap, s->nprocs, sizeof(*s->procs)) < 0)
 			return -ENOMEM;
 		struct mapping_process *p = &s->procs[s->nprocs];
 		*p = (struct mapping_process){.id = sqlite3_column_int64(st, 0),
 					      .pid = sqlite3_column_int(st, 1),
-					      .rank = col_int(st, 2),
-					      .host = dup_col(st, 3)};
+					      .rank = p2pg_cli_col_int_or(st, 2, -1),
+					      .host = p2pg_cli_col_dup(st, 3)};
 		if (imap_put(&m->procs, (uint64_t)p->id + 1, (int32_t)s->nprocs) < 0)
 			return -ENOMEM;
 		s->nprocs++;
@@ -92,10 +68,12 @@ static int load_devices(sqlite3 *db, struct maps *m)
 			       -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	while (sqlite3_step(st) == SQLITE_ROW) {
-		if (grow(&m->devices, &m->capdevices, m->ndevices, sizeof(*m->devices)) < 0)
+		if (array_grow(&m->devices, &m->capdevices, m->ndevices, sizeof(*m->devices)) < 0)
 			return -ENOMEM;
-		m->devices[m->ndevices] = (struct device){
-		    .physical = col_int(st, 2), .uuid = dup_col(st, 3), .bus = dup_col(st, 4)};
+		m->devices[m->ndevices] =
+		    (struct device){.physical = p2pg_cli_col_int_or(st, 2, -1),
+				    .uuid = p2pg_cli_col_dup(st, 3),
+				    .bus = p2pg_cli_col_dup(st, 4)};
 		uint64_t key = ((uint64_t)sqlite3_column_int64(st, 0) << 16 |
 				(uint16_t)sqlite3_column_int(st, 1)) +
 			       1;
@@ -150,7 +128,7 @@ static int add_proc(struct mapping_procs *p, int proc)
 	for (size_t k = 0; k < p->n; k++)
 		if (p->v[k] == proc)
 			return 0;
-	if (grow(&p->v, &p->cap, p->n, sizeof(int)) < 0)
+	if (array_grow(&p->v, &p->cap, p->n, sizeof(int)) < 0)
 		return -ENOMEM;
 	p->v[p->n++] = proc;
 	return 0;
@@ -167,7 +145,7 @@ static struct mapping_pair *pair_for(struct mapping_scan *s, int proc, int owner
 	int32_t i = imap_get(&m->pairs, key);
 	if (i >= 0)
 		return &s->pairs[i];
-	if (grow(&s->pairs, &s->cappairs, s->npairs, sizeof(*s->pairs)) < 0 ||
+	if (array_grow(&s->pairs, &s->cappairs, s->npairs, sizeof(*s->pairs)) < 0 ||
 	    imap_put(&m->pairs, key, (int32_t)s->npairs) < 0)
 		return NULL;
 	s->pairs[s->npairs] = (struct mapping_pair){.host = s->procs[proc].host,
@@ -217,12 +195,13 @@ static int read_groups(sqlite3 *db, struct mapping_scan *s)
 		int32_t proc = imap_get(&m->procs, (uint64_t)sqlite3_column_int64(st, 0) + 1);
 		if (proc < 0)
 			continue; /* a row of a process not chosen (or with no processes row) */
-		int owner = col_int(st, 1), accessor = col_int(st, 2);
+		int owner = p2pg_cli_col_int_or(st, 1, -1),
+		    accessor = p2pg_cli_col_int_or(st, 2, -1);
 		int og, ag;
 		if (gpu_of(s, proc, owner, &og) < 0 || gpu_of(s, proc, accessor, &ag) < 0)
 			return -ENOMEM;
 		struct mapping_pair *p = pair_for(s, proc, og, ag);
-		if (!p || grow(&s->groups, &s->capgroups, s->ngroups, sizeof(*s->groups)) < 0)
+		if (!p || array_grow(&s->groups, &s->capgroups, s->ngroups, sizeof(*s->groups)) < 0)
 			return -ENOMEM;
 		struct mapping_group *g = &s->groups[s->ngroups++];
 		*g = (struct mapping_group){.proc = proc,
@@ -263,25 +242,16 @@ static int read_exports(sqlite3 *db, struct mapping_scan *s)
 			continue;
 		s->exports += sqlite3_column_int64(st, 2);
 		int gpu;
-		if (gpu_of(s, proc, col_int(st, 1), &gpu) < 0)
+		if (gpu_of(s, proc, p2pg_cli_col_int_or(st, 1, -1), &gpu) < 0)
 			return -ENOMEM;
 		if (gpu < 0)
 			continue;
-		if (grow(&m->exports, &m->capexports, m->nexports + 1, sizeof(int)) < 0)
+		if (array_grow(&m->exports, &m->capexports, m->nexports + 1, sizeof(int)) < 0)
 			return -ENOMEM;
 		m->exports[m->nexports++] = gpu;
 		m->exports[m->nexports++] = proc;
 	}
 	return 0;
-}
-
-static int64_t scalar(sqlite3 *db, const char *sql)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_ROW)
-		return 0;
-	return sqlite3_column_int64(st, 0);
 }
 
 static int cmp_int(const void *a, const void *b)
@@ -378,9 +348,10 @@ int mapping_scan_run(sqlite3 *db, struct mapping_scan *s)
 		mapping_scan_free(s);
 		return r;
 	}
-	s->rows = scalar(db, "SELECT count(*) FROM peer_mappings");
+	s->rows = p2pg_cli_scalar(db, "SELECT count(*) FROM peer_mappings");
 	if (p2pg_cli_has_table(db, "mapping_counts"))
-		s->own_calls = scalar(db, "SELECT coalesce(sum(calls), 0) FROM mapping_counts");
+		s->own_calls =
+		    p2pg_cli_scalar(db, "SELECT coalesce(sum(calls), 0) FROM mapping_counts");
 	return 0;
 }
 

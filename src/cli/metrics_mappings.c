@@ -24,17 +24,6 @@ struct sample {
 	struct mapping_counts c;
 };
 
-static void gpu_labels(struct rbuf *b, const struct mapping_scan *s, int gpu, bool peer)
-{
-	const struct cli_gpu *g = gpu >= 0 ? &s->gpus.v[gpu] : NULL;
-	char idx[16] = "";
-	if (g && g->physical)
-		snprintf(idx, sizeof(idx), "%d", g->index);
-	metrics_label(b, peer ? "peer_gpu" : "gpu", idx, false);
-	metrics_label(b, peer ? "peer_UUID" : "UUID", g ? g->uuid : "", false);
-	metrics_label(b, peer ? "peer_pci_bus_id" : "pci_bus_id", g ? g->pci_bus_id : "", false);
-}
-
 static void ordinal_label(struct rbuf *b, const char *name, int ordinal)
 {
 	char num[16] = "";
@@ -43,9 +32,15 @@ static void ordinal_label(struct rbuf *b, const char *name, int ordinal)
 	metrics_label(b, name, num, false);
 }
 
-static int cmp_sample(const void *a, const void *b)
+/* The counts a family shows (a series' cross-process count and lifetime are not). */
+static void add_sample(void *to, const void *from)
 {
-	return strcmp(((const struct sample *)a)->labels, ((const struct sample *)b)->labels);
+	struct mapping_counts *t = &((struct sample *)to)->c;
+	const struct mapping_counts *f = &((const struct sample *)from)->c;
+	t->opened += f->opened;
+	t->closed += f->closed;
+	t->bytes += f->bytes;
+	t->failed += f->failed;
 }
 
 /* A family's lines, a sample for each series with mappings (for failures, with failed calls): a
@@ -102,30 +97,16 @@ static int pair_families(FILE *out, const struct mapping_scan *s)
 		ordinal_label(&b, "owner", g->owner);
 		ordinal_label(&b, "accessor", g->accessor);
 		metrics_label(&b, "handle_type", mapping_handle_name(g->handle), false);
-		gpu_labels(&b, s, pair->accessor, false);
-		gpu_labels(&b, s, pair->owner, true);
+		metrics_gpu_labels(&b, pair->accessor >= 0 ? &s->gpus.v[pair->accessor] : NULL,
+				   false);
+		metrics_gpu_labels(&b, pair->owner >= 0 ? &s->gpus.v[pair->owner] : NULL, true);
 		v[n++] = (struct sample){.labels = b.text ? b.text : strdup(""), .c = g->c};
 		if (!v[n - 1].labels) {
 			r = -ENOMEM;
 			goto out;
 		}
 	}
-	/* Series of equal labels (a rank that ran twice) are one. */
-	sort_n(v, n, sizeof(*v), cmp_sample);
-	size_t m = 0;
-	for (size_t k = 0; k < n; k++) {
-		if (m && strcmp(v[m - 1].labels, v[k].labels) == 0) {
-			struct mapping_counts *to = &v[m - 1].c;
-			to->opened += v[k].c.opened;
-			to->closed += v[k].c.closed;
-			to->bytes += v[k].c.bytes;
-			to->failed += v[k].c.failed;
-			free(v[k].labels);
-			continue;
-		}
-		v[m++] = v[k];
-	}
-	n = m;
+	n = metrics_merge_series(v, n, sizeof(*v), add_sample);
 	family(out, v, n, "p2pguard_peer_mappings_total", "counter",
 	       "Mappings of another process's or device's memory (IPC opens, cuMemSetAccess "
 	       "grants), by host, rank, device pair (owner: whose memory; accessor: the device "

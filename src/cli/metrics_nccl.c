@@ -39,17 +39,18 @@ static void end_labels(struct rbuf *b, const struct nccl_scan *s, int row, bool 
 		metrics_label(b, "peer_rank", num, false);
 		metrics_label(b, "peer_hostname", g ? g->host : "", false);
 	}
-	char idx[16] = "";
-	if (g && g->physical)
-		snprintf(idx, sizeof(idx), "%d", g->index);
-	metrics_label(b, peer ? "peer_gpu" : "gpu", idx, false);
-	metrics_label(b, peer ? "peer_UUID" : "UUID", g ? g->uuid : "", false);
-	metrics_label(b, peer ? "peer_pci_bus_id" : "pci_bus_id", g ? g->pci_bus_id : "", false);
+	metrics_gpu_labels(b, g, peer);
 }
 
-static int cmp_sample(const void *a, const void *b)
+static void add_sample(void *to, const void *from)
 {
-	return strcmp(((const struct sample *)a)->labels, ((const struct sample *)b)->labels);
+	struct sample *t = to;
+	const struct sample *f = from;
+	t->ops += f->ops;
+	t->bytes += f->bytes;
+	t->gpu_timed += f->gpu_timed;
+	t->timed_bytes += f->timed_bytes;
+	t->gpu_ns += f->gpu_ns;
 }
 
 static void family_of(FILE *out, const struct sample *v, size_t n, const char *name,
@@ -101,22 +102,7 @@ int p2pg_metrics_nccl(sqlite3 *db, FILE *out)
 			goto out;
 		}
 	}
-	/* Series of equal labels (a rank that ran twice) are one. */
-	sort_n(v, n, sizeof(*v), cmp_sample);
-	size_t m = 0;
-	for (size_t k = 0; k < n; k++) {
-		if (m && strcmp(v[m - 1].labels, v[k].labels) == 0) {
-			v[m - 1].ops += v[k].ops;
-			v[m - 1].bytes += v[k].bytes;
-			v[m - 1].gpu_timed += v[k].gpu_timed;
-			v[m - 1].timed_bytes += v[k].timed_bytes;
-			v[m - 1].gpu_ns += v[k].gpu_ns;
-			free(v[k].labels);
-			continue;
-		}
-		v[m++] = v[k];
-	}
-	n = m;
+	n = metrics_merge_series(v, n, sizeof(*v), add_sample);
 	family_of(out, v, n, "p2pguard_nccl_ops_total",
 		  "Finished NCCL operations, each counted by the rank that recorded it (rows, "
 		  "summary buckets, overflow), by host, rank, GPU, communicator, kind, function "

@@ -23,19 +23,6 @@ struct maps {
 	size_t nprocs;
 };
 
-static int grow(void *array, size_t *cap, size_t n, size_t size)
-{
-	if (n < *cap)
-		return 0;
-	size_t c = *cap ? *cap * 2 : 16;
-	void *bigger = realloc(*(void **)array, c * size);
-	if (!bigger)
-		return -ENOMEM;
-	*(void **)array = bigger;
-	*cap = c;
-	return 0;
-}
-
 /* Kinds and functions: a few distinct names, compared by pointer once interned. */
 static const char *intern(struct nccl_scan *s, const char *name)
 {
@@ -63,12 +50,6 @@ static size_t name_index(const struct nccl_scan *s, const char *interned)
 	return 0;
 }
 
-static char *dup_col(sqlite3_stmt *st, int col)
-{
-	const char *t = p2pg_cli_col(st, col);
-	return t ? strdup(t) : NULL;
-}
-
 static int load_processes(sqlite3 *db, struct maps *m)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
@@ -77,14 +58,13 @@ static int load_processes(sqlite3 *db, struct maps *m)
 		return -EIO;
 	size_t cap = 0, cap2 = 0, cap3 = 0;
 	while (sqlite3_step(st) == SQLITE_ROW) {
-		if (grow(&m->proc_ids, &cap, m->nprocs, sizeof(int64_t)) < 0 ||
-		    grow(&m->proc_hosts, &cap2, m->nprocs, sizeof(char *)) < 0 ||
-		    grow(&m->proc_ranks, &cap3, m->nprocs, sizeof(int)) < 0)
+		if (array_grow(&m->proc_ids, &cap, m->nprocs, sizeof(int64_t)) < 0 ||
+		    array_grow(&m->proc_hosts, &cap2, m->nprocs, sizeof(char *)) < 0 ||
+		    array_grow(&m->proc_ranks, &cap3, m->nprocs, sizeof(int)) < 0)
 			return -ENOMEM;
 		m->proc_ids[m->nprocs] = sqlite3_column_int64(st, 0);
-		m->proc_hosts[m->nprocs] = dup_col(st, 1);
-		m->proc_ranks[m->nprocs] =
-		    sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 2);
+		m->proc_hosts[m->nprocs] = p2pg_cli_col_dup(st, 1);
+		m->proc_ranks[m->nprocs] = p2pg_cli_col_int_or(st, 2, -1);
 		if (imap_put(&m->procs, (uint64_t)m->proc_ids[m->nprocs] + 1, (int32_t)m->nprocs) <
 		    0)
 			return -ENOMEM;
@@ -129,10 +109,10 @@ static int load_comms(sqlite3 *db, struct nccl_scan *s)
 		while (c < s->ncomms && strncmp(s->comms[c].hash, hash, 16) != 0)
 			c++;
 		if (c == s->ncomms) {
-			if (grow(&s->comms, &capcomms, s->ncomms, sizeof(*s->comms)) < 0)
+			if (array_grow(&s->comms, &capcomms, s->ncomms, sizeof(*s->comms)) < 0)
 				return -ENOMEM;
 			struct nccl_comm *nc = &s->comms[s->ncomms++];
-			*nc = (struct nccl_comm){.name = dup_col(st, 3),
+			*nc = (struct nccl_comm){.name = p2pg_cli_col_dup(st, 3),
 						 .nranks = sqlite3_column_int(st, 5),
 						 .started_ns = sqlite3_column_int64(st, 10)};
 			snprintf(nc->hash, sizeof(nc->hash), "%.16s", hash);
@@ -143,8 +123,7 @@ static int load_comms(sqlite3 *db, struct nccl_scan *s)
 		const char *host = p2pg_cli_col(st, 9);
 		if (!host && p >= 0)
 			host = m->proc_hosts[p];
-		int ordinal =
-		    sqlite3_column_type(st, 6) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 6);
+		int ordinal = p2pg_cli_col_int_or(st, 6, -1);
 		int32_t physical =
 		    ordinal < 0
 			? -1
@@ -157,10 +136,9 @@ static int load_comms(sqlite3 *db, struct nccl_scan *s)
 			if (gpu < 0)
 				return -ENOMEM;
 		}
-		if (grow(&s->rows, &caprows, s->nrows, sizeof(*s->rows)) < 0)
+		if (array_grow(&s->rows, &caprows, s->nrows, sizeof(*s->rows)) < 0)
 			return -ENOMEM;
-		int rank =
-		    sqlite3_column_type(st, 4) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 4);
+		int rank = p2pg_cli_col_int_or(st, 4, -1);
 		s->rows[s->nrows] = (struct nccl_row){.process = process,
 						      .serial = sqlite3_column_int(st, 1),
 						      .rank = rank,
@@ -204,7 +182,7 @@ static struct nccl_func *func_for(struct nccl_scan *s, int comm, const char *kin
 	int32_t i = imap_get(&m->funcs, key);
 	if (i >= 0)
 		return &s->funcs[i];
-	if (grow(&s->funcs, &s->capfuncs, s->nfuncs, sizeof(*s->funcs)) < 0 ||
+	if (array_grow(&s->funcs, &s->capfuncs, s->nfuncs, sizeof(*s->funcs)) < 0 ||
 	    imap_put(&m->funcs, key, (int32_t)s->nfuncs) < 0)
 		return NULL;
 	s->funcs[s->nfuncs] = (struct nccl_func){.comm = comm, .kind = kind, .func = func};
@@ -220,7 +198,7 @@ static struct nccl_pair *pair_for(struct nccl_scan *s, int src, int dst, bool co
 	int32_t i = imap_get(&m->pairs, key);
 	if (i >= 0)
 		return &s->pairs[i];
-	if (grow(&s->pairs, &s->cappairs, s->npairs, sizeof(*s->pairs)) < 0 ||
+	if (array_grow(&s->pairs, &s->cappairs, s->npairs, sizeof(*s->pairs)) < 0 ||
 	    imap_put(&m->pairs, key, (int32_t)s->npairs) < 0)
 		return NULL;
 	s->pairs[s->npairs] = (struct nccl_pair){.src = src, .dst = dst, .coll = coll};
@@ -237,7 +215,7 @@ static struct nccl_series *series_for(struct nccl_scan *s, int row, const char *
 	int32_t i = imap_get(&m->series, key);
 	if (i >= 0)
 		return &s->series[i];
-	if (grow(&s->series, &s->capseries, s->nseries, sizeof(*s->series)) < 0 ||
+	if (array_grow(&s->series, &s->capseries, s->nseries, sizeof(*s->series)) < 0 ||
 	    imap_put(&m->series, key, (int32_t)s->nseries) < 0)
 		return NULL;
 	s->series[s->nseries] =
@@ -308,7 +286,8 @@ static int add_part(struct nccl_scan *s, const struct part *p, bool with_series)
 		pr->bytes[side] += p->bytes;
 		if (p->sample && timed) {
 			pr->timed[side]++;
-			if (grow(&pr->gbps[side], &pr->cap[side], pr->n[side], sizeof(double)) < 0)
+			if (array_grow(&pr->gbps[side], &pr->cap[side], pr->n[side],
+				       sizeof(double)) < 0)
 				return -ENOMEM;
 			pr->gbps[side][pr->n[side]++] = (double)p->bytes / (double)p->gpu_ns;
 		}

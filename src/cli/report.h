@@ -193,6 +193,9 @@ int p2pg_report_html(struct report *r, FILE *out);
 	"f.error_name IS ?3 AND f.action IS ?4 AND f.rule_id IS ?5 AND json_extract(CASE WHEN "   \
 	"json_valid(f.evidence) THEN f.evidence END, '$.p2p_probe') IS ?6 GROUP BY 1 ORDER BY 2 " \
 	"DESC, 1 LIMIT 4"
+/* Binds a REPORT_FAILURE_GROUPS_SQL row's group (api, status, error_name, action, rule_id, probe)
+ * to REPORT_FAILURE_WHERE_SQL's parameters, the statement reset first. */
+void report_bind_failure_places(sqlite3_stmt *places, sqlite3_stmt *group);
 
 #define REPORT_PEER_ACCESS_SQL                                                                 \
 	"SELECT api, status, coalesce(action, 'passed') AS action, count(*) AS calls, "        \

@@ -346,3 +346,24 @@ void imap_free(struct imap *m)
 	free(m->keys);
 	free(m->vals);
 }
+
+int array_grow(void *array, size_t *cap, size_t n, size_t size)
+{
+	if (n < *cap)
+		return 0;
+	size_t c = *cap ? *cap * 2 : 16;
+	void *bigger = realloc(*(void **)array, c * size);
+	if (!bigger)
+		return -ENOMEM;
+	*(void **)array = bigger;
+	*cap = c;
+	return 0;
+}
+
+void fmt_numbered(FILE *out, long long number, const char *text, int width)
+{
+	char num[32];
+	int at = snprintf(num, sizeof(num), "  %lld. ", number);
+	fputs(num, out);
+	fmt_wrap(out, text, at, 5, width);
+}

@@ -56,6 +56,8 @@ void fmt_hosts(struct rbuf *b, char **names, size_t n, size_t max_shown);
  * Newlines in text start a new line. Never cuts.
  */
 void fmt_wrap(FILE *out, const char *text, int at, int indent, int width);
+/* "  3. " and text wrapped under it (further lines 5 spaces in): a numbered item of a list. */
+void fmt_numbered(FILE *out, long long number, const char *text, int width);
 
 /* 1536 -> "1.5 KiB" */
 void fmt_bytes(char *buf, size_t len, double bytes);
@@ -76,3 +78,6 @@ struct imap {
 int32_t imap_get(const struct imap *m, uint64_t key);	 /* -1: absent */
 int imap_put(struct imap *m, uint64_t key, int32_t val); /* 0 or -ENOMEM */
 void imap_free(struct imap *m);
+
+/* Grows *array (of *cap elements of size bytes, doubling from 16) to hold n + 1: 0 or -ENOMEM. */
+int array_grow(void *array, size_t *cap, size_t n, size_t size);

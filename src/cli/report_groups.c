@@ -267,3 +267,15 @@ void report_crash_groups_free(struct crash_group *g, size_t n)
 	}
 	free(g);
 }
+
+void report_bind_failure_places(sqlite3_stmt *places, sqlite3_stmt *group)
+{
+	sqlite3_reset(places);
+	for (int c = 1; c <= 6; c++) {
+		int col = c + 4; /* api, status, error_name, action, rule_id, probe */
+		if (sqlite3_column_type(group, col) == SQLITE_NULL)
+			sqlite3_bind_null(places, c);
+		else
+			sqlite3_bind_value(places, c, sqlite3_column_value(group, col));
+	}
+}

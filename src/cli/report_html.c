@@ -53,15 +53,6 @@ void html_bytes(FILE *out, long long n)
 	fputs(buf, out);
 }
 
-long long html_scalar(sqlite3 *db, const char *sql)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_ROW)
-		return 0;
-	return sqlite3_column_int64(st, 0);
-}
-
 int html_table(FILE *out, sqlite3 *db, const char *id, const char *sql)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
@@ -143,6 +134,32 @@ void html_heat(FILE *out, double v, double vmax)
 	fprintf(out, "background:hsl(%.0f,70%%,%.0f%%)", 120 * f, 82 - 10 * f);
 }
 
+void html_p50_colour(FILE *out, double p50, double vmax)
+{
+	if (isnan(p50))
+		fputs("background:#e4e4e4", out);
+	else
+		html_heat(out, p50, vmax);
+}
+
+void html_p50_compact(FILE *out, double p50, size_t n)
+{
+	if (isnan(p50))
+		fputs("<span class=\"dim\">u</span>", out);
+	else
+		fprintf(out, "%.*f", p50 >= 100 || n > 16 ? 0 : 1, p50);
+}
+
+void html_p50_line(FILE *out, const char *attr, const char *name, double p50)
+{
+	fprintf(out, "<div class=\"bw\" %s=\"%s\">%s ", attr, name, name);
+	if (isnan(p50))
+		fputs("<i>untimed</i>", out);
+	else
+		fprintf(out, "<b>%.3g</b>", p50);
+	fputs("</div>", out);
+}
+
 static void card(FILE *out, const char *id, long long v, const char *label, const char *title)
 {
 	fprintf(out, "<div class=\"card\" title=\"%s\"><b id=\"%s\">", title, id);
@@ -171,7 +188,7 @@ static void summary(FILE *out, struct report *r)
 	     "processes with no transfer, peer-access or failure row");
 	card(out, "n-hosts", (long long)hosts, "hosts", "distinct processes.hostname");
 	card(out, "n-ranks", ranks, "with a rank", "processes with RANK set");
-	card(out, "n-transfers", html_scalar(r->db, "SELECT count(*) FROM transfers"),
+	card(out, "n-transfers", p2pg_cli_scalar(r->db, "SELECT count(*) FROM transfers"),
 	     "transfer rows", "rows of transfers");
 	card(out, "n-calls", s->total.calls, "copy calls",
 	     "every call counted once: rows, summary buckets and overflow (peer_totals)");
@@ -182,16 +199,16 @@ static void summary(FILE *out, struct report *r)
 	     "asynchronous copies without a GPU time: counted, never divided");
 	card(out, "n-folded", s->total.folded, "calls in overflow",
 	     "calls that found their thread's ring full: counted in transfer_overflow, no row");
-	card(out, "n-failures", html_scalar(r->db, "SELECT count(*) FROM failures"), "failures",
+	card(out, "n-failures", p2pg_cli_scalar(r->db, "SELECT count(*) FROM failures"), "failures",
 	     "rows of failures");
-	card(out, "n-crashes", html_scalar(r->db, "SELECT count(*) FROM crashes"), "crashes",
+	card(out, "n-crashes", p2pg_cli_scalar(r->db, "SELECT count(*) FROM crashes"), "crashes",
 	     "rows of crashes");
 	card(out, "n-dropped", dropped, "records dropped", "sum of processes.records_dropped");
 	if (r->nccl.present && r->nccl.ncomms) {
 		card(out, "n-nccl-ops", r->nccl.ops, "NCCL operations",
 		     "finished NCCL operations, rows, summary buckets and overflow (nccl_totals)");
 		long long stalled = p2pg_cli_has_table(r->db, "nccl_stalls")
-					? html_scalar(r->db, "SELECT count(*) FROM nccl_stalls")
+					? p2pg_cli_scalar(r->db, "SELECT count(*) FROM nccl_stalls")
 					: 0;
 		if (stalled)
 			fputs(
@@ -307,31 +324,18 @@ static void matrix(FILE *out, struct report *r)
 			fprintf(out, "<td data-pair=\"%d-%d\" title=\"", src, dst);
 			pair_title(out, s, k, end);
 			fputs("\" style=\"", out);
-			if (isnan(p50))
-				fputs("background:#e4e4e4", out);
-			else
-				html_heat(out, p50, vmax);
+			html_p50_colour(out, p50, vmax);
 			fputs("\"", out);
 			if (!isnan(p50))
 				fprintf(out, " data-p50=\"%.3f\"", p50);
 			fputs(">", out);
 			if (compact) {
-				if (isnan(p50))
-					fputs("<span class=\"dim\">u</span>", out);
-				else
-					fprintf(out, "%.*f", p50 >= 100 || n > 16 ? 0 : 1, p50);
+				html_p50_compact(out, p50, n);
 			} else {
 				for (size_t j = k; j < end; j++) {
 					const struct report_bw *b = &s->bw[j];
-					double v = report_percentile(b->gbps, b->n, 0.5);
-					fprintf(out, "<div class=\"bw\" data-path=\"%s\">%s ",
-						report_path_names[b->path],
-						report_path_names[b->path]);
-					if (isnan(v))
-						fputs("<i>untimed</i>", out);
-					else
-						fprintf(out, "<b>%.3g</b>", v);
-					fputs("</div>", out);
+					html_p50_line(out, "data-path", report_path_names[b->path],
+						      report_percentile(b->gbps, b->n, 0.5));
 				}
 			}
 			fputs("</td>", out);

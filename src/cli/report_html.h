@@ -21,12 +21,16 @@ void html_utc(FILE *out, int64_t ns);
 void html_count(FILE *out, long long n);
 /* 1536 as 1.5 KiB */
 void html_bytes(FILE *out, long long n);
-/* The first column of sql's first row, 0 without one. */
-long long html_scalar(sqlite3 *db, const char *sql);
 /* A table of every row of sql, columns named by the query; returns the number of rows. */
 int html_table(FILE *out, sqlite3 *db, const char *id, const char *sql);
 /* A cell's colour: red (slowest pair) to green (fastest), by its value against the best. */
 void html_heat(FILE *out, double v, double vmax);
+/* A bandwidth matrix's cell, from its p50 in GB/s (NAN: none timed): its colour (grey when
+ * untimed), its text when compact (n: the matrix's GPUs), and a line per path or kind when not
+ * (`attr` naming it: data-path, data-kind). */
+void html_p50_colour(FILE *out, double p50, double vmax);
+void html_p50_compact(FILE *out, double p50, size_t n);
+void html_p50_line(FILE *out, const char *attr, const char *name, double p50);
 
 /* A matrix of GPUs (NCCL's pairs, mappings' pairs), gpus[] indices into g->v in host and index
  * order: its head row (the corner's text, a row of hosts over the row of indices when the GPUs

@@ -89,13 +89,7 @@ void report_html_failures(FILE *out, struct report *r)
 			html_text(out, p2pg_cli_col(st, 10));
 			fputs("</b></p>", out);
 		}
-		sqlite3_reset(places);
-		for (int c = 1; c <= 6; c++) {
-			if (sqlite3_column_type(st, c + 4) == SQLITE_NULL)
-				sqlite3_bind_null(places, c);
-			else
-				sqlite3_bind_value(places, c, sqlite3_column_value(st, c + 4));
-		}
+		report_bind_failure_places(places, st);
 		bool any = false;
 		while (sqlite3_step(places) == SQLITE_ROW) {
 			if (!p2pg_cli_col(places, 0) || !*p2pg_cli_col(places, 0))

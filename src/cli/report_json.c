@@ -116,15 +116,6 @@ static void j_hosts(FILE *out, const char *k, char **v, size_t n, bool *first)
 	rbuf_free(&t);
 }
 
-static long long scalar(sqlite3 *db, const char *sql)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_ROW)
-		return 0;
-	return sqlite3_column_int64(st, 0);
-}
-
 static void summary(struct report *r, FILE *out)
 {
 	const struct report_scan *s = &r->scan;
@@ -165,7 +156,7 @@ static void summary(struct report *r, FILE *out)
 	}
 	free(ranks);
 	free(hosts);
-	j_int(out, "transfers", scalar(r->db, "SELECT count(*) FROM transfers"), &f);
+	j_int(out, "transfers", p2pg_cli_scalar(r->db, "SELECT count(*) FROM transfers"), &f);
 	key(out, "transfer_calls", &f);
 	fputs("{", out);
 	bool g = true;
@@ -176,9 +167,10 @@ static void summary(struct report *r, FILE *out)
 	      "calls that found their thread's ring full: counted in transfer_overflow (calls, "
 	      "bytes), no row, no time",
 	      &f);
-	j_int(out, "failures", scalar(r->db, "SELECT count(*) FROM failures"), &f);
-	j_int(out, "crashes", scalar(r->db, "SELECT count(*) FROM crashes"), &f);
-	j_int(out, "stalls", r->has_stalls ? scalar(r->db, "SELECT count(*) FROM stalls") : 0, &f);
+	j_int(out, "failures", p2pg_cli_scalar(r->db, "SELECT count(*) FROM failures"), &f);
+	j_int(out, "crashes", p2pg_cli_scalar(r->db, "SELECT count(*) FROM crashes"), &f);
+	j_int(out, "stalls",
+	      r->has_stalls ? p2pg_cli_scalar(r->db, "SELECT count(*) FROM stalls") : 0, &f);
 	fputs("},\n", out);
 }
 
@@ -296,14 +288,7 @@ static void failures(struct report *r, FILE *out)
 					p2pg_cli_json_string(out, p2pg_cli_col(detail, c));
 			}
 		}
-		sqlite3_reset(places);
-		for (int c = 1; c <= 6; c++) {
-			int col = c + 4; /* api, status, error_name, action, rule_id, probe */
-			if (sqlite3_column_type(st, col) == SQLITE_NULL)
-				sqlite3_bind_null(places, c);
-			else
-				sqlite3_bind_value(places, c, sqlite3_column_value(st, col));
-		}
+		report_bind_failure_places(places, st);
 		key(out, "places", &f);
 		fputs("[", out);
 		for (int p = 0; sqlite3_step(places) == SQLITE_ROW; p++) {

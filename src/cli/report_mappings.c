@@ -248,20 +248,11 @@ static void pairs(struct report *r, FILE *out)
 	free(order);
 }
 
-static int64_t count_rows(sqlite3 *db, const char *sql)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_ROW)
-		return 0;
-	return sqlite3_column_int64(st, 0);
-}
-
 /* The rows grouped per process, call, event, pair, handle type and status. */
 static void groups(struct report *r, FILE *out)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	int64_t n = count_rows(r->db, "SELECT count(*) FROM (" GROUPS_SQL ")");
+	int64_t n = p2pg_cli_scalar(r->db, "SELECT count(*) FROM (" GROUPS_SQL ")");
 	if (n > MAX_PROCESS_LINES && !r->opt->verbose) {
 		fprintf(out,
 			"  (%lld lines per process, call, pair and status: --verbose or --json)\n",
@@ -301,7 +292,7 @@ static void groups(struct report *r, FILE *out)
 static void counts(struct report *r, FILE *out)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	int64_t n = count_rows(r->db, "SELECT count(*) FROM mapping_counts");
+	int64_t n = p2pg_cli_scalar(r->db, "SELECT count(*) FROM mapping_counts");
 	if (n > MAX_PROCESS_LINES && !r->opt->verbose) {
 		if (sqlite3_prepare_v2(r->db, COUNTS_BY_API_SQL, -1, &st, NULL) != SQLITE_OK)
 			return;
@@ -368,21 +359,6 @@ static void json_array(sqlite3 *db, FILE *out, const char *sql)
 		fputs("[]", out);
 }
 
-static void json_gpu(FILE *out, const struct mapping_scan *s, const char *end, int gpu)
-{
-	const struct cli_gpu *g = gpu >= 0 ? &s->gpus.v[gpu] : NULL;
-	fprintf(out, "\"%s_gpu\": ", end);
-	if (g)
-		fprintf(out, "%d", g->index);
-	else
-		fputs("null", out);
-	fprintf(out, ", \"%s_gpu_is_nvidia_smi_index\": %s, \"%s_uuid\": ", end,
-		g && g->physical ? "true" : "false", end);
-	p2pg_cli_json_string(out, g ? g->uuid : NULL);
-	fprintf(out, ", \"%s_pci_bus_id\": ", end);
-	p2pg_cli_json_string(out, g ? g->pci_bus_id : NULL);
-}
-
 /* "ranks": [...], "pids": [...] of a list of processes, under the names given. */
 static void json_who(FILE *out, const struct mapping_scan *s, const struct mapping_procs *p,
 		     const char *ranks, const char *pids)
@@ -405,9 +381,9 @@ static void json_pairs(const struct mapping_scan *s, FILE *out)
 		fputs(k ? ",\n      {\"host\": " : "\n      {\"host\": ", out);
 		p2pg_cli_json_string(out, p->host);
 		fputs(", ", out);
-		json_gpu(out, s, "owner", p->owner);
+		cli_gpus_json(out, &s->gpus, p->owner, "owner");
 		fputs(", ", out);
-		json_gpu(out, s, "accessor", p->accessor);
+		cli_gpus_json(out, &s->gpus, p->accessor, "accessor");
 		fprintf(out, ", \"processes\": %zu", p->by.n);
 		json_who(out, s, &p->by, "ranks", "pids");
 		json_who(out, s, exporters_of(s, p), "exported_by_ranks", "exported_by_pids");

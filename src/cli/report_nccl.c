@@ -70,10 +70,7 @@ void p2pg_report_nccl_stalls(struct report *r, FILE *out)
 		    bytes, plural(stalls, "rank", "ranks"), text_or(st, 9, "?"),
 		    text_or(st, 8, "?"), plural(stalls, "its kernel", "their kernels"),
 		    (double)sqlite3_column_int64(st, 14) / 1e9, text_or(st, 6, "unknown"));
-		char num[16];
-		int at = snprintf(num, sizeof(num), "  %d. ", n);
-		fputs(num, out);
-		fmt_wrap(out, rbuf_str(&head), at, 5, r->width);
+		fmt_numbered(out, n, rbuf_str(&head), r->width);
 		rbuf_free(&head);
 		struct rbuf on = {0};
 		if (r->opt->verbose)
@@ -429,19 +426,10 @@ static void j_num(FILE *out, double v)
 
 static void json_gpu(FILE *out, const struct nccl_scan *s, const char *end, int gpu)
 {
-	const struct cli_gpu *g = gpu >= 0 ? &s->gpus.v[gpu] : NULL;
 	fprintf(out, "\"%s_host\": ", end);
-	p2pg_cli_json_string(out, g ? g->host : NULL);
-	fprintf(out, ", \"%s_gpu\": ", end);
-	if (g)
-		fprintf(out, "%d", g->index);
-	else
-		fputs("null", out);
-	fprintf(out, ", \"%s_gpu_is_nvidia_smi_index\": %s, \"%s_uuid\": ", end,
-		g && g->physical ? "true" : "false", end);
-	p2pg_cli_json_string(out, g ? g->uuid : NULL);
-	fprintf(out, ", \"%s_pci_bus_id\": ", end);
-	p2pg_cli_json_string(out, g ? g->pci_bus_id : NULL);
+	p2pg_cli_json_string(out, gpu >= 0 ? s->gpus.v[gpu].host : NULL);
+	fputs(", ", out);
+	cli_gpus_json(out, &s->gpus, gpu, end);
 }
 
 static void json_pairs(struct report *r, FILE *out)

@@ -185,31 +185,19 @@ static void matrix(FILE *out, const struct nccl_scan *s)
 			fputs("\" title=\"", out);
 			cell_title(out, s, found, nf);
 			fputs("\" style=\"", out);
-			if (isnan(p50))
-				fputs("background:#e4e4e4", out);
-			else
-				html_heat(out, p50, vmax);
+			html_p50_colour(out, p50, vmax);
 			fputs("\"", out);
 			if (!isnan(p50))
 				fprintf(out, " data-p50=\"%.3f\" data-kind=\"%s\"", p50,
 					m->coll ? "coll" : "p2p");
 			fputs(">", out);
 			if (compact) {
-				if (isnan(p50))
-					fputs("<span class=\"dim\">u</span>", out);
-				else
-					fprintf(out, "%.*f", p50 >= 100 || n > 16 ? 0 : 1, p50);
+				html_p50_compact(out, p50, n);
 			} else {
 				for (int k = 0; k < nf; k++) {
-					double v = nccl_pair_percentile(found[k], 0.5);
-					const char *kind = found[k]->coll ? "coll" : "p2p";
-					fprintf(out, "<div class=\"bw\" data-kind=\"%s\">%s ", kind,
-						kind);
-					if (isnan(v))
-						fputs("<i>untimed</i>", out);
-					else
-						fprintf(out, "<b>%.3g</b>", v);
-					fputs("</div>", out);
+					html_p50_line(out, "data-kind",
+						      found[k]->coll ? "coll" : "p2p",
+						      nccl_pair_percentile(found[k], 0.5));
 				}
 			}
 			fputs("</td>", out);

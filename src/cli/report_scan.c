@@ -22,20 +22,6 @@ struct maps {
 	int last_api_index;
 };
 
-/* Grows *array (of *cap elements of size) to hold n + 1. */
-static int grow(void *array, size_t *cap, size_t n, size_t size)
-{
-	if (n < *cap)
-		return 0;
-	size_t c = *cap ? *cap * 2 : 16;
-	void *bigger = realloc(*(void **)array, c * size);
-	if (!bigger)
-		return -ENOMEM;
-	*(void **)array = bigger;
-	*cap = c;
-	return 0;
-}
-
 static int path_index(const char *path)
 {
 	for (int k = 0; k < RP_OTHER; k++)
@@ -86,7 +72,7 @@ static struct report_line *line_for(struct report_scan *s, int src, int dst, int
 	int32_t i = imap_get(&m->lines, key);
 	if (i >= 0)
 		return &s->lines[i];
-	if (grow(&s->lines, &s->caplines, s->nlines, sizeof(*s->lines)) < 0 ||
+	if (array_grow(&s->lines, &s->caplines, s->nlines, sizeof(*s->lines)) < 0 ||
 	    imap_put(&m->lines, key, (int32_t)s->nlines) < 0)
 		return NULL;
 	s->lines[s->nlines] = (struct report_line){src, dst, path, s->apis[api], {0}};
@@ -100,7 +86,7 @@ static struct report_bw *bw_for(struct report_scan *s, int src, int dst, int pat
 	int32_t i = imap_get(&m->bw, key);
 	if (i >= 0)
 		return &s->bw[i];
-	if (grow(&s->bw, &s->capbw, s->nbw, sizeof(*s->bw)) < 0 ||
+	if (array_grow(&s->bw, &s->capbw, s->nbw, sizeof(*s->bw)) < 0 ||
 	    imap_put(&m->bw, key, (int32_t)s->nbw) < 0)
 		return NULL;
 	s->bw[s->nbw] = (struct report_bw){.src = src, .dst = dst, .path = path};
@@ -113,7 +99,7 @@ static struct report_series *series_for(struct report_scan *s, int src, int dst)
 	int32_t i = imap_get(&m->series, pair_key(src, dst));
 	if (i >= 0)
 		return &s->series[i];
-	if (grow(&s->series, &s->capseries, s->nseries, sizeof(*s->series)) < 0 ||
+	if (array_grow(&s->series, &s->capseries, s->nseries, sizeof(*s->series)) < 0 ||
 	    imap_put(&m->series, pair_key(src, dst), (int32_t)s->nseries) < 0)
 		return NULL;
 	s->series[s->nseries] = (struct report_series){.src = src, .dst = dst};
@@ -146,12 +132,6 @@ static void add_device(struct report_scan *s, int d)
 		s->devices[s->ndevices++] = d;
 }
 
-static char *dup_col(sqlite3_stmt *st, int col)
-{
-	const char *t = p2pg_cli_col(st, col);
-	return t ? strdup(t) : NULL;
-}
-
 static int load_processes(sqlite3 *db, struct report_scan *s)
 {
 	struct maps *m = s->maps;
@@ -167,24 +147,22 @@ static int load_processes(sqlite3 *db, struct report_scan *s)
 		return -EIO;
 	size_t cap = 0;
 	while (sqlite3_step(st) == SQLITE_ROW) {
-		if (grow(&s->procs, &cap, s->nprocs, sizeof(*s->procs)) < 0)
+		if (array_grow(&s->procs, &cap, s->nprocs, sizeof(*s->procs)) < 0)
 			return -ENOMEM;
 		struct report_process *p = &s->procs[s->nprocs];
 		*p = (struct report_process){
 		    .id = sqlite3_column_int64(st, 0),
 		    .pid = sqlite3_column_int(st, 1),
-		    .host = dup_col(st, 2),
-		    .rank =
-			sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 3),
-		    .local_rank =
-			sqlite3_column_type(st, 4) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 4),
-		    .mode = dup_col(st, 5),
-		    .cmdline = dup_col(st, 6),
+		    .host = p2pg_cli_col_dup(st, 2),
+		    .rank = p2pg_cli_col_int_or(st, 3, -1),
+		    .local_rank = p2pg_cli_col_int_or(st, 4, -1),
+		    .mode = p2pg_cli_col_dup(st, 5),
+		    .cmdline = p2pg_cli_col_dup(st, 6),
 		    .started_ns = sqlite3_column_int64(st, 7),
 		    .dropped = sqlite3_column_int64(st, 8),
 		    .recovered = sqlite3_column_int(st, 9) != 0,
 		    .invalid = sqlite3_column_int64(st, 10),
-		    .run_id = dup_col(st, 11),
+		    .run_id = p2pg_cli_col_dup(st, 11),
 		};
 		if (p->rank < -1)
 			p->rank = -1;
@@ -387,13 +365,14 @@ int report_scan_run(sqlite3 *db, struct report_scan *s, bool with_series,
 		add_device(s, dst);
 		if (timed && report_path_has_bandwidth(path)) {
 			double gbps = (double)bytes / (double)gpu_ns;
-			if (grow(&b->gbps, &b->cap, b->n, sizeof(double)) < 0) {
+			if (array_grow(&b->gbps, &b->cap, b->n, sizeof(double)) < 0) {
 				r = -ENOMEM;
 				break;
 			}
 			b->gbps[b->n++] = gbps;
 			b->timed_bytes += bytes;
-			if (proc && grow(&proc->gbps, &proc->cap, proc->n, sizeof(float)) == 0)
+			if (proc &&
+			    array_grow(&proc->gbps, &proc->cap, proc->n, sizeof(float)) == 0)
 				proc->gbps[proc->n++] = (float)gbps;
 		}
 		if (with_series) {
@@ -406,7 +385,7 @@ int report_scan_run(sqlite3 *db, struct report_scan *s, bool with_series,
 				ser->sizes[63 - __builtin_clzll((unsigned long long)bytes)]++;
 			if (timed && report_path_has_bandwidth(path) &&
 			    sqlite3_column_type(st, 8) != SQLITE_NULL) {
-				if (grow(&ser->s, &ser->cap, ser->n, sizeof(*ser->s)) < 0) {
+				if (array_grow(&ser->s, &ser->cap, ser->n, sizeof(*ser->s)) < 0) {
 					r = -ENOMEM;
 					break;
 				}

@@ -400,10 +400,7 @@ static void section_failures(struct report *r, FILE *out)
 				    procs, plural(procs, "process", "processes"), first, last);
 		else
 			rbuf_printf(&head, ": once (%s UTC)", first);
-		char num[16];
-		int at = snprintf(num, sizeof(num), "  %d. ", n);
-		fputs(num, out);
-		fmt_wrap(out, rbuf_str(&head), at, 5, r->width);
+		fmt_numbered(out, n, rbuf_str(&head), r->width);
 		rbuf_free(&head);
 
 		struct rbuf w = {0};
@@ -411,14 +408,7 @@ static void section_failures(struct report *r, FILE *out)
 		labelled(out, r, "on:", rbuf_str(&w));
 		rbuf_free(&w);
 
-		sqlite3_reset(places);
-		for (int c = 1; c <= 6; c++) {
-			int col = c + 4; /* api, status, error_name, action, rule_id, probe */
-			if (sqlite3_column_type(st, col) == SQLITE_NULL)
-				sqlite3_bind_null(places, c);
-			else
-				sqlite3_bind_value(places, c, sqlite3_column_value(st, col));
-		}
+		report_bind_failure_places(places, st);
 		struct rbuf pl = {0};
 		int shown = 0, counted = 0;
 		while (sqlite3_step(places) == SQLITE_ROW) {
@@ -474,10 +464,7 @@ static void section_crashes(struct report *r, FILE *out)
 				    plural(g[k].processes, "process", "processes"), first, last);
 		else
 			rbuf_printf(&head, ": once (%s UTC)", first);
-		char num[16];
-		int at = snprintf(num, sizeof(num), "  %zu. ", k + 1);
-		fputs(num, out);
-		fmt_wrap(out, rbuf_str(&head), at, 5, r->width);
+		fmt_numbered(out, (long long)(k + 1), rbuf_str(&head), r->width);
 		rbuf_free(&head);
 		struct rbuf on = {0}, ranks = {0};
 		if (g[k].nranks) {
@@ -534,10 +521,7 @@ static void section_stalls(struct report *r, FILE *out)
 		if (sqlite3_column_type(st, 7) != SQLITE_NULL)
 			rbuf_printf(&head, ", the longest seen waiting %.1f s",
 				    sqlite3_column_double(st, 7) / 1e9);
-		char num[16];
-		int at = snprintf(num, sizeof(num), "  %d. ", n);
-		fputs(num, out);
-		fmt_wrap(out, rbuf_str(&head), at, 5, r->width);
+		fmt_numbered(out, n, rbuf_str(&head), r->width);
 		rbuf_free(&head);
 		struct rbuf w = {0};
 		where_line(&w, p2pg_cli_col(st, 4), p2pg_cli_col(st, 5), p2pg_cli_col(st, 6));

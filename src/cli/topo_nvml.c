@@ -5,91 +5,18 @@
  * GPU its CPU and NUMA affinity, UUID and nvidia-smi index. NVML is loaded at run time (nothing
  * links it) in topo's child process, never in topo itself; nvmlShutdown is never called.
  */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "nvml.h"
 #include "report_format.h"
 #include "topo.h"
-
-#define NVML_SUCCESS	     0
-#define NVLINK_MAX_LINKS     18 /* NVML_NVLINK_MAX_LINKS */
-#define NVLINK_DEVICE_GPU    0	/* nvmlIntNvLinkDeviceType_t */
-#define NVLINK_DEVICE_SWITCH 2
-
-typedef struct nvml_device *nvml_device_t;
-
-/* nvmlPciInfo_t of nvml.h (NVML 11 and later). */
-struct nvml_pci_info {
-	char bus_id_legacy[16];
-	unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
-	char bus_id[32];
-};
-
-static struct {
-	int (*init)(void);
-	int (*by_pci)(const char *bus, nvml_device_t *d);
-	int (*common_ancestor)(nvml_device_t a, nvml_device_t b, int *level);
-	int (*p2p_status)(nvml_device_t a, nvml_device_t b, int caps, int *status);
-	int (*nvlink_state)(nvml_device_t d, unsigned int link, int *active);
-	int (*nvlink_remote_pci)(nvml_device_t d, unsigned int link, struct nvml_pci_info *pci);
-	int (*nvlink_remote_type)(nvml_device_t d, unsigned int link, int *type);
-	int (*cpu_affinity)(nvml_device_t d, unsigned int words, unsigned long *set);
-	int (*numa_node)(nvml_device_t d, unsigned int *node);
-	int (*uuid)(nvml_device_t d, char *buf, unsigned int len);
-	int (*index)(nvml_device_t d, unsigned int *index);
-} nvml;
 
 /* nvmlDeviceGetTopologyCommonAncestor's levels, as nvidia-smi names them. */
 static const char *level_code(int level)
 {
-	switch (level) {
-	case 0:
-		return "X"; /* the same board */
-	case 10:
-		return "PIX";
-	case 20:
-		return "PXB";
-	case 30:
-		return "PHB";
-	case 40:
-		return "NODE";
-	case 50:
-		return "SYS";
-	default:
-		return "?";
-	}
-}
-
-static bool load(struct device_list *l)
-{
-	void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!lib) {
-		snprintf(l->nvml_why, sizeof(l->nvml_why), "libnvidia-ml.so.1 not found");
-		return false;
-	}
-	*(void **)&nvml.init = dlsym(lib, "nvmlInit_v2");
-	*(void **)&nvml.by_pci = dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2");
-	*(void **)&nvml.common_ancestor = dlsym(lib, "nvmlDeviceGetTopologyCommonAncestor");
-	*(void **)&nvml.p2p_status = dlsym(lib, "nvmlDeviceGetP2PStatus");
-	*(void **)&nvml.nvlink_state = dlsym(lib, "nvmlDeviceGetNvLinkState");
-	*(void **)&nvml.nvlink_remote_pci = dlsym(lib, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
-	*(void **)&nvml.nvlink_remote_type = dlsym(lib, "nvmlDeviceGetNvLinkRemoteDeviceType");
-	*(void **)&nvml.cpu_affinity = dlsym(lib, "nvmlDeviceGetCpuAffinity");
-	*(void **)&nvml.numa_node = dlsym(lib, "nvmlDeviceGetNumaNodeId");
-	*(void **)&nvml.uuid = dlsym(lib, "nvmlDeviceGetUUID");
-	*(void **)&nvml.index = dlsym(lib, "nvmlDeviceGetIndex");
-	if (!nvml.init || !nvml.by_pci) {
-		snprintf(l->nvml_why, sizeof(l->nvml_why), "NVML lacks nvmlInit_v2");
-		return false;
-	}
-	int rc = nvml.init();
-	if (rc != NVML_SUCCESS) {
-		snprintf(l->nvml_why, sizeof(l->nvml_why), "nvmlInit_v2 failed (%d)", rc);
-		return false;
-	}
-	return true;
+	return level == 0 ? "X" /* the same board */ : p2pg_nvml_level_name(level, "?");
 }
 
 /* The CPUs of a set as ranges. */
@@ -171,23 +98,32 @@ void topo_nvml_facts(struct device_list *l)
 			    (struct topo_link){.code = "?", .level = -1, .p2p_read = -1};
 		snprintf(l->link[d][d].code, sizeof(l->link[d][d].code), "X");
 	}
-	l->nvml = load(l);
+	const struct p2pg_nvml *nvml = p2pg_nvml();
+	if (!nvml)
+		snprintf(l->nvml_why, sizeof(l->nvml_why), "%s", p2pg_nvml_why());
+	else if (!nvml->by_pci) {
+		snprintf(l->nvml_why, sizeof(l->nvml_why),
+			 "NVML lacks nvmlDeviceGetHandleByPciBusId_v2");
+		nvml = NULL;
+	}
+	l->nvml = nvml != NULL;
 	for (int d = 0; d < l->n; d++) {
-		if (l->nvml && nvml.by_pci(l->bus[d], &dev[d]) != NVML_SUCCESS)
+		if (l->nvml && nvml->by_pci(l->bus[d], &dev[d]) != NVML_SUCCESS)
 			dev[d] = NULL;
 		if (!dev[d]) {
 			l->numa[d] = sysfs_numa(l->bus[d]);
 			continue;
 		}
 		unsigned int u;
-		if (nvml.uuid && nvml.uuid(dev[d], l->uuid[d], sizeof(l->uuid[d])) != NVML_SUCCESS)
+		if (nvml->uuid &&
+		    nvml->uuid(dev[d], l->uuid[d], sizeof(l->uuid[d])) != NVML_SUCCESS)
 			snprintf(l->uuid[d], sizeof(l->uuid[d]), "?");
-		if (nvml.index && nvml.index(dev[d], &u) == NVML_SUCCESS)
+		if (nvml->index && nvml->index(dev[d], &u) == NVML_SUCCESS)
 			l->smi_index[d] = (int)u;
 		unsigned long set[16] = {0};
-		if (nvml.cpu_affinity && nvml.cpu_affinity(dev[d], 16, set) == NVML_SUCCESS)
+		if (nvml->cpu_affinity && nvml->cpu_affinity(dev[d], 16, set) == NVML_SUCCESS)
 			cpu_ranges(set, 16, l->cpus[d], sizeof(l->cpus[d]));
-		if (nvml.numa_node && nvml.numa_node(dev[d], &u) == NVML_SUCCESS)
+		if (nvml->numa_node && nvml->numa_node(dev[d], &u) == NVML_SUCCESS)
 			l->numa[d] = (int)u;
 		else
 			l->numa[d] = sysfs_numa(l->bus[d]);
@@ -198,55 +134,56 @@ void topo_nvml_facts(struct device_list *l)
 		return;
 
 	/* Each GPU's active links and where they lead. */
-	static struct link_end ends[TOPO_MAX_GPUS][NVLINK_MAX_LINKS];
-	int active[TOPO_MAX_GPUS][NVLINK_MAX_LINKS] = {{0}};
+	static struct link_end ends[TOPO_MAX_GPUS][NVML_NVLINK_MAX_LINKS];
+	int active[TOPO_MAX_GPUS][NVML_NVLINK_MAX_LINKS] = {{0}};
 	for (int d = 0; d < l->n; d++)
-		for (unsigned int k = 0; dev[d] && nvml.nvlink_state && k < NVLINK_MAX_LINKS; k++) {
+		for (unsigned int k = 0; dev[d] && nvml->nvlink_state && k < NVML_NVLINK_MAX_LINKS;
+		     k++) {
 			int on = 0;
-			if (nvml.nvlink_state(dev[d], k, &on) != NVML_SUCCESS || !on)
+			if (nvml->nvlink_state(dev[d], k, &on) != NVML_SUCCESS || !on)
 				continue;
 			struct nvml_pci_info pci;
 			memset(&pci, 0, sizeof(pci));
 			ends[d][k] = (struct link_end){0, 0, 0, -1};
-			if (nvml.nvlink_remote_pci &&
-			    nvml.nvlink_remote_pci(dev[d], k, &pci) == NVML_SUCCESS)
+			if (nvml->nvlink_remote_pci &&
+			    nvml->nvlink_remote_pci(dev[d], k, &pci) == NVML_SUCCESS)
 				ends[d][k] = (struct link_end){pci.domain, pci.bus, pci.device, -1};
 			int type;
-			if (nvml.nvlink_remote_type &&
-			    nvml.nvlink_remote_type(dev[d], k, &type) == NVML_SUCCESS)
+			if (nvml->nvlink_remote_type &&
+			    nvml->nvlink_remote_type(dev[d], k, &type) == NVML_SUCCESS)
 				ends[d][k].type = type;
 			active[d][k] = 1;
 		}
 	for (int d = 0; d < l->n; d++) {
 		unsigned int dom, bus, devno, fn;
 		int switched_d = 0;
-		for (int k = 0; k < NVLINK_MAX_LINKS; k++)
-			switched_d += active[d][k] && ends[d][k].type == NVLINK_DEVICE_SWITCH;
+		for (int k = 0; k < NVML_NVLINK_MAX_LINKS; k++)
+			switched_d += active[d][k] && ends[d][k].type == NVML_NVLINK_DEVICE_SWITCH;
 		for (int e = 0; e < l->n; e++) {
 			if (d == e || !dev[d] || !dev[e])
 				continue;
 			struct topo_link *lk = &l->link[d][e];
 			int level;
-			if (nvml.common_ancestor &&
-			    nvml.common_ancestor(dev[d], dev[e], &level) == NVML_SUCCESS)
+			if (nvml->common_ancestor &&
+			    nvml->common_ancestor(dev[d], dev[e], &level) == NVML_SUCCESS)
 				lk->level = level;
 			int status;
-			if (nvml.p2p_status &&
-			    nvml.p2p_status(dev[d], dev[e], 0, &status) == NVML_SUCCESS)
+			if (nvml->p2p_status &&
+			    nvml->p2p_status(dev[d], dev[e], 0, &status) == NVML_SUCCESS)
 				lk->p2p_read = status;
 			/* Direct links: those whose far end is the other GPU's PCI address. */
 			if (sscanf(l->bus[e], "%x:%x:%x.%x", &dom, &bus, &devno, &fn) == 4)
-				for (int k = 0; k < NVLINK_MAX_LINKS; k++)
-					lk->nvlinks += active[d][k] &&
-						       ends[d][k].type != NVLINK_DEVICE_SWITCH &&
-						       ends[d][k].domain == dom &&
-						       ends[d][k].bus == bus &&
-						       ends[d][k].device == devno;
+				for (int k = 0; k < NVML_NVLINK_MAX_LINKS; k++)
+					lk->nvlinks +=
+					    active[d][k] &&
+					    ends[d][k].type != NVML_NVLINK_DEVICE_SWITCH &&
+					    ends[d][k].domain == dom && ends[d][k].bus == bus &&
+					    ends[d][k].device == devno;
 			/* Through NVSwitches every pair has the links of the less connected GPU. */
 			int switched_e = 0;
-			for (int k = 0; k < NVLINK_MAX_LINKS; k++)
+			for (int k = 0; k < NVML_NVLINK_MAX_LINKS; k++)
 				switched_e +=
-				    active[e][k] && ends[e][k].type == NVLINK_DEVICE_SWITCH;
+				    active[e][k] && ends[e][k].type == NVML_NVLINK_DEVICE_SWITCH;
 			if (!lk->nvlinks && switched_d && switched_e) {
 				lk->nvlinks = switched_d < switched_e ? switched_d : switched_e;
 				lk->nvswitch = true;

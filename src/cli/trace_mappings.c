@@ -15,11 +15,13 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cleanup.h"
 #include "dbread.h"
+#include "trace_read.h"
 
 /* + the track's index: unique in the whole trace beside the streams' (1 << 29), the failures'
  * (1 << 30) and NCCL's (1 << 28) ranges (trace_write.c, trace_nccl.c) */
@@ -60,39 +62,10 @@ struct trace_mappings {
 	struct imap last_index; /* process + 1 -> last_ns */
 	int64_t *last_ns;
 	size_t nlast, caplast;
-	char **names;
-	size_t nnames;
+	struct trace_names names; /* interned texts */
 	int64_t without_lane;
 	bool devices;
 };
-
-static uint16_t name_of(struct trace_mappings *m, const char *text)
-{
-	if (!text)
-		return 0;
-	for (size_t k = 0; k < m->nnames; k++)
-		if (strcmp(m->names[k], text) == 0)
-			return (uint16_t)(k + 1);
-	if (m->nnames >= 0xfffe)
-		return 0;
-	char **bigger = realloc(m->names, (m->nnames + 1) * sizeof(*bigger));
-	if (!bigger)
-		return 0;
-	m->names = bigger;
-	m->names[m->nnames] = strdup(text);
-	return m->names[m->nnames] ? (uint16_t)(++m->nnames) : 0;
-}
-
-static const char *text_of(const struct trace_mappings *m, uint16_t k)
-{
-	return k ? m->names[k - 1] : NULL;
-}
-
-static int col_int(sqlite3_stmt *st, int col)
-{
-	return sqlite3_column_type(st, col) == SQLITE_NULL ? NO_DEVICE
-							   : sqlite3_column_int(st, col);
-}
 
 static struct event *new_event(struct trace_mappings *m)
 {
@@ -127,12 +100,6 @@ void trace_mappings_note_end(struct trace_mappings *m, int64_t process, int64_t 
 	}
 	if (imap_put(&m->last_index, (uint64_t)process + 1, (int32_t)m->nlast) == 0)
 		m->last_ns[m->nlast++] = end_ns;
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return (x > y) - (x < y);
 }
 
 /* By process, then start; at one start the longer first (it may hold the others). */
@@ -175,7 +142,7 @@ static int read_rows(struct trace_mappings *m, struct report_progress *progress)
 		int64_t mapping_id = linked ? sqlite3_column_int64(st, 2) : 0;
 		const char *event = p2pg_cli_col(st, 4) ?: "";
 		int status = sqlite3_column_int(st, 5);
-		int accessor = col_int(st, 7);
+		int accessor = p2pg_cli_col_int_or(st, 7, NO_DEVICE);
 		int64_t start = sqlite3_column_int64(st, 12);
 		int64_t ended =
 		    sqlite3_column_type(st, 14) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 14);
@@ -210,13 +177,13 @@ static int read_rows(struct trace_mappings *m, struct report_progress *progress)
 				    .thread = sqlite3_column_int64(st, 17),
 				    .bytes = sqlite3_column_int64(st, 10),
 				    .address = sqlite3_column_int64(st, 11),
-				    .owner = col_int(st, 6),
+				    .owner = p2pg_cli_col_int_or(st, 6, NO_DEVICE),
 				    .accessor = accessor,
 				    .accessors = accessor != NO_DEVICE,
 				    .track = -1,
-				    .api = name_of(m, p2pg_cli_col(st, 3) ?: "?"),
-				    .handle = name_of(m, p2pg_cli_col(st, 8)),
-				    .ended_by = name_of(m, p2pg_cli_col(st, 15)),
+				    .api = trace_name(&m->names, p2pg_cli_col(st, 3) ?: "?"),
+				    .handle = trace_name(&m->names, p2pg_cli_col(st, 8)),
+				    .ended_by = trace_name(&m->names, p2pg_cli_col(st, 15)),
 				    .flags = sqlite3_column_int(st, 9),
 				    .rows = 1,
 				    .kind = kind,
@@ -251,24 +218,10 @@ int trace_mappings_read(sqlite3 *db, const struct trace_options *opt, struct tra
 		return r;
 	}
 	/* --limit N: the first N mapping events by start, as for the transfers. */
-	if (opt->limit > 0 && m->n > (size_t)opt->limit) {
-		int64_t *starts = malloc(m->n * sizeof(int64_t));
-		if (!starts) {
-			trace_mappings_free(m);
-			return -ENOMEM;
-		}
-		for (size_t k = 0; k < m->n; k++)
-			starts[k] = m->ev[k].start;
-		sort_n(starts, m->n, sizeof(int64_t), cmp_i64);
-		int64_t last = starts[opt->limit - 1];
-		free(starts);
-		size_t kept = 0;
-		for (size_t k = 0; k < m->n && kept < (size_t)opt->limit; k++)
-			if (m->ev[k].start <= last)
-				m->ev[kept++] = m->ev[k];
-		fprintf(stderr, "p2pguard trace: the first %zu of %zu mapping events (--limit)\n",
-			kept, m->n);
-		m->n = kept;
+	if (trace_keep_first(m->ev, &m->n, sizeof(*m->ev), offsetof(struct event, start),
+			     opt->limit, "mapping events") < 0) {
+		trace_mappings_free(m);
+		return -ENOMEM;
 	}
 	/* A crash is its process's last moment. */
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
@@ -407,41 +360,9 @@ static void name_lane(struct trace_out *o, const struct lane *l, size_t k)
 		snprintf(name, sizeof(name), "mappings (overlap %d)", l->index + 1);
 	else
 		snprintf(name, sizeof(name), "mappings");
-	trace_sep(o);
-	TRACE_PUTS(o, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
-	trace_put_i64(o, l->process);
-	TRACE_PUTS(o, ",\"tid\":");
-	trace_put_i64(o, (int64_t)k + MAPPING_TID);
-	TRACE_PUTS(o, ",\"args\":{\"name\":");
-	trace_put_json(o, name);
-	TRACE_PUTS(o, "}}");
-	trace_sep(o);
-	TRACE_PUTS(o, "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":");
-	trace_put_i64(o, l->process);
-	TRACE_PUTS(o, ",\"tid\":");
-	trace_put_i64(o, (int64_t)k + MAPPING_TID);
-	/* after the copies' streams and NCCL's communicators */
-	TRACE_PUTS(o, ",\"args\":{\"sort_index\":");
-	trace_put_i64(o, (int64_t)l->index + 2000000);
-	TRACE_PUTS(o, "}}");
-}
-
-static void put_text_arg(struct trace_out *o, const char *key, const char *value)
-{
-	if (!value)
-		return;
-	trace_put(o, ",\"", 2);
-	trace_put_str(o, key);
-	trace_put(o, "\":", 2);
-	trace_put_json(o, value);
-}
-
-static void put_int_arg(struct trace_out *o, const char *key, int64_t value)
-{
-	trace_put(o, ",\"", 2);
-	trace_put_str(o, key);
-	trace_put(o, "\":", 2);
-	trace_put_i64(o, value);
+	/* sort index: after the copies' streams and NCCL's communicators */
+	trace_put_track_meta(o, l->process, (int64_t)k + MAPPING_TID, name,
+			     (int64_t)l->index + 2000000);
 }
 
 /* "GPU-1a2b3c4d 00000000:18:00.0" of a process's ordinal, where the devices table knows it. */
@@ -457,7 +378,7 @@ static void put_gpu_arg(struct trace_out *o, sqlite3_stmt *dev, const char *key,
 		return;
 	char gpu[96];
 	snprintf(gpu, sizeof(gpu), "%s %s", p2pg_cli_col(dev, 0), p2pg_cli_col(dev, 1) ?: "?");
-	put_text_arg(o, key, gpu);
+	trace_put_text_arg(o, key, gpu);
 }
 
 static void device_text(char *buf, size_t len, int device, const char *none)
@@ -474,9 +395,9 @@ static void slice(struct trace_mappings *m, struct trace_out *o, const struct ev
 	char owner[16], accessor[16], name[160];
 	device_text(owner, sizeof(owner), e->owner, "?");
 	device_text(accessor, sizeof(accessor), e->accessor, "-");
-	const char *handle = text_of(m, e->handle);
-	int n = snprintf(name, sizeof(name), "%s GPU %s->%s%s", text_of(m, e->api), owner, accessor,
-			 e->accessors > 1 ? "+" : "");
+	const char *handle = trace_name_text(&m->names, e->handle);
+	int n = snprintf(name, sizeof(name), "%s GPU %s->%s%s", trace_name_text(&m->names, e->api),
+			 owner, accessor, e->accessors > 1 ? "+" : "");
 	if (handle && n < (int)sizeof(name))
 		n += snprintf(name + n, sizeof(name) - (size_t)n, " (%s)", handle);
 	if (e->live && n < (int)sizeof(name))
@@ -503,34 +424,34 @@ static void slice(struct trace_mappings *m, struct trace_out *o, const struct ev
 	TRACE_PUTS(o, ",\"args\":{\"bytes\":");
 	trace_put_i64(o, e->bytes);
 	if (e->owner != NO_DEVICE)
-		put_int_arg(o, "owner_device", e->owner);
+		trace_put_int_arg(o, "owner_device", e->owner);
 	if (e->accessor != NO_DEVICE)
-		put_int_arg(o, "accessor_device", e->accessor);
+		trace_put_int_arg(o, "accessor_device", e->accessor);
 	if (e->accessors > 1)
-		put_int_arg(o, "accessor_devices", e->accessors);
+		trace_put_int_arg(o, "accessor_devices", e->accessors);
 	put_gpu_arg(o, dev, "owner_gpu", e->process, e->owner);
 	put_gpu_arg(o, dev, "accessor_gpu", e->process, e->accessor);
-	put_text_arg(o, "handle_type", handle);
-	put_int_arg(o, "flags", e->flags);
-	put_int_arg(o, "cross_process", e->cross_process);
-	put_int_arg(o, "rows", e->rows);
+	trace_put_text_arg(o, "handle_type", handle);
+	trace_put_int_arg(o, "flags", e->flags);
+	trace_put_int_arg(o, "cross_process", e->cross_process);
+	trace_put_int_arg(o, "rows", e->rows);
 	if (e->mapping_id)
-		put_int_arg(o, "mapping_id", e->mapping_id);
+		trace_put_int_arg(o, "mapping_id", e->mapping_id);
 	if (e->live) {
 		TRACE_PUTS(o, ",\"ended\":\"not closed when its process's records end\"");
 	} else {
 		/* its end is the slice's (a Unix ns number is past what JSON readers hold exactly)
 		 */
-		put_text_arg(o, "ended_by", text_of(m, e->ended_by));
+		trace_put_text_arg(o, "ended_by", trace_name_text(&m->names, e->ended_by));
 	}
 	if (e->address) {
 		char addr[32];
 		snprintf(addr, sizeof(addr), "0x%" PRIx64, (uint64_t)e->address);
-		put_text_arg(o, "address", addr);
+		trace_put_text_arg(o, "address", addr);
 	}
 	TRACE_PUTS(o, ",\"timing\":\"host\"");
-	put_int_arg(o, "thread_id", e->thread);
-	put_int_arg(o, "peer_mappings_id", e->id);
+	trace_put_int_arg(o, "thread_id", e->thread);
+	trace_put_int_arg(o, "peer_mappings_id", e->id);
 	TRACE_PUTS(o, "}}");
 }
 
@@ -542,11 +463,12 @@ static void instant(struct trace_mappings *m, struct trace_out *o, const struct 
 	device_text(owner, sizeof(owner), e->owner, "?");
 	device_text(accessor, sizeof(accessor), e->accessor, "-");
 	if (e->kind == EV_EXPORT)
-		snprintf(name, sizeof(name), "%s export GPU %s (%s)", text_of(m, e->api), owner,
-			 text_of(m, e->handle) ?: "?");
+		snprintf(name, sizeof(name), "%s export GPU %s (%s)",
+			 trace_name_text(&m->names, e->api), owner,
+			 trace_name_text(&m->names, e->handle) ?: "?");
 	else
-		snprintf(name, sizeof(name), "%s failed GPU %s->%s", text_of(m, e->api), owner,
-			 accessor);
+		snprintf(name, sizeof(name), "%s failed GPU %s->%s",
+			 trace_name_text(&m->names, e->api), owner, accessor);
 	trace_sep(o);
 	TRACE_PUTS(o, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":");
 	trace_put_str(o, e->kind == EV_EXPORT ? "\"mapping\"" : "\"mapping_failure\"");
@@ -603,13 +525,11 @@ void trace_mappings_free(struct trace_mappings *m)
 {
 	if (!m)
 		return;
-	for (size_t k = 0; k < m->nnames; k++)
-		free(m->names[k]);
 	for (size_t k = 0; k < m->nlanes; k++) {
 		free(m->lanes[k].begin);
 		free(m->lanes[k].end);
 	}
-	free(m->names);
+	trace_names_free(&m->names);
 	free(m->ev);
 	free(m->lanes);
 	free(m->last_ns);

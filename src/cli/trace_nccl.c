@@ -14,11 +14,13 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cleanup.h"
 #include "dbread.h"
+#include "trace_read.h"
 
 #define NCCL_TID  (1 << 28) /* + the track's index: unique in the whole trace (trace_write.c) */
 #define MAX_LANES 64	    /* past this many in flight at once, a slice waits for a lane (below) */
@@ -47,34 +49,11 @@ struct trace_nccl {
 	struct lane_track *tracks;
 	size_t ntracks, captracks;
 	struct imap index;
-	char **names; /* interned texts */
-	size_t nnames;
+	struct trace_names names; /* interned texts */
 	int64_t folded;
 	size_t stalls;
 	bool devices;
 };
-
-static uint16_t name_of(struct trace_nccl *n, const char *text)
-{
-	if (!text)
-		return 0; /* 0: none */
-	for (size_t k = 0; k < n->nnames; k++)
-		if (strcmp(n->names[k], text) == 0)
-			return (uint16_t)(k + 1);
-	if (n->nnames >= 0xfffe)
-		return 0;
-	char **bigger = realloc(n->names, (n->nnames + 1) * sizeof(*bigger));
-	if (!bigger)
-		return 0;
-	n->names = bigger;
-	n->names[n->nnames] = strdup(text);
-	return n->names[n->nnames] ? (uint16_t)(++n->nnames) : 0;
-}
-
-static const char *text_of(const struct trace_nccl *n, uint16_t k)
-{
-	return k ? n->names[k - 1] : NULL;
-}
 
 static int track_for(struct trace_nccl *n, int64_t process, int serial)
 {
@@ -105,21 +84,6 @@ static int cmp_op(const void *a, const void *b)
 	if (x->start != y->start)
 		return (x->start > y->start) - (x->start < y->start);
 	return (x->id > y->id) - (x->id < y->id);
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return (x > y) - (x < y);
-}
-
-static int64_t scalar(sqlite3 *db, const char *sql)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_ROW)
-		return 0;
-	return sqlite3_column_int64(st, 0);
 }
 
 int trace_nccl_read(sqlite3 *db, const struct trace_options *opt, struct trace_nccl **ret,
@@ -184,52 +148,35 @@ int trace_nccl_read(sqlite3 *db, const struct trace_options *opt, struct trace_n
 		int64_t dur = sqlite3_column_type(st, 3) != SQLITE_NULL
 				  ? sqlite3_column_int64(st, 3) - start
 				  : host_ns;
-		int null_int = -1;
-		n->ops[n->nops++] = (struct op){
-		    .start = start,
-		    .dur = dur > 0 ? dur : 0,
-		    .gpu_ns = sqlite3_column_int64(st, 5),
-		    .host_ns = host_ns,
-		    .bytes = sqlite3_column_int64(st, 8),
-		    .count = sqlite3_column_int64(st, 9),
-		    .id = sqlite3_column_int64(st, 19),
-		    .seq = sqlite3_column_int64(st, 17),
-		    .thread = sqlite3_column_int64(st, 18),
-		    .track = track,
-		    .peer = sqlite3_column_type(st, 11) == SQLITE_NULL ? null_int
-								       : sqlite3_column_int(st, 11),
-		    .root = sqlite3_column_type(st, 12) == SQLITE_NULL ? null_int
-								       : sqlite3_column_int(st, 12),
-		    .channels = sqlite3_column_int(st, 13),
-		    .func = name_of(n, p2pg_cli_col(st, 6) ?: "?"),
-		    .kind = name_of(n, p2pg_cli_col(st, 7)),
-		    .datatype = name_of(n, p2pg_cli_col(st, 10)),
-		    .algorithm = name_of(n, p2pg_cli_col(st, 14)),
-		    .protocol = name_of(n, p2pg_cli_col(st, 15)),
-		    .state = name_of(n, state),
-		    .done = done};
+		n->ops[n->nops++] =
+		    (struct op){.start = start,
+				.dur = dur > 0 ? dur : 0,
+				.gpu_ns = sqlite3_column_int64(st, 5),
+				.host_ns = host_ns,
+				.bytes = sqlite3_column_int64(st, 8),
+				.count = sqlite3_column_int64(st, 9),
+				.id = sqlite3_column_int64(st, 19),
+				.seq = sqlite3_column_int64(st, 17),
+				.thread = sqlite3_column_int64(st, 18),
+				.track = track,
+				.peer = p2pg_cli_col_int_or(st, 11, -1),
+				.root = p2pg_cli_col_int_or(st, 12, -1),
+				.channels = sqlite3_column_int(st, 13),
+				.func = trace_name(&n->names, p2pg_cli_col(st, 6) ?: "?"),
+				.kind = trace_name(&n->names, p2pg_cli_col(st, 7)),
+				.datatype = trace_name(&n->names, p2pg_cli_col(st, 10)),
+				.algorithm = trace_name(&n->names, p2pg_cli_col(st, 14)),
+				.protocol = trace_name(&n->names, p2pg_cli_col(st, 15)),
+				.state = trace_name(&n->names, state),
+				.done = done};
 		if ((n->nops & 0xffff) == 0)
 			progress_tick(progress, 0);
 	}
 	/* --limit N: the first N operations by start time, as for the transfers. */
-	if (opt->limit > 0 && n->nops > (size_t)opt->limit) {
-		int64_t *starts = malloc(n->nops * sizeof(int64_t));
-		if (!starts) {
-			trace_nccl_free(n);
-			return -ENOMEM;
-		}
-		for (size_t k = 0; k < n->nops; k++)
-			starts[k] = n->ops[k].start;
-		sort_n(starts, n->nops, sizeof(int64_t), cmp_i64);
-		int64_t last = starts[opt->limit - 1];
-		free(starts);
-		size_t m = 0;
-		for (size_t k = 0; k < n->nops && m < (size_t)opt->limit; k++)
-			if (n->ops[k].start <= last)
-				n->ops[m++] = n->ops[k];
-		fprintf(stderr, "p2pguard trace: the first %zu of %zu NCCL operations (--limit)\n",
-			m, n->nops);
-		n->nops = m;
+	if (trace_keep_first(n->ops, &n->nops, sizeof(*n->ops), offsetof(struct op, start),
+			     opt->limit, "NCCL operations") < 0) {
+		trace_nccl_free(n);
+		return -ENOMEM;
 	}
 	sort_n(n->ops, n->nops, sizeof(*n->ops), cmp_op);
 	if (p2pg_cli_has_table(db, "nccl_stalls")) {
@@ -246,9 +193,11 @@ int trace_nccl_read(sqlite3 *db, const struct trace_options *opt, struct trace_n
 		}
 	}
 	if (p2pg_cli_has_table(db, "nccl_op_summary"))
-		n->folded += scalar(db, "SELECT coalesce(sum(count), 0) FROM nccl_op_summary");
+		n->folded +=
+		    p2pg_cli_scalar(db, "SELECT coalesce(sum(count), 0) FROM nccl_op_summary");
 	if (p2pg_cli_has_table(db, "nccl_op_overflow"))
-		n->folded += scalar(db, "SELECT coalesce(sum(count), 0) FROM nccl_op_overflow");
+		n->folded +=
+		    p2pg_cli_scalar(db, "SELECT coalesce(sum(count), 0) FROM nccl_op_overflow");
 	*ret = n;
 	return 0;
 }
@@ -299,23 +248,8 @@ static void name_track(struct trace_nccl *n, struct trace_out *o, size_t k)
 	}
 	if (tr->lane && len < (int)sizeof(name))
 		snprintf(name + len, sizeof(name) - (size_t)len, " (overlap %d)", tr->lane + 1);
-	trace_sep(o);
-	TRACE_PUTS(o, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
-	trace_put_i64(o, tr->process);
-	TRACE_PUTS(o, ",\"tid\":");
-	trace_put_i64(o, (int64_t)k + NCCL_TID);
-	TRACE_PUTS(o, ",\"args\":{\"name\":");
-	trace_put_json(o, name);
-	TRACE_PUTS(o, "}}");
-	trace_sep(o);
-	TRACE_PUTS(o, "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":");
-	trace_put_i64(o, tr->process);
-	TRACE_PUTS(o, ",\"tid\":");
-	trace_put_i64(o, (int64_t)k + NCCL_TID);
-	/* after the copies' streams, in the order read */
-	TRACE_PUTS(o, ",\"args\":{\"sort_index\":");
-	trace_put_i64(o, (int64_t)k + 1000000);
-	TRACE_PUTS(o, "}}");
+	/* sort index: after the copies' streams, in the order read */
+	trace_put_track_meta(o, tr->process, (int64_t)k + NCCL_TID, name, (int64_t)k + 1000000);
 	tr->named = true;
 }
 
@@ -372,28 +306,10 @@ static int lane_for(struct trace_nccl *n, struct trace_out *o, int track, int64_
 	}
 }
 
-static void put_text_arg(struct trace_out *o, const char *key, const char *value)
-{
-	if (!value)
-		return;
-	trace_put(o, ",\"", 2);
-	trace_put_str(o, key);
-	trace_put(o, "\":", 2);
-	trace_put_json(o, value);
-}
-
-static void put_int_arg(struct trace_out *o, const char *key, int64_t value)
-{
-	trace_put(o, ",\"", 2);
-	trace_put_str(o, key);
-	trace_put(o, "\":", 2);
-	trace_put_i64(o, value);
-}
-
 static void op_event(struct trace_nccl *n, struct trace_out *o, const struct op *op, int tid,
 		     int64_t drawn_from, int64_t base_ns)
 {
-	const char *func = text_of(n, op->func);
+	const char *func = trace_name_text(&n->names, op->func);
 	trace_sep(o);
 	if (op->done) {
 		TRACE_PUTS(o, "{\"ph\":\"X\",\"cat\":\"nccl\",\"name\":");
@@ -402,7 +318,7 @@ static void op_event(struct trace_nccl *n, struct trace_out *o, const struct op 
 		/* never finished: where it started, and in what state the database left it */
 		char name[96];
 		snprintf(name, sizeof(name), "%s (%s: no end recorded)", func,
-			 text_of(n, op->state) ?: "?");
+			 trace_name_text(&n->names, op->state) ?: "?");
 		TRACE_PUTS(o, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"nccl\",\"name\":");
 		trace_put_json(o, name);
 	}
@@ -419,32 +335,32 @@ static void op_event(struct trace_nccl *n, struct trace_out *o, const struct op 
 	}
 	TRACE_PUTS(o, ",\"args\":{\"bytes\":");
 	trace_put_i64(o, op->bytes);
-	put_text_arg(o, "kind", text_of(n, op->kind));
+	trace_put_text_arg(o, "kind", trace_name_text(&n->names, op->kind));
 	if (op->peer >= 0)
-		put_int_arg(o, "peer", op->peer);
+		trace_put_int_arg(o, "peer", op->peer);
 	if (op->root >= 0)
-		put_int_arg(o, "root", op->root);
-	put_int_arg(o, "op_seq", op->seq);
-	put_int_arg(o, "count", op->count);
-	put_text_arg(o, "datatype", text_of(n, op->datatype));
-	put_int_arg(o, "channels", op->channels);
-	put_text_arg(o, "algorithm", text_of(n, op->algorithm));
-	put_text_arg(o, "protocol", text_of(n, op->protocol));
-	put_text_arg(o, "state", text_of(n, op->state));
+		trace_put_int_arg(o, "root", op->root);
+	trace_put_int_arg(o, "op_seq", op->seq);
+	trace_put_int_arg(o, "count", op->count);
+	trace_put_text_arg(o, "datatype", trace_name_text(&n->names, op->datatype));
+	trace_put_int_arg(o, "channels", op->channels);
+	trace_put_text_arg(o, "algorithm", trace_name_text(&n->names, op->algorithm));
+	trace_put_text_arg(o, "protocol", trace_name_text(&n->names, op->protocol));
+	trace_put_text_arg(o, "state", trace_name_text(&n->names, op->state));
 	/* The slice is the host's view (NCCL's start to the end it saw); the GPU's time is here,
 	 * and GB/s only from it. */
 	if (op->done)
 		TRACE_PUTS(o, ",\"timing\":\"host\"");
-	put_int_arg(o, "host_ns", op->host_ns);
+	trace_put_int_arg(o, "host_ns", op->host_ns);
 	if (drawn_from != op->start) /* every lane was busy: drawn from when one freed */
-		put_int_arg(o, "started_ns", op->start);
+		trace_put_int_arg(o, "started_ns", op->start);
 	if (op->gpu_ns > 0) {
-		put_int_arg(o, "gpu_ns", op->gpu_ns);
+		trace_put_int_arg(o, "gpu_ns", op->gpu_ns);
 		TRACE_PUTS(o, ",\"GPU GB/s\":");
 		trace_put_us(o, (int64_t)llround((double)op->bytes / (double)op->gpu_ns * 1000.0));
 	}
-	put_int_arg(o, "thread_id", op->thread);
-	put_int_arg(o, "nccl_op_id", op->id);
+	trace_put_int_arg(o, "thread_id", op->thread);
+	trace_put_int_arg(o, "nccl_op_id", op->id);
 	TRACE_PUTS(o, "}}");
 }
 
@@ -527,9 +443,7 @@ void trace_nccl_free(struct trace_nccl *n)
 {
 	if (!n)
 		return;
-	for (size_t k = 0; k < n->nnames; k++)
-		free(n->names[k]);
-	free(n->names);
+	trace_names_free(&n->names);
 	free(n->ops);
 	free(n->tracks);
 	imap_free(&n->index);

@@ -126,3 +126,42 @@ void trace_put_row_args(struct trace_out *o, sqlite3_stmt *st)
 	}
 	TRACE_PUTS(o, "}");
 }
+
+void trace_put_text_arg(struct trace_out *o, const char *key, const char *value)
+{
+	if (!value)
+		return;
+	TRACE_PUTS(o, ",\"");
+	trace_put_str(o, key);
+	TRACE_PUTS(o, "\":");
+	trace_put_json(o, value);
+}
+
+void trace_put_int_arg(struct trace_out *o, const char *key, int64_t value)
+{
+	TRACE_PUTS(o, ",\"");
+	trace_put_str(o, key);
+	TRACE_PUTS(o, "\":");
+	trace_put_i64(o, value);
+}
+
+void trace_put_track_meta(struct trace_out *o, int64_t pid, int64_t tid, const char *name,
+			  int64_t sort_index)
+{
+	trace_sep(o);
+	TRACE_PUTS(o, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
+	trace_put_i64(o, pid);
+	TRACE_PUTS(o, ",\"tid\":");
+	trace_put_i64(o, tid);
+	TRACE_PUTS(o, ",\"args\":{\"name\":");
+	trace_put_json(o, name);
+	TRACE_PUTS(o, "}}");
+	trace_sep(o);
+	TRACE_PUTS(o, "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":");
+	trace_put_i64(o, pid);
+	TRACE_PUTS(o, ",\"tid\":");
+	trace_put_i64(o, tid);
+	TRACE_PUTS(o, ",\"args\":{\"sort_index\":");
+	trace_put_i64(o, sort_index);
+	TRACE_PUTS(o, "}}");
+}

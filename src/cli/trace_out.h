@@ -27,6 +27,13 @@ void trace_put_i64(struct trace_out *o, int64_t v);
 void trace_put_us(struct trace_out *o, int64_t ns);
 /* text as a JSON string, quotes included; NULL as null */
 void trace_put_json(struct trace_out *o, const char *text);
+/* ,"key":value inside an object being written; a NULL text writes nothing. */
+void trace_put_text_arg(struct trace_out *o, const char *key, const char *value);
+void trace_put_int_arg(struct trace_out *o, const char *key, int64_t value);
+/* A track's metadata events: its name (thread_name) and its place among the process's tracks
+ * (thread_sort_index), each after a separator. */
+void trace_put_track_meta(struct trace_out *o, int64_t pid, int64_t tid, const char *name,
+			  int64_t sort_index);
 /* the separator before the next event */
 void trace_sep(struct trace_out *o);
 /* Every column of a row as "args":{...}, except process_id and NULL columns. */

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@
 #include "trace_mappings.h"
 #include "trace_nccl.h"
 #include "trace_out.h"
+#include "trace_read.h"
 
 /* Kineto makes every timestamp relative to the start of the current three-month interval of the
  * Unix clock (libkineto/src/output_json.h, ChromeTraceBaseTime: 7889238 s), so that traces of
@@ -140,12 +142,6 @@ static int cmp_row(const void *a, const void *b)
 	return (x->id > y->id) - (x->id < y->id);
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return (x > y) - (x < y);
-}
-
 static int read_rows(struct trace *t, struct report_progress *progress)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
@@ -201,23 +197,9 @@ static int read_rows(struct trace *t, struct report_progress *progress)
 			progress_tick(progress, 0);
 	}
 	/* --limit N: the first N transfers by start time. */
-	if (t->opt->limit > 0 && t->nrows > (size_t)t->opt->limit) {
-		int64_t *starts = malloc(t->nrows * sizeof(int64_t));
-		if (!starts)
-			return -ENOMEM;
-		for (size_t k = 0; k < t->nrows; k++)
-			starts[k] = t->rows[k].start;
-		sort_n(starts, t->nrows, sizeof(int64_t), cmp_i64);
-		int64_t last = starts[t->opt->limit - 1];
-		free(starts);
-		size_t m = 0;
-		for (size_t k = 0; k < t->nrows && m < (size_t)t->opt->limit; k++)
-			if (t->rows[k].start <= last)
-				t->rows[m++] = t->rows[k];
-		fprintf(stderr, "p2pguard trace: the first %zu of %zu transfers (--limit)\n", m,
-			t->nrows);
-		t->nrows = m;
-	}
+	if (trace_keep_first(t->rows, &t->nrows, sizeof(*t->rows), offsetof(struct row, start),
+			     t->opt->limit, "transfers") < 0)
+		return -ENOMEM;
 	progress_stage(progress, "sorting transfers", 0);
 	sort_n(t->rows, t->nrows, sizeof(*t->rows), cmp_row);
 	return 0;
@@ -261,22 +243,7 @@ static void track_name(struct trace *t, size_t k)
 			      dst[0] ? dst : "?");
 	if (tr->lane && n < (int)sizeof(name))
 		snprintf(name + n, sizeof(name) - (size_t)n, " (overlap %d)", tr->lane + 1);
-	trace_sep(t->out);
-	TRACE_PUTS(t->out, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
-	trace_put_i64(t->out, tr->process);
-	TRACE_PUTS(t->out, ",\"tid\":");
-	trace_put_i64(t->out, (int64_t)k + STREAM_TID);
-	TRACE_PUTS(t->out, ",\"args\":{\"name\":");
-	trace_put_json(t->out, name);
-	TRACE_PUTS(t->out, "}}");
-	trace_sep(t->out);
-	TRACE_PUTS(t->out, "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":");
-	trace_put_i64(t->out, tr->process);
-	TRACE_PUTS(t->out, ",\"tid\":");
-	trace_put_i64(t->out, (int64_t)k + STREAM_TID);
-	TRACE_PUTS(t->out, ",\"args\":{\"sort_index\":");
-	trace_put_i64(t->out, (int64_t)k);
-	TRACE_PUTS(t->out, "}}");
+	trace_put_track_meta(t->out, tr->process, (int64_t)k + STREAM_TID, name, (int64_t)k);
 }
 
 /* The lane (a track of its own) a slice goes to: slices of one track must nest or follow, so one
@@ -549,27 +516,6 @@ static int plan_mappings(struct trace *t, struct trace_mappings *m)
 	return trace_mappings_plan(m);
 }
 
-static int64_t earliest_ns(sqlite3 *db)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, "SELECT min(started_ns) FROM processes", -1, &st, NULL) !=
-		SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_ROW)
-		return 0;
-	return sqlite3_column_int64(st, 0);
-}
-
-static int64_t overflow_calls(sqlite3 *db)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (!p2pg_cli_has_table(db, "transfer_overflow") ||
-	    sqlite3_prepare_v2(db, "SELECT coalesce(sum(count), 0) FROM transfer_overflow", -1, &st,
-			       NULL) != SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_ROW)
-		return 0;
-	return sqlite3_column_int64(st, 0);
-}
-
 int trace_write(sqlite3 *db, const struct trace_options *opt, FILE *f)
 {
 	_cleanup_free_ struct trace_out *o = calloc(1, sizeof(*o));
@@ -581,7 +527,7 @@ int trace_write(sqlite3 *db, const struct trace_options *opt, FILE *f)
 	struct report_progress progress;
 	progress_start(&progress, "p2pguard trace");
 	progress_attach(&progress, db);
-	int64_t first = earliest_ns(db);
+	int64_t first = p2pg_cli_scalar(db, "SELECT min(started_ns) FROM processes");
 	static const char *const clock_names[] = {"kineto", "unix", "relative"};
 	t.base_ns = opt->clock == TRACE_CLOCK_UNIX	 ? 0
 		    : opt->clock == TRACE_CLOCK_RELATIVE ? first
@@ -617,7 +563,10 @@ int trace_write(sqlite3 *db, const struct trace_options *opt, FILE *f)
 	TRACE_PUTS(o, "\",\"ts_zero_unix_ns\":\"");
 	trace_put_i64(o, t.base_ns);
 	TRACE_PUTS(o, "\",\"calls_in_transfer_overflow\":");
-	trace_put_i64(o, overflow_calls(db));
+	trace_put_i64(
+	    o, p2pg_cli_has_table(db, "transfer_overflow")
+		   ? p2pg_cli_scalar(db, "SELECT coalesce(sum(count), 0) FROM transfer_overflow")
+		   : 0);
 	TRACE_PUTS(
 	    o, ",\"calls_in_transfer_overflow_means\":\"copy calls that found their thread's ring "
 	       "full: counted, no row, so no slice\"");

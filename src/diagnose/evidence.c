@@ -9,6 +9,7 @@
 #include "driver.h"
 #include "evidence-pcie.h"
 #include "evidence-private.h"
+#include "nvml.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -21,50 +22,17 @@
 #include <unistd.h>
 
 /* ------------------------------------------------------------------------------------------- */
-/* NVML, declared here: the guard builds without nvml.h and runs without NVML.                 */
-
-typedef struct nvml_device *nvml_device_t;
-typedef int nvml_return_t;
-
-#define NVML_SUCCESS		    0
-#define NVML_ERROR_INVALID_ARGUMENT 2
-#define NVML_ERROR_NOT_SUPPORTED    3
-#define NVML_FEATURE_ENABLED	    1
-#define NVML_NVLINK_MAX_LINKS	    18
+/* NVML's answers by name                                                                       */
 
 /* nvmlGpuP2PCapsIndex_t: read, write, nvlink, atomics (the order of the facts below). */
 #define NVML_P2P_CAPS_COUNT 4
 
-struct nvml_api {
-	nvml_return_t (*init)(void);
-	nvml_return_t (*handle_by_pci)(const char *bus_id, nvml_device_t *device);
-	nvml_return_t (*p2p_status)(nvml_device_t a, nvml_device_t b, int caps, int *status);
-	nvml_return_t (*common_ancestor)(nvml_device_t a, nvml_device_t b, int *level);
-	nvml_return_t (*nvlink_state)(nvml_device_t device, unsigned int link, int *active);
-	nvml_return_t (*virtualization_mode)(nvml_device_t device, int *mode);
-};
-
-static struct nvml_api nvml;
-static bool nvml_ok;
-static pthread_once_t nvml_once = PTHREAD_ONCE_INIT;
-
-/* Loaded once and never shut down: NCCL or the program may share the same NVML instance, and
- * nvmlShutdown would pull it from under them. */
-static void nvml_load(void)
+/* NVML for the evidence, NULL when it is missing, does not start, or cannot find a device by its
+ * PCI bus id: without a way to find our devices no NVML fact can be tied to them. */
+static const struct p2pg_nvml *evidence_nvml(void)
 {
-	void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-	if (!lib)
-		return;
-	*(void **)&nvml.init = p2pg_real_dlsym(lib, "nvmlInit_v2");
-	*(void **)&nvml.handle_by_pci = p2pg_real_dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2");
-	*(void **)&nvml.p2p_status = p2pg_real_dlsym(lib, "nvmlDeviceGetP2PStatus");
-	*(void **)&nvml.common_ancestor =
-	    p2pg_real_dlsym(lib, "nvmlDeviceGetTopologyCommonAncestor");
-	*(void **)&nvml.nvlink_state = p2pg_real_dlsym(lib, "nvmlDeviceGetNvLinkState");
-	*(void **)&nvml.virtualization_mode =
-	    p2pg_real_dlsym(lib, "nvmlDeviceGetVirtualizationMode");
-	/* Without a way to find our devices no NVML fact can be tied to them. */
-	nvml_ok = nvml.init && nvml.handle_by_pci && nvml.init() == NVML_SUCCESS;
+	const struct p2pg_nvml *nvml = p2pg_nvml();
+	return nvml && nvml->by_pci ? nvml : NULL;
 }
 
 static const char *nvml_p2p_status_name(int status)
@@ -84,22 +52,7 @@ static const char *nvml_p2p_status_name(int status)
 
 static const char *nvml_topology_name(int level)
 {
-	switch (level) {
-	case 0:
-		return "INTERNAL";
-	case 10:
-		return "PIX";
-	case 20:
-		return "PXB";
-	case 30:
-		return "PHB";
-	case 40:
-		return "NODE";
-	case 50:
-		return "SYS";
-	default:
-		return "unknown";
-	}
+	return level == 0 ? "INTERNAL" : p2pg_nvml_level_name(level, "unknown");
 }
 
 static const char *nvml_virtualization_name(int mode)
@@ -290,16 +243,17 @@ static void device_compute(int ordinal, struct device_evidence *d)
 
 	/* CUDA and NVML number devices differently (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER): the
 	 * PCI bus id is what both agree on. */
-	if (!nvml_ok || !d->pci[0] || nvml.handle_by_pci(d->pci, &d->nvml) != NVML_SUCCESS) {
+	const struct p2pg_nvml *nvml = evidence_nvml();
+	if (!nvml || !d->pci[0] || nvml->by_pci(d->pci, &d->nvml) != NVML_SUCCESS) {
 		d->nvml = NULL;
 		return;
 	}
-	if (nvml.nvlink_state) {
+	if (nvml->nvlink_state) {
 		int active = 0;
 		bool answered = false;
 		for (unsigned int link = 0; link < NVML_NVLINK_MAX_LINKS; link++) {
 			int state = 0;
-			nvml_return_t r = nvml.nvlink_state(d->nvml, link, &state);
+			nvml_return_t r = nvml->nvlink_state(d->nvml, link, &state);
 			/* Past the device's last link, or a device without NVLink. */
 			if (r == NVML_ERROR_INVALID_ARGUMENT || r == NVML_ERROR_NOT_SUPPORTED) {
 				answered = true;
@@ -314,7 +268,7 @@ static void device_compute(int ordinal, struct device_evidence *d)
 		d->nvlinks_active = answered ? active : -1;
 	}
 	int mode;
-	if (nvml.virtualization_mode && nvml.virtualization_mode(d->nvml, &mode) == NVML_SUCCESS)
+	if (nvml->virtualization_mode && nvml->virtualization_mode(d->nvml, &mode) == NVML_SUCCESS)
 		d->virtualization = nvml_virtualization_name(mode);
 }
 
@@ -339,17 +293,19 @@ static void pair_compute(const struct device_evidence *a, const struct device_ev
 				pe->attr[k] = value;
 			}
 	}
-	if (!a->nvml || !b->nvml)
+	const struct p2pg_nvml *nvml = evidence_nvml();
+	if (!nvml || !a->nvml || !b->nvml)
 		return;
-	for (int caps = 0; caps < NVML_P2P_CAPS_COUNT && nvml.p2p_status; caps++) {
+	for (int caps = 0; caps < NVML_P2P_CAPS_COUNT && nvml->p2p_status; caps++) {
 		int status;
 		pe->nvml_p2p[caps] =
-		    nvml.p2p_status(a->nvml, b->nvml, caps, &status) == NVML_SUCCESS
+		    nvml->p2p_status(a->nvml, b->nvml, caps, &status) == NVML_SUCCESS
 			? nvml_p2p_status_name(status)
 			: "unknown";
 	}
 	int level;
-	if (nvml.common_ancestor && nvml.common_ancestor(a->nvml, b->nvml, &level) == NVML_SUCCESS)
+	if (nvml->common_ancestor &&
+	    nvml->common_ancestor(a->nvml, b->nvml, &level) == NVML_SUCCESS)
 		pe->topology = nvml_topology_name(level);
 }
 
@@ -457,7 +413,7 @@ void p2pg_evidence_gather(const struct p2pg_failure_context *ctx, struct p2pg_fa
 	    .api = "unknown", .device = -1, .peer_device = -1, .peer_access_enabled = -1};
 	if (!ctx)
 		ctx = &unknown;
-	pthread_once(&nvml_once, nvml_load);
+	bool nvml_ok = evidence_nvml() != NULL;
 
 	/* The call itself. */
 	p2pg_facts_set_str(facts, "api", ctx->api ? ctx->api : "unknown");

@@ -35,22 +35,51 @@
 
 #include "driver.h"
 
+/* The parts of _Py_DebugOffsets that 3.13 and 3.14 lay out alike; a part a later version changes
+ * gets a struct of that version's own. */
+struct offsets_runtime_state {
+	uint64_t size, finalizing, interpreters_head;
+};
+struct offsets_thread_state {
+	uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id,
+	    datastack_chunk, status;
+};
+struct offsets_pyobject {
+	uint64_t size, ob_type;
+};
+struct offsets_type_object {
+	uint64_t size, tp_name, tp_repr, tp_flags;
+};
+struct offsets_sequence_object { /* tuples' and lists' */
+	uint64_t size, ob_item, ob_size;
+};
+struct offsets_dict_object {
+	uint64_t size, ma_keys, ma_values;
+};
+struct offsets_float_object {
+	uint64_t size, ob_fval;
+};
+struct offsets_long_object {
+	uint64_t size, lv_tag, ob_digit;
+};
+struct offsets_bytes_object {
+	uint64_t size, ob_size, ob_sval;
+};
+struct offsets_unicode_object {
+	uint64_t size, state, length, asciiobject_size;
+};
+
 /* _Py_DebugOffsets of 3.13 (pycore_runtime.h), as far as the walk reads it. */
 struct debug_offsets_313 {
 	char cookie[8];
 	uint64_t version, free_threaded;
-	struct {
-		uint64_t size, finalizing, interpreters_head;
-	} runtime_state;
+	struct offsets_runtime_state runtime_state;
 	struct {
 		uint64_t size, id, next, threads_head, gc, imports_modules, sysdict, builtins,
 		    ceval_gil, gil_runtime_state, gil_runtime_state_enabled,
 		    gil_runtime_state_locked, gil_runtime_state_holder;
 	} interpreter_state;
-	struct {
-		uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id,
-		    datastack_chunk, status;
-	} thread_state;
+	struct offsets_thread_state thread_state;
 	struct {
 		uint64_t size, previous, executable, instr_ptr, localsplus, owner;
 	} interpreter_frame;
@@ -58,30 +87,14 @@ struct debug_offsets_313 {
 		uint64_t size, filename, name, qualname, linetable, firstlineno, argcount,
 		    localsplusnames, localspluskinds, co_code_adaptive;
 	} code_object;
-	struct {
-		uint64_t size, ob_type;
-	} pyobject;
-	struct {
-		uint64_t size, tp_name, tp_repr, tp_flags;
-	} type_object;
-	struct {
-		uint64_t size, ob_item, ob_size;
-	} tuple_object, list_object;
-	struct {
-		uint64_t size, ma_keys, ma_values;
-	} dict_object;
-	struct {
-		uint64_t size, ob_fval;
-	} float_object;
-	struct {
-		uint64_t size, lv_tag, ob_digit;
-	} long_object;
-	struct {
-		uint64_t size, ob_size, ob_sval;
-	} bytes_object;
-	struct {
-		uint64_t size, state, length, asciiobject_size;
-	} unicode_object;
+	struct offsets_pyobject pyobject;
+	struct offsets_type_object type_object;
+	struct offsets_sequence_object tuple_object, list_object;
+	struct offsets_dict_object dict_object;
+	struct offsets_float_object float_object;
+	struct offsets_long_object long_object;
+	struct offsets_bytes_object bytes_object;
+	struct offsets_unicode_object unicode_object;
 };
 
 /* 3.14's: the interpreter gained the main thread, code and bytecode generations; a frame its
@@ -89,19 +102,14 @@ struct debug_offsets_313 {
 struct debug_offsets_314 {
 	char cookie[8];
 	uint64_t version, free_threaded;
-	struct {
-		uint64_t size, finalizing, interpreters_head;
-	} runtime_state;
+	struct offsets_runtime_state runtime_state;
 	struct {
 		uint64_t size, id, next, threads_head, threads_main, gc, imports_modules, sysdict,
 		    builtins, ceval_gil, gil_runtime_state, gil_runtime_state_enabled,
 		    gil_runtime_state_locked, gil_runtime_state_holder, code_object_generation,
 		    tlbc_generation;
 	} interpreter_state;
-	struct {
-		uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id,
-		    datastack_chunk, status;
-	} thread_state;
+	struct offsets_thread_state thread_state;
 	struct {
 		uint64_t size, previous, executable, instr_ptr, localsplus, owner, stackpointer,
 		    tlbc_index;
@@ -110,33 +118,17 @@ struct debug_offsets_314 {
 		uint64_t size, filename, name, qualname, linetable, firstlineno, argcount,
 		    localsplusnames, localspluskinds, co_code_adaptive, co_tlbc;
 	} code_object;
-	struct {
-		uint64_t size, ob_type;
-	} pyobject;
-	struct {
-		uint64_t size, tp_name, tp_repr, tp_flags;
-	} type_object;
-	struct {
-		uint64_t size, ob_item, ob_size;
-	} tuple_object, list_object;
+	struct offsets_pyobject pyobject;
+	struct offsets_type_object type_object;
+	struct offsets_sequence_object tuple_object, list_object;
 	struct {
 		uint64_t size, used, table, mask;
 	} set_object;
-	struct {
-		uint64_t size, ma_keys, ma_values;
-	} dict_object;
-	struct {
-		uint64_t size, ob_fval;
-	} float_object;
-	struct {
-		uint64_t size, lv_tag, ob_digit;
-	} long_object;
-	struct {
-		uint64_t size, ob_size, ob_sval;
-	} bytes_object;
-	struct {
-		uint64_t size, state, length, asciiobject_size;
-	} unicode_object;
+	struct offsets_dict_object dict_object;
+	struct offsets_float_object float_object;
+	struct offsets_long_object long_object;
+	struct offsets_bytes_object bytes_object;
+	struct offsets_unicode_object unicode_object;
 };
 
 /* No structure of the interpreter's is larger than this; an offset past it is damage. */

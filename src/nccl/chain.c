@@ -414,25 +414,20 @@ void *p2pg_nccl_chain_start(void *chain_ctx, struct nccl_v6_descr *e)
 			    ->startEvent(chain_ctx, &handle, &d);
 		break;
 	}
-	case 3: {
-		struct nccl_v3_descr d;
-		if (to_v3(e, &d))
-			((const struct nccl_v1_plugin *)chain.plugin)
-			    ->startEvent(chain_ctx, &handle, &d);
-		break;
-	}
-	case 2: {
-		struct nccl_v2_descr d;
-		if (to_v2(e, &d))
-			((const struct nccl_v1_plugin *)chain.plugin)
-			    ->startEvent(chain_ctx, &handle, &d);
-		break;
-	}
+	case 3:
+	case 2:
 	case 1: {
-		struct nccl_v1_descr d;
-		if (to_v1(e, &d))
-			((const struct nccl_v1_plugin *)chain.plugin)
-			    ->startEvent(chain_ctx, &handle, &d);
+		/* v1 to v3 share their plugin struct: only the descriptor's layout differs. */
+		union {
+			struct nccl_v3_descr v3;
+			struct nccl_v2_descr v2;
+			struct nccl_v1_descr v1;
+		} d;
+		bool ok = chain.version == 3   ? to_v3(e, &d.v3)
+			  : chain.version == 2 ? to_v2(e, &d.v2)
+					       : to_v1(e, &d.v1);
+		if (ok)
+			handle = p2pg_nccl_chain_start_raw(chain_ctx, &d);
 		break;
 	}
 	}

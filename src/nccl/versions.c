@@ -139,39 +139,44 @@ static void old_common(struct nccl_v6_descr *e, uint8_t type, void *parent, int 
 	e->coll.parentGroup = parent; /* p2p.parentGroup is at another place: set by the caller */
 }
 
+/* The events v2 and v3 describe alike: the same member names in structs of their own (v2's
+ * collective also has trafficBytes), so one macro of switch cases reads both. */
+#define V2_V3_EVENTS(d, e)                               \
+	case NCCL_EV_COLL:                               \
+		e.coll.seqNumber = d->coll.seqNumber;    \
+		e.coll.func = d->coll.func;              \
+		e.coll.sendBuff = d->coll.sendBuff;      \
+		e.coll.recvBuff = d->coll.recvBuff;      \
+		e.coll.count = d->coll.count;            \
+		e.coll.root = d->coll.root;              \
+		e.coll.datatype = d->coll.datatype;      \
+		e.coll.nChannels = d->coll.nMaxChannels; \
+		e.coll.nWarps = d->coll.nWarps;          \
+		e.coll.algo = d->coll.algo;              \
+		e.coll.proto = d->coll.proto;            \
+		break;                                   \
+	case NCCL_EV_P2P:                                \
+		e.p2p.func = d->p2p.func;                \
+		e.p2p.buff = d->p2p.buff;                \
+		e.p2p.datatype = d->p2p.datatype;        \
+		e.p2p.count = d->p2p.count;              \
+		e.p2p.peer = d->p2p.peer;                \
+		e.p2p.parentGroup = d->parentObj;        \
+		break;                                   \
+	case NCCL_EV_PROXY_OP:                           \
+		e.proxyOp = d->proxyOp;                  \
+		break;                                   \
+	case NCCL_EV_PROXY_STEP:                         \
+		e.proxyStep.step = d->proxyStep.step;    \
+		break;
+
 static void v3_decode(const void *descr, struct nccl_v6_descr *ret)
 {
 	const struct nccl_v3_descr *d = descr;
 	struct nccl_v6_descr e;
 	old_common(&e, d->type, d->parentObj, d->rank);
 	switch (d->type) {
-	case NCCL_EV_COLL:
-		e.coll.seqNumber = d->coll.seqNumber;
-		e.coll.func = d->coll.func;
-		e.coll.sendBuff = d->coll.sendBuff;
-		e.coll.recvBuff = d->coll.recvBuff;
-		e.coll.count = d->coll.count;
-		e.coll.root = d->coll.root;
-		e.coll.datatype = d->coll.datatype;
-		e.coll.nChannels = d->coll.nMaxChannels;
-		e.coll.nWarps = d->coll.nWarps;
-		e.coll.algo = d->coll.algo;
-		e.coll.proto = d->coll.proto;
-		break;
-	case NCCL_EV_P2P:
-		e.p2p.func = d->p2p.func;
-		e.p2p.buff = d->p2p.buff;
-		e.p2p.datatype = d->p2p.datatype;
-		e.p2p.count = d->p2p.count;
-		e.p2p.peer = d->p2p.peer;
-		e.p2p.parentGroup = d->parentObj;
-		break;
-	case NCCL_EV_PROXY_OP:
-		e.proxyOp = d->proxyOp;
-		break;
-	case NCCL_EV_PROXY_STEP:
-		e.proxyStep.step = d->proxyStep.step;
-		break;
+		V2_V3_EVENTS(d, e)
 	case NCCL_EV_KERNEL_CH:
 		e.kernelCh.channelId = d->kernelCh.channelId;
 		break;
@@ -189,33 +194,7 @@ static void v2_decode(const void *descr, struct nccl_v6_descr *ret)
 	struct nccl_v6_descr e;
 	old_common(&e, d->type, d->parentObj, d->rank);
 	switch (d->type) {
-	case NCCL_EV_COLL:
-		e.coll.seqNumber = d->coll.seqNumber;
-		e.coll.func = d->coll.func;
-		e.coll.sendBuff = d->coll.sendBuff;
-		e.coll.recvBuff = d->coll.recvBuff;
-		e.coll.count = d->coll.count;
-		e.coll.root = d->coll.root;
-		e.coll.datatype = d->coll.datatype;
-		e.coll.nChannels = d->coll.nMaxChannels;
-		e.coll.nWarps = d->coll.nWarps;
-		e.coll.algo = d->coll.algo;
-		e.coll.proto = d->coll.proto;
-		break;
-	case NCCL_EV_P2P:
-		e.p2p.func = d->p2p.func;
-		e.p2p.buff = d->p2p.buff;
-		e.p2p.datatype = d->p2p.datatype;
-		e.p2p.count = d->p2p.count;
-		e.p2p.peer = d->p2p.peer;
-		e.p2p.parentGroup = d->parentObj;
-		break;
-	case NCCL_EV_PROXY_OP:
-		e.proxyOp = d->proxyOp;
-		break;
-	case NCCL_EV_PROXY_STEP:
-		e.proxyStep.step = d->proxyStep.step;
-		break;
+		V2_V3_EVENTS(d, e)
 	}
 	*ret = e;
 }

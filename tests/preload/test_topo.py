@@ -255,6 +255,11 @@ equal([(p["link"]["type"], p["link"]["nvswitch"]) for p in doc["pairs"]], [("NV1
       "NVSwitch: NV18 both ways")
 doc = json.loads(topo(db, "--json", "--no-record").stdout)
 equal((doc["nvml"]["available"], doc["pairs"][0]["link"]["type"]), (False, None), "no NVML: said, links unknown")
+equal(doc["nvml"]["why"], "libnvidia-ml.so.1 not found", "no NVML: the reason")
+doc = json.loads(topo(db, "--json", "--no-record", SIMCUDA_DEVICES=2, FAKE_NVML_INIT_FAIL="1",
+                      LD_LIBRARY_PATH=nvml_env["LD_LIBRARY_PATH"]).stdout)
+equal((doc["nvml"]["available"], doc["nvml"]["why"]), (False, "nvmlInit_v2 failed (9)"),
+      "an NVML that does not start: the reason, its code")
 
 # ---- usage ----
 proc = subprocess.run([CLI, "topo", "--help"], capture_output=True, text=True, env=environment(preload=False), timeout=30)
