@@ -21,6 +21,24 @@ static inline const char *p2pg_path_name(uint8_t path)
 	return "unknown";
 }
 
+/*
+ * What a spool's writer can have published (store_import_check.c); anything else is damage,
+ * skipped and counted by the import. devices: the process's device count (0 or less: unknown).
+ */
+/* A record at seq with its checksum crc. */
+bool p2pg_store_record_valid(const struct p2pg_record *r, uint32_t crc, uint64_t seq,
+			     int32_t devices);
+bool p2pg_store_blob_valid(const struct p2pg_spool_blob *b, int32_t devices);
+/* An overflow aggregate with its counters as read (they change under the reader). */
+bool p2pg_store_aggregate_valid(const struct p2pg_spool_agg *a, uint64_t count, uint64_t bytes,
+				uint64_t host_ns, int32_t devices);
+/* A ring's counters as read. */
+bool p2pg_store_ring_valid(const struct p2pg_spool_thread *t, uint64_t head, uint64_t tail);
+/* Whether ring k lies within the file (im->file_size); one that does not is counted once. */
+bool p2pg_store_ring_readable(struct p2pg_importer *im, const struct p2pg_spool_header *h, int k);
+/* How many blob slots lie within the file; a file that ends inside them is counted once. */
+uint32_t p2pg_store_blobs_readable(struct p2pg_importer *im, const struct p2pg_spool_header *h);
+
 /* Summary mode: counts r in its bucket. True when r is folded there and needs no row; a failure,
  * or an outlier (at least 8x its bucket's median host time), keeps its row (false). */
 bool p2pg_summary_note(struct p2pg_importer *im, const struct p2pg_record *r);

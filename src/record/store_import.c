@@ -1,26 +1,21 @@
 /* SPDX-License-Identifier: MIT */
-/* The import of a spool's records, blobs and overflow aggregates into SQLite, one transaction a
- * pass. */
+/*
+ * The import of a spool's records, blobs and overflow aggregates into SQLite, one transaction a
+ * pass: the statements and rows, each ring's progress, and the ring space handed back to the
+ * writers once the rows are durable. What may be believed of the file (damage, truncation) is
+ * store_import_check.c's; the GPU times and stalls written later, store_timing.c's.
+ */
 #include "store.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "api.h"
 #include "backtrace.h"
 #include "cleanup.h"
 #include "crc32c.h"
-#include "mapping_record.h"
-#include "notice.h"
 #include "spool.h"
 #include "store-private.h"
 #include "store_nccl.h"
@@ -199,114 +194,6 @@ static int64_t process_row(sqlite3 *db, const struct p2pg_spool_header *h, bool 
 	return id;
 }
 
-bool p2pg_spool_header_valid(const struct p2pg_spool_header *h)
-{
-	return memcmp(h->magic, P2PG_SPOOL_MAGIC, sizeof(h->magic)) == 0 &&
-	       h->header_size == sizeof(*h) && h->threads == P2PG_SPOOL_THREADS &&
-	       h->ring == P2PG_SPOOL_RING && h->blobs == P2PG_SPOOL_BLOBS &&
-	       h->blob_size == P2PG_SPOOL_BLOB_SIZE && h->aggs == P2PG_SPOOL_AGGS &&
-	       h->reserve == P2PG_SPOOL_RESERVE &&
-	       h->thread_size == sizeof(struct p2pg_spool_thread) &&
-	       h->blob_step == P2PG_SPOOL_BLOB_STEP && h->header_crc == p2pg_spool_header_crc(h) &&
-	       h->pid > 0 && h->started_ns <= INT64_MAX;
-}
-
-/* A device a call that succeeded can have named: an ordinal of the process's, once their count is
- * known. (A failed call's devices are the program's own arguments: any value is honest there.) */
-static bool device_possible(int32_t device, int32_t devices)
-{
-	return device >= 0 && (devices <= 0 || device < devices);
-}
-
-/* A mapping names -1 for a device it does not know (an export's accessor, an owner a failed open
- * could not tell). */
-static bool mapping_device_possible(int32_t device, int32_t devices)
-{
-	return device == -1 || device_possible(device, devices);
-}
-
-/*
- * What a writer can have published: anything else is damage (a bit flip, a zero-filled page of a
- * file that a crash or a disk left behind), skipped and counted, never a row. The checksum catches
- * nearly all of it; the values are checked too, since what they would put in the database must be
- * possible whatever the checksum says: a known kind, API and path or action, no count past what a
- * signed column holds, and for a call that succeeded devices of the process's. NCCL's records
- * keep other things in the same fields: nccl_codes.h checks them.
- */
-static bool record_valid(const struct p2pg_record *r, uint32_t crc, uint64_t seq, int32_t devices)
-{
-	if (crc != p2pg_spool_record_crc(r, seq))
-		return false;
-	if (p2pg_nccl_record_kind(r->kind))
-		return p2pg_nccl_record_valid(r);
-	if (r->api >= P2PG_API_COUNT || r->bytes > INT64_MAX || r->host_ns > INT64_MAX ||
-	    r->gpu_ns > INT64_MAX || r->started_ns > INT64_MAX)
-		return false;
-	switch (r->kind) {
-	case P2PG_REC_TRANSFER:
-		if (r->path < P2PG_PATH_P2P || r->path > P2PG_PATH_CAPTURED)
-			return false;
-		break;
-	case P2PG_REC_PEER:
-		if (r->path > P2PG_ACTION_REPORTED)
-			return false;
-		break;
-	case P2PG_REC_MAPPING:
-		return r->path >= P2PG_MAP_EXPORT && r->path <= P2PG_MAP_END &&
-		       (r->status != 0 || (mapping_device_possible(r->src_device, devices) &&
-					   mapping_device_possible(r->dst_device, devices)));
-	default:
-		return false; /* a kind this version does not know */
-	}
-	return r->status != 0 ||
-	       (device_possible(r->src_device, devices) && device_possible(r->dst_device, devices));
-}
-
-static bool blob_valid(const struct p2pg_spool_blob *b, int32_t devices)
-{
-	if (b->length > sizeof(b->text) || (b->length > 0 && b->text[b->length - 1] != '\0'))
-		return false;
-	if (b->crc != p2pg_spool_blob_crc(b) || b->started_ns > INT64_MAX)
-		return false;
-	switch (b->kind) {
-	case P2PG_BLOB_FAILURE:
-		/* A probe's finding is a failure row of a call that succeeded. */
-		return b->api < P2PG_API_COUNT &&
-		       (b->status != 0 || (device_possible(b->device, devices) &&
-					   device_possible(b->peer_device, devices)));
-	case P2PG_BLOB_CRASH:
-		return true; /* its other fields are not the crash's: not imported */
-	case P2PG_BLOB_NCCL_COMM:
-		return p2pg_nccl_blob_valid(b);
-	case P2PG_BLOB_DEVICES:
-		return p2pg_store_devices_valid(b);
-	}
-	return false;
-}
-
-/* An overflow aggregate a writer can have left: only successful copies fold. Its counters change
- * under the reader (no checksum can hold them), so they are checked by what they must satisfy
- * whenever read: count first, then bytes of at least 2^size_bucket each. */
-static bool aggregate_valid(const struct p2pg_spool_agg *a, uint64_t count, uint64_t bytes,
-			    uint64_t host_ns, int32_t devices)
-{
-	return a->api < P2PG_API_COUNT && a->path >= P2PG_PATH_P2P &&
-	       a->path <= P2PG_PATH_CAPTURED && a->status == 0 && a->size_bucket < 64 &&
-	       device_possible(a->src_device, devices) && device_possible(a->dst_device, devices) &&
-	       count <= INT64_MAX && bytes <= INT64_MAX && host_ns <= INT64_MAX &&
-	       (bytes >> a->size_bucket) >= count;
-}
-
-/* A ring whose counters no writer could have left. */
-static bool ring_valid(const struct p2pg_spool_thread *t, uint64_t head, uint64_t tail)
-{
-	uint32_t state =
-	    atomic_load_explicit(&((struct p2pg_spool_thread *)t)->state, memory_order_relaxed);
-	if (state > P2PG_SLOT_RETIRED || head < tail || head - tail > P2PG_SPOOL_RING)
-		return false;
-	return head == 0 || t->serial != 0;
-}
-
 static int by_start(const void *a, const void *b)
 {
 	const struct p2pg_pending_timing *x = a, *y = b;
@@ -421,7 +308,7 @@ static int import_aggregates(sqlite3 *db, struct statements *s, struct p2pg_impo
 		}
 		uint64_t bytes = atomic_load_explicit(&a->bytes, memory_order_relaxed);
 		uint64_t host_ns = atomic_load_explicit(&a->host_ns, memory_order_relaxed);
-		if (!aggregate_valid(a, count, bytes, host_ns, devices)) {
+		if (!p2pg_store_aggregate_valid(a, count, bytes, host_ns, devices)) {
 			uint64_t bit = 1ull << (k & 63);
 			if (!(im->agg_damaged[ring][k >> 6] & bit))
 				im->invalid++;
@@ -603,42 +490,6 @@ static int insert_blob(sqlite3 *db, sqlite3_stmt *failure, sqlite3_stmt *crash, 
 	return 0;
 }
 
-/* What the file holds of ring k: true when it may be read. A ring the header says is there but the
- * file ends before is damage, counted once. */
-static bool ring_readable(struct p2pg_importer *im, const struct p2pg_spool_header *h, int k)
-{
-	if (!p2pg_spool_ring_in_file(h, k))
-		return false;
-	if (!im->file_size || offsetof(struct p2pg_spool_layout, threads[k + 1]) <= im->file_size)
-		return true;
-	if (!im->ring_damaged[k])
-		im->invalid++;
-	im->ring_damaged[k] = true;
-	im->truncated = true;
-	return false;
-}
-
-/* The blob slots that may be read: those the header says the file holds, up to its end. */
-static uint32_t blobs_readable(struct p2pg_importer *im, const struct p2pg_spool_header *h)
-{
-	uint32_t n = atomic_load_explicit(&((struct p2pg_spool_header *)h)->blobs_in_file,
-					  memory_order_acquire);
-	if (n > P2PG_SPOOL_BLOBS)
-		n = P2PG_SPOOL_BLOBS;
-	if (!im->file_size)
-		return n;
-	uint32_t fit = 0;
-	while (fit < n && offsetof(struct p2pg_spool_layout, blobs[fit + 1]) <= im->file_size)
-		fit++;
-	if (fit < n) {
-		if (!im->blobs_cut)
-			im->invalid++;
-		im->blobs_cut = true;
-		im->truncated = true;
-	}
-	return fit;
-}
-
 int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_importer *im,
 		      bool dead)
 {
@@ -688,7 +539,7 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 		dropped = 0;
 	}
 	for (int k = 0; k < P2PG_SPOOL_THREADS; k++) {
-		readable[k] = ring_readable(im, h, k);
+		readable[k] = p2pg_store_ring_readable(im, h, k);
 		if (!readable[k])
 			continue;
 		struct p2pg_spool_thread *t = &spool->threads[k];
@@ -705,7 +556,7 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 		dropped = ring_dropped > INT64_MAX - dropped ? INT64_MAX : dropped + ring_dropped;
 		if (head == tail && im->serial[k] == t->serial)
 			continue;
-		if (!ring_valid(t, head, tail)) {
+		if (!p2pg_store_ring_valid(t, head, tail)) {
 			if (!im->ring_damaged[k])
 				im->invalid++;
 			im->ring_damaged[k] = true;
@@ -745,7 +596,7 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 		for (uint64_t seq = from; seq < until; seq++) {
 			uint64_t slot = seq & (P2PG_SPOOL_RING - 1);
 			struct p2pg_record r = t->rec[slot];
-			if (!record_valid(&r, t->crc[slot], seq, devices)) {
+			if (!p2pg_store_record_valid(&r, t->crc[slot], seq, devices)) {
 				im->invalid++;
 				continue;
 			}
@@ -773,7 +624,7 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 	if ((err = flush_transfers(db, &s, im)) < 0)
 		goto fail;
 
-	uint32_t blobs = blobs_readable(im, h);
+	uint32_t blobs = p2pg_store_blobs_readable(im, h);
 	for (uint32_t k = 0; k < blobs; k++) {
 		struct p2pg_spool_blob *b = &spool->blobs[k];
 		uint32_t st = atomic_load_explicit(&b->state, memory_order_acquire);
@@ -781,7 +632,7 @@ int p2pg_store_import(sqlite3 *db, struct p2pg_spool_layout *spool, struct p2pg_
 		 * not the record of a call that returned. */
 		if (st != P2PG_BLOB_READY)
 			continue;
-		if (!blob_valid(b, devices)) {
+		if (!p2pg_store_blob_valid(b, devices)) {
 			/* Marked persisted like an imported one: counted once. */
 			im->invalid++;
 			blob_done[k] = true;
@@ -892,71 +743,4 @@ fail:
 		p2pg_importer_release(im);
 	}
 	return err;
-}
-
-int p2pg_store_set_gpu_ns(sqlite3 *db, int64_t row, uint64_t gpu_ns)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, "UPDATE transfers SET gpu_ns=?1 WHERE id=?2", -1, &st, NULL) !=
-	    SQLITE_OK)
-		return -EIO;
-	sqlite3_bind_int64(st, 1, (int64_t)gpu_ns);
-	sqlite3_bind_int64(st, 2, row);
-	return sqlite3_step(st) == SQLITE_DONE ? 0 : -EIO;
-}
-
-int p2pg_store_add_stall(sqlite3 *db, int64_t row, uint64_t now_ns, unsigned stall_s,
-			 const char *rule_id, const char *diagnosis, const char *advice)
-{
-	/*
-	 * Untimed copies cannot be watched one by one, but a stream runs in order: the copies
-	 * enqueued on the same stream after its last one known finished, and before this one, are
-	 * unfinished too. Their count goes into the evidence.
-	 */
-	_cleanup_sqlite_stmt_ sqlite3_stmt *q = NULL;
-	if (sqlite3_prepare_v2(
-		db,
-		"SELECT t.path, t.started_ns, (SELECT count(*) FROM transfers u WHERE "
-		"u.process_id = t.process_id AND u.stream IS t.stream AND u.id < t.id AND "
-		"COALESCE(u.gpu_ns, 0) = 0 AND u.started_ns > COALESCE((SELECT max(v.started_ns) "
-		"FROM transfers v WHERE v.process_id = t.process_id AND v.stream IS t.stream AND "
-		"v.id < t.id AND v.gpu_ns > 0), 0)) FROM transfers t WHERE t.id = ?1",
-		-1, &q, NULL) != SQLITE_OK)
-		return -EIO;
-	sqlite3_bind_int64(q, 1, row);
-	if (sqlite3_step(q) != SQLITE_ROW)
-		return -ENOENT;
-	const char *path = (const char *)sqlite3_column_text(q, 0);
-	int64_t started = sqlite3_column_int64(q, 1);
-	int64_t earlier = sqlite3_column_int64(q, 2);
-	char evidence[256];
-	snprintf(evidence, sizeof(evidence),
-		 "{\"stall_s\": %u, \"waited_s\": %.1f, \"path\": \"%s\", "
-		 "\"earlier_unfinished_untimed_on_stream\": %lld, \"peer_access_enabled\": %s}",
-		 stall_s, (double)((int64_t)now_ns - started) / 1e9, path ? path : "",
-		 (long long)earlier, path && strcmp(path, "p2p") == 0 ? "true" : "false");
-
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(
-		db,
-		"INSERT OR IGNORE INTO stalls (process_id, transfer_id, thread_id, api, "
-		"src_device, "
-		"dst_device, bytes, stream, path, started_ns, waited_ns, evidence, rule_id, "
-		"diagnosis, advice) SELECT process_id, id, thread_id, api, src_device, dst_device, "
-		"bytes, stream, path, started_ns, ?2 - started_ns, ?3, ?4, ?5, ?6 FROM transfers "
-		"WHERE id = ?1",
-		-1, &st, NULL) != SQLITE_OK)
-		return -EIO;
-	sqlite3_bind_int64(st, 1, row);
-	sqlite3_bind_int64(st, 2, (int64_t)now_ns);
-	sqlite3_bind_text(st, 3, evidence, -1, SQLITE_TRANSIENT);
-	if (rule_id)
-		sqlite3_bind_text(st, 4, rule_id, -1, SQLITE_STATIC);
-	if (diagnosis)
-		sqlite3_bind_text(st, 5, diagnosis, -1, SQLITE_STATIC);
-	if (advice)
-		sqlite3_bind_text(st, 6, advice, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return -EIO;
-	return sqlite3_changes(db) > 0 ? 1 : 0;
 }

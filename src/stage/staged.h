@@ -50,7 +50,7 @@ void p2pg_staged_set_budget(size_t bytes);
 
 /*
  * Knobs of the pipeline, for the benchmark and the tests; the defaults are the measured choice
- * (see staged.c). Ring geometry is fixed when a destination's ring is first allocated.
+ * (see staged_setup.c). Ring geometry is fixed when a destination's ring is first allocated.
  */
 struct p2pg_staged_tuning {
 	size_t slot_bytes; /* size of one ring slot: the largest chunk */
@@ -67,5 +67,5 @@ void p2pg_staged_get_tuning(struct p2pg_staged_tuning *ret);
  */
 int p2pg_staged_set_tuning(const struct p2pg_staged_tuning *tuning);
 
-/* Pinned staging bytes the engine holds now (never more than the budget, see staged.c). */
+/* Pinned staging bytes the engine holds now (never more than the budget, see staged_setup.c). */
 size_t p2pg_staged_pinned_bytes(void);
