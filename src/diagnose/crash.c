@@ -10,7 +10,6 @@
  * signal.
  */
 #include <errno.h>
-#include <libunwind.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -58,22 +57,14 @@ static struct p2pg_spool_blob *write_crash(int sig, void *uctx)
 	}
 	uint64_t now = p2pg_realtime_ns();
 	uintptr_t ips[P2PG_BACKTRACE_MAX];
-	int n = unw_backtrace((void **)ips, P2PG_BACKTRACE_MAX);
-	/* Start at the interrupted instruction: the frames before it are this handler's. */
-	uintptr_t fault_ip = (uintptr_t)((ucontext_t *)uctx)->uc_mcontext.gregs[REG_RIP];
-	int skip = 0;
-	for (int k = 0; k < n; k++)
-		if (ips[k] == fault_ip || ips[k] == fault_ip + 1) {
-			skip = k;
-			break;
-		}
+	int n = p2pg_backtrace_signal_safe(uctx, ips, P2PG_BACKTRACE_MAX);
 	blob->kind = P2PG_BLOB_CRASH;
 	blob->tid = p2pg_tid_signal_safe();
 	blob->signal = sig;
 	blob->started_ns = now;
-	/* Fields: the raw backtrace, then the Python stack (store.c reads them in this order). */
-	size_t pos = p2pg_backtrace_raw_signal_safe(ips + skip, n - skip, blob->text,
-						    sizeof(blob->text) - 1);
+	/* Fields: the raw backtrace, then the Python stack (the import reads them in this order).
+	 */
+	size_t pos = p2pg_backtrace_raw_signal_safe(ips, n, blob->text, sizeof(blob->text) - 1);
 	blob->text[pos++] = '\0';
 	size_t room = sizeof(blob->text) - pos;
 	if (room > PYSTACK_CRASH_MAX)

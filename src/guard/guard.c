@@ -83,7 +83,8 @@ static uint64_t to_realtime(uint64_t mono)
 
 static pthread_mutex_t driver_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool driver_initialised;
-static __thread bool starting_cupti; /* CUPTI's own start may call cuInit */
+static __thread bool starting_cupti
+    __attribute__((tls_model("initial-exec"))); /* CUPTI's own start may call cuInit */
 
 static void atfork_child(void)
 {

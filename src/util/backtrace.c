@@ -144,6 +144,30 @@ __attribute__((noinline)) int p2pg_backtrace_capture(uintptr_t *ips, int max)
 	return n;
 }
 
+/*
+ * Not unw_backtrace: its per-thread cache is a thread-local variable of libunwind's, and libunwind
+ * comes into the process with the dlopen'd core, so the dynamic linker allocates that variable
+ * (malloc) the first time a thread touches it; a crash inside malloc, on a thread that never
+ * unwound before, would wait for ever on malloc's own lock. unw_init_local2 and unw_step keep
+ * their state in the cursor.
+ */
+int p2pg_backtrace_signal_safe(void *ucontext, uintptr_t *ips, int max)
+{
+	unw_cursor_t cursor;
+	if (!ucontext || !ips || max <= 0 ||
+	    unw_init_local2(&cursor, (unw_context_t *)ucontext, UNW_INIT_SIGNAL_FRAME) != 0)
+		return 0;
+	int n = 0;
+	do {
+		unw_word_t ip;
+		if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
+			break;
+		ips[n++] = (uintptr_t)ip;
+		/* A corrupt stack can make unw_step go round in circles: max bounds the walk. */
+	} while (n < max && unw_step(&cursor) > 0);
+	return n;
+}
+
 /* ------------------------------------------------------------------------------------------- */
 /* Bounded text output                                                                          */
 

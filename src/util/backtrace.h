@@ -26,6 +26,10 @@ int p2pg_backtrace_capture(uintptr_t *ips, int max);
  */
 size_t p2pg_backtrace_format(const uintptr_t *ips, int n, char *buf, size_t len);
 
+/* From a signal handler: the interrupted thread's frames, the interrupted instruction first, walked
+ * from the handler's ucontext (its third argument). Async-signal-safe. Returns how many. */
+int p2pg_backtrace_signal_safe(void *ucontext, uintptr_t *ips, int max);
+
 /*
  * Async-signal-safe: for each address, finds its mapping in /proc/self/maps with open/read only and
  * writes "ADDRESS MODULE_PATH MODULE_BASE\n" lines into buf, so the frames can be symbolised after

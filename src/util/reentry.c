@@ -3,7 +3,7 @@
 
 #include <stddef.h>
 
-static __thread int own_depth;
+static __thread int own_depth __attribute__((tls_model("initial-exec")));
 
 static int *own_depth_of(void)
 {
