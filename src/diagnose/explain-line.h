@@ -26,6 +26,8 @@ enum framework {
 	FW_PYCUDA,
 	FW_CUDA_SAMPLES,
 	FW_NVBANDWIDTH,
+	FW_NCCL_TESTS,
+	FW_TRITON,
 	FW_COUNT,
 };
 

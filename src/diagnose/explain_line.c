@@ -22,7 +22,10 @@
  * is how PyCUDA raises a failed driver call. "NVLink SHARP" is NCCL's name for NVLS in its WARN
  * lines (transport/nvls.cc), often pasted without the "NCCL WARN" prefix; "Setup Custom allreduce
  * failed" is SGLang's warning when its custom all-reduce cannot start
- * (sglang/srt/distributed/parallel_state.py). */
+ * (sglang/srt/distributed/parallel_state.py); "Test CUDA failure" and "Test NCCL failure" are
+ * nccl-tests' own checks (src/common.h). Triton Inference Server is named by its programs and by
+ * its wording of CUDA shared memory ("failed to register CUDA shared memory region"), never by
+ * "triton" alone, which is also OpenAI's kernel compiler. */
 static const struct {
 	const char *name;
 	const char *markers[6];
@@ -43,6 +46,11 @@ static const struct {
     [FW_CUDA_SAMPLES] = {"cuda-samples",
 			 {"simpleP2P", "p2pBandwidthLatencyTest", "helper_cuda", NULL}},
     [FW_NVBANDWIDTH] = {"nvbandwidth", {"nvbandwidth", NULL}},
+    [FW_NCCL_TESTS] = {"nccl-tests",
+		       {"nccl-tests", "Test CUDA failure", "Test NCCL failure", NULL}},
+    [FW_TRITON] = {"triton",
+		   {"tritonserver", "tritonclient", "perf_analyzer", "CUDA shared memory region",
+		    NULL}},
 };
 
 int explain_framework_lookup(const char *name)
@@ -63,9 +71,28 @@ const char *explain_framework_names(void)
 	return list;
 }
 
+/* "Cuda failure 217 '...'": NCCL's CUCHECK, which reports a failed driver call with its number
+ * (src/include/cudawrap.h); the runtime checks of NCCL and the CUDA samples print no number there
+ * ("Cuda failure 'x'", "Cuda failure simpleP2P.cu:120: 'x'"). Pasted lines often lose the
+ * "NCCL WARN" before it. */
+static bool names_nccl_driver_check(const char *text)
+{
+	static const char word[] = "Cuda failure ";
+	for (const char *p = text; (p = strcasestr(p, word)); p++) {
+		const char *q = p + strlen(word);
+		if (!isdigit((unsigned char)*q))
+			continue;
+		while (isdigit((unsigned char)*q))
+			q++;
+		if (q[0] == ' ' && q[1] == '\'')
+			return true;
+	}
+	return false;
+}
+
 static unsigned read_frameworks(const char *text)
 {
-	unsigned found = 0;
+	unsigned found = names_nccl_driver_check(text) ? 1u << FW_NCCL : 0;
 	for (int k = 0; k < FW_COUNT; k++)
 		for (size_t m = 0; frameworks[k].markers[m]; m++)
 			if (strcasestr(text, frameworks[k].markers[m]))
@@ -188,6 +215,25 @@ static void read_numbers(const char *text, struct line_clues *c)
 	}
 }
 
+/* A runtime message cut short at the end of the text ("... between these two device", "...
+ * between these"): terminals and issue titles truncate long lines. At least 24 characters of it,
+ * from a word's start, so that a few common words never name a status. Returns how much of the
+ * message the text carries, 0 for none. */
+static size_t cut_message_span(const char *text, const char *message)
+{
+	size_t len = strlen(text), full = strlen(message);
+	while (len && (isspace((unsigned char)text[len - 1]) || strchr("'\".", text[len - 1])))
+		len--;
+	for (size_t k = full - 1 < len ? full - 1 : len; k >= 24; k--) {
+		const char *start = text + len - k;
+		if (start > text && is_word_char(start[-1]))
+			continue;
+		if (strncasecmp(start, message, k) == 0)
+			return k;
+	}
+	return 0;
+}
+
 /* Status names and runtime messages. A short message is matched with its case, because strerror
  * spells the same words capitalised ("Invalid argument", "Operation not supported") for errno
  * values that have nothing to do with CUDA. */
@@ -206,6 +252,8 @@ static void read_status_words(const char *text, struct line_clues *c)
 			if (strlen(names[m]) > span && find_word(text, names[m], exact))
 				span = strlen(names[m]);
 		}
+		if (!span && strlen(names[2]) > 24)
+			span = cut_message_span(text, names[2]);
 		if (span)
 			add_status(c, status, span);
 	}

@@ -91,7 +91,8 @@ static void test_messages(void)
 	snprintf(extra, sizeof(extra), "%s  \"context\": {\"framework\": [\"torch\"]},\n", regex);
 	expect_problem(entry("t/a", "[1]", extra), 7,
 		       "unknown framework \"torch\" (expected one of nccl, pytorch, vllm, sglang, "
-		       "tensorrt-llm, jax, tensorflow, cupy, pycuda, cuda-samples, nvbandwidth)");
+		       "tensorrt-llm, jax, tensorflow, cupy, pycuda, cuda-samples, nvbandwidth, "
+		       "nccl-tests, triton)");
 	snprintf(extra, sizeof(extra), "%s  \"context\": {\"api\": [\"MemcpyPeer\"]},\n", regex);
 	expect_problem(entry("t/a", "[1]", extra), 7, "invalid API name \"MemcpyPeer\"");
 	snprintf(extra, sizeof(extra), "%s  \"context\": {\"api\": []},\n", regex);
@@ -186,6 +187,52 @@ static void test_reading(void)
 	check_str(first(rs, "NCCL WARN Cuda failure 'peer access is not supported between these "
 			    "two devices'"),
 		  "t/triage217");
+	/* A long runtime message cut at the end of the text still names its status; a short piece
+	 * of one, or one cut in the middle of the text, does not. */
+	check_str(first(rs, "error: peer access is not supported between these two device"),
+		  "t/unsupported");
+	check_str(first(rs, "(pid=1) Cuda failure 217 'peer access is not supported between these"),
+		  "t/unsupported");
+	check_str(first(rs, "peer access is not supported between these2"), "(none)");
+	check_str(first(rs, "note: peer access is not"), "(none)");
+	check_str(first(rs, "peer access is not supported between these and more text"), "(none)");
+	p2pg_ruleset_free(rs);
+}
+
+static void test_frameworks(void)
+{
+	struct p2pg_ruleset *rs = p2pg_ruleset_new();
+	add_ok(rs, entry("t/nccl", "[217]",
+			 "  \"regex\": \"peer access is not supported\",\n"
+			 "  \"context\": {\"framework\": [\"nccl\"]},\n"));
+	add_ok(rs, entry("t/tests", "[700]",
+			 "  \"match\": {\"status\": [700]},\n"
+			 "  \"context\": {\"framework\": [\"nccl-tests\"]},\n"));
+	add_ok(rs, entry("t/triton", "[1]",
+			 "  \"regex\": \"failed to open CUDA IPC handle\",\n"
+			 "  \"context\": {\"framework\": [\"triton\"]},\n"));
+
+	/* NCCL's driver check prints the number before the quoted message; the samples' and NCCL's
+	 * runtime checks do not. */
+	check_str(first(rs, "(Runner pid=7) Cuda failure 217 'peer access is not supported between "
+			    "these two devices'"),
+		  "t/nccl");
+	check_str(first(rs, "Cuda failure simpleP2P.cu:120: 'peer access is not supported between "
+			    "these two devices'"),
+		  "(none)");
+	check_str(first(rs, "Cuda failure 217: peer access is not supported between these two "
+			    "devices"),
+		  "(none)");
+	check_str(first(rs, "n1: Test CUDA failure common.cu:297 'an illegal memory access was "
+			    "encountered'"),
+		  "t/tests");
+	check_str(first(rs, "CUDA error at common.cu:297 code=700(cudaErrorIllegalAddress)"),
+		  "(none)");
+	check_str(first(rs, "failed to register CUDA shared memory region 'x': failed to open CUDA "
+			    "IPC handle: invalid argument"),
+		  "t/triton");
+	check_str(first(rs, "triton.compiler: failed to open CUDA IPC handle: invalid argument"),
+		  "(none)");
 	p2pg_ruleset_free(rs);
 }
 
@@ -270,6 +317,7 @@ int main(void)
 {
 	RUN(test_messages);
 	RUN(test_reading);
+	RUN(test_frameworks);
 	RUN(test_context);
 	RUN(test_notes);
 	return test_failures ? 1 : 0;
