@@ -48,6 +48,8 @@
 	X(cuCtxEnablePeerAccess, 4000, (CUcontext peer, unsigned int flags))                     \
 	X(cuCtxDisablePeerAccess, 4000, (CUcontext peer))                                        \
 	X(cuPointerGetAttribute, 4000, (void *data, CUpointer_attribute attr, CUdeviceptr ptr))  \
+	X(cuPointerGetAttributes, 7000,                                                          \
+	  (unsigned int n, CUpointer_attribute *attrs, void **data, CUdeviceptr ptr))            \
 	X(cuStreamCreate, 2000, (CUstream * stream, unsigned int flags))                         \
 	X(cuStreamDestroy, 4000, (CUstream stream))                                              \
 	X(cuStreamSynchronize, 2000, (CUstream stream))                                          \
