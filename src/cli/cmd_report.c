@@ -13,6 +13,7 @@
 #include "cleanup.h"
 #include "cli.h"
 #include "dbread.h"
+#include "output_file.h"
 #include "report.h"
 
 /* The processes of one `p2pguard run`: by the run id its guard stored, else (an older guard
@@ -124,22 +125,19 @@ static int report_to_html(const struct report_options *opt, const char *out_path
 		report_close(&r);
 		return rc;
 	}
-	FILE *out = strcmp(out_path, "-") == 0 ? stdout : fopen(out_path, "we");
-	if (!out) {
-		fprintf(stderr, "p2pguard report: cannot write %s: %s\n", out_path,
-			strerror(errno));
+	struct cli_output out;
+	if (cli_output_open(&out, out_path, "report") < 0) {
 		report_close(&r);
 		return 2;
 	}
-	int e = p2pg_report_html(&r, out);
-	if (out != stdout && fclose(out) != 0)
-		e = -EIO;
+	int e = p2pg_report_html(&r, out.f);
+	e = cli_output_close(&out, e >= 0) < 0 ? -EIO : e;
 	report_close(&r);
 	if (e < 0) {
 		fprintf(stderr, "p2pguard report: cannot write %s\n", out_path);
 		return 2;
 	}
-	if (out != stdout)
+	if (strcmp(out_path, "-") != 0)
 		printf("p2pguard report: wrote %s\n", out_path);
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include "cleanup.h"
 #include "cli.h"
 #include "dbread.h"
+#include "output_file.h"
 #include "trace.h"
 
 static void usage(FILE *out)
@@ -241,17 +242,11 @@ int p2pg_cmd_trace(int argc, char **argv)
 		opt.to_ns--; /* --to is exclusive */
 	if ((ranks || pids || hosts) && choose(db, ranks, pids, hosts) < 0)
 		return 2;
-	FILE *out = stdout;
-	if (out_path && strcmp(out_path, "-") != 0) {
-		out = fopen(out_path, "we");
-		if (!out) {
-			fprintf(stderr, "p2pguard trace: cannot write %s: %s\n", out_path,
-				strerror(errno));
-			return 2;
-		}
-	}
-	int r = trace_write(db, &opt, out);
-	if (out != stdout && fclose(out) != 0)
+	struct cli_output out;
+	if (cli_output_open(&out, out_path ? out_path : "-", "trace") < 0)
+		return 2;
+	int r = trace_write(db, &opt, out.f);
+	if (cli_output_close(&out, r >= 0) < 0)
 		r = -EIO;
 	if (r < 0) {
 		if (r == -EIO)

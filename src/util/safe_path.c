@@ -164,10 +164,12 @@ int p2pg_path_check(const char *path, bool companions, char *why, size_t why_len
 	return 0;
 }
 
-int p2pg_replace_file(const char *path, const void *data, size_t len, char *why, size_t why_len)
+int p2pg_new_file_open(struct p2pg_new_file *f, const char *path, char *why, size_t why_len)
 {
-	char folder[PATH_MAX], tmp[PATH_MAX + 16];
-	if (snprintf(folder, sizeof(folder), "%s", path) >= (int)sizeof(folder)) {
+	char folder[PATH_MAX];
+	f->fd = -1;
+	if (snprintf(folder, sizeof(folder), "%s", path) >= (int)sizeof(folder) ||
+	    snprintf(f->path, sizeof(f->path), "%s", path) >= (int)sizeof(f->path)) {
 		snprintf(why, why_len, "%s", strerror(ENAMETOOLONG));
 		return -ENAMETOOLONG;
 	}
@@ -180,15 +182,44 @@ int p2pg_replace_file(const char *path, const void *data, size_t len, char *why,
 	if (r < 0)
 		return r;
 	/* Hidden, unguessable, made with O_EXCL: nobody can have put a link there first. */
-	snprintf(tmp, sizeof(tmp), "%.*s.%s.XXXXXX", prefix, path, base);
-	int fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0) {
+	snprintf(f->tmp, sizeof(f->tmp), "%.*s.%s.XXXXXX", prefix, path, base);
+	f->fd = mkostemp(f->tmp, O_CLOEXEC);
+	if (f->fd < 0) {
 		int e = errno;
 		snprintf(why, why_len, "%s", strerror(e));
 		return -e;
 	}
+	return f->fd;
+}
+
+int p2pg_new_file_commit(struct p2pg_new_file *f, char *why, size_t why_len)
+{
 	mode_t mask = umask(0);
 	umask(mask);
+	int e = 0;
+	if (fchmod(f->fd, 0644 & ~mask) < 0)
+		e = errno;
+	if (!e && rename(f->tmp, f->path) < 0)
+		e = errno;
+	if (e) {
+		unlink(f->tmp);
+		snprintf(why, why_len, "%s", strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+void p2pg_new_file_abandon(struct p2pg_new_file *f)
+{
+	unlink(f->tmp);
+}
+
+int p2pg_replace_file(const char *path, const void *data, size_t len, char *why, size_t why_len)
+{
+	struct p2pg_new_file f;
+	int fd = p2pg_new_file_open(&f, path, why, why_len);
+	if (fd < 0)
+		return fd;
 	const char *p = data;
 	size_t left = len;
 	int e = 0;
@@ -203,16 +234,17 @@ int p2pg_replace_file(const char *path, const void *data, size_t len, char *why,
 		p += n;
 		left -= (size_t)n;
 	}
-	if (!e && fchmod(fd, 0644 & ~mask) < 0)
-		e = errno;
-	if (close(fd) < 0 && !e)
-		e = errno;
-	if (!e && rename(tmp, path) < 0)
-		e = errno;
 	if (e) {
-		unlink(tmp);
+		p2pg_new_file_abandon(&f);
+		close(fd);
 		snprintf(why, why_len, "%s", strerror(e));
 		return -e;
 	}
-	return 0;
+	int r = p2pg_new_file_commit(&f, why, why_len);
+	if (close(fd) < 0 && r == 0) {
+		e = errno;
+		snprintf(why, why_len, "%s", strerror(e));
+		return -e;
+	}
+	return r;
 }

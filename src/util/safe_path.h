@@ -11,6 +11,7 @@
  */
 #pragma once
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -29,3 +30,19 @@ int p2pg_path_check(const char *path, bool companions, char *why, size_t why_len
  * file gets mode 0644 less the umask. Returns 0, or a negative errno with the reason in why.
  */
 int p2pg_replace_file(const char *path, const void *data, size_t len, char *why, size_t why_len);
+
+/*
+ * The same for a file written as a stream (a trace, an HTML report): p2pg_new_file_open makes the
+ * hidden file beside path and returns its descriptor (or a negative errno, the reason in why);
+ * p2pg_new_file_commit, once everything is written and flushed, renames it over path (the
+ * descriptor stays open: close it after); p2pg_new_file_abandon removes it.
+ */
+struct p2pg_new_file {
+	int fd;
+	char path[PATH_MAX];
+	char tmp[PATH_MAX + 16];
+};
+
+int p2pg_new_file_open(struct p2pg_new_file *f, const char *path, char *why, size_t why_len);
+int p2pg_new_file_commit(struct p2pg_new_file *f, char *why, size_t why_len);
+void p2pg_new_file_abandon(struct p2pg_new_file *f);

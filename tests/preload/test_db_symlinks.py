@@ -118,4 +118,25 @@ m = cli("metrics", db, "-o", out)
 equal(m.returncode, 0, "metrics -o onto a planted link: exit 0")
 check(not os.path.islink(out) and digest(secret) == before, "metrics -o: the link is replaced, not followed")
 equal([n for n in os.listdir(folder) if n.startswith(".")], [], "metrics -o: no temporary file left")
+
+# trace -o FILE and report --html FILE, written as streams, the same way: a planted link at FILE is
+# replaced, never followed; the file is whole when it takes its name; a FIFO is written as it is.
+for name, args in (("trace.json", ["trace", db, "-o"]), ("report.html", ["report", db, "--html"])):
+    out = os.path.join(folder, name)
+    plant_link(secret, out)
+    m = cli(*(args + [out]))
+    equal(m.returncode, 0, "%s onto a planted link: exit 0 (%s)" % (args[0], m.stderr.strip()))
+    check(not os.path.islink(out) and digest(secret) == before,
+          "%s: the link is replaced, not followed; the root-owned file is untouched" % args[0])
+    check(os.path.getsize(out) > 0 and open(out).read().rstrip().endswith(("}", "</html>")),
+          "%s: the file is whole" % args[0])
+    equal(stat.S_IMODE(os.stat(out).st_mode) & 0o444, 0o444, "%s: the file is readable" % args[0])
+    equal([n for n in os.listdir(folder) if n.startswith(".")], [], "%s: no temporary file left" % args[0])
+fifo = os.path.join(tempfolder(), "trace.fifo")
+os.mkfifo(fifo)
+reader = subprocess.Popen(["cat", fifo], stdout=subprocess.PIPE)
+m = cli("trace", db, "-o", fifo)
+got = reader.communicate(timeout=30)[0]
+equal(m.returncode, 0, "trace -o a FIFO: exit 0 (%s)" % m.stderr.strip())
+check(got.lstrip().startswith(b"{") and stat.S_ISFIFO(os.stat(fifo).st_mode), "trace -o a FIFO: written through it, still a FIFO")
 done()
