@@ -60,3 +60,7 @@ struct p2pg_mapping_import {
 int p2pg_store_mapping(sqlite3 *db, struct p2pg_mapping_import *mi, int64_t process_id,
 		       uint32_t serial, uint64_t seq, const struct p2pg_record *r);
 void p2pg_store_mapping_finish(struct p2pg_mapping_import *mi);
+
+/* A blob's text split into its NUL-separated fields, within its length: returns how many (at most
+ * max); the fields past them are "" (a damaged blob yields empty fields, never a read past it). */
+int p2pg_store_blob_fields(const struct p2pg_spool_blob *b, const char **fields, int max);

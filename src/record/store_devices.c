@@ -9,18 +9,6 @@
 
 #define DEVICE_FIELDS 5
 
-/* The blob's fields, NUL-separated within its length; returns how many (at most max). */
-static int fields(const struct p2pg_spool_blob *b, const char **out, int max)
-{
-	int n = 0;
-	uint32_t pos = 0, len = b->length < sizeof(b->text) ? b->length : sizeof(b->text);
-	while (pos < len && n < max) {
-		out[n++] = b->text + pos;
-		pos += (uint32_t)strnlen(b->text + pos, len - pos) + 1;
-	}
-	return n;
-}
-
 /* A decimal from 0 to max; -1 for "" (unknown); -2 for anything else. */
 static long number(const char *s, long max)
 {
@@ -38,7 +26,7 @@ bool p2pg_store_devices_valid(const struct p2pg_spool_blob *b)
 	const char *f[MAX_DEVICES * DEVICE_FIELDS];
 	if (b->device < 0 || b->device > MAX_DEVICES)
 		return false;
-	int n = fields(b, f, MAX_DEVICES * DEVICE_FIELDS);
+	int n = p2pg_store_blob_fields(b, f, MAX_DEVICES * DEVICE_FIELDS);
 	if (n != b->device * DEVICE_FIELDS)
 		return false;
 	for (int k = 0; k < n; k += DEVICE_FIELDS)
@@ -58,7 +46,7 @@ static void text_or_null(sqlite3_stmt *st, int index, const char *text)
 int p2pg_store_import_devices(sqlite3 *db, int64_t process_id, const struct p2pg_spool_blob *b)
 {
 	const char *f[MAX_DEVICES * DEVICE_FIELDS];
-	int n = fields(b, f, MAX_DEVICES * DEVICE_FIELDS);
+	int n = p2pg_store_blob_fields(b, f, MAX_DEVICES * DEVICE_FIELDS);
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(db,
 			       "INSERT OR REPLACE INTO devices (process_id, ordinal, uuid, "

@@ -396,8 +396,7 @@ static int insert_record(sqlite3 *db, struct statements *s, struct p2pg_importer
 	return 1;
 }
 
-/* Splits blob text into its NUL-separated fields. */
-static int blob_fields(const struct p2pg_spool_blob *b, const char **fields, int max)
+int p2pg_store_blob_fields(const struct p2pg_spool_blob *b, const char **fields, int max)
 {
 	int n = 0;
 	uint32_t pos = 0;
@@ -440,7 +439,7 @@ static int insert_blob(sqlite3 *db, sqlite3_stmt *failure, sqlite3_stmt *crash, 
 		return p2pg_nccl_import_comm(db, process_id, b);
 	if (b->kind == P2PG_BLOB_FAILURE) {
 		const char *f[FF_COUNT];
-		blob_fields(b, f, FF_COUNT);
+		p2pg_store_blob_fields(b, f, FF_COUNT);
 		sqlite3_stmt *st = failure;
 		sqlite3_reset(st);
 		sqlite3_bind_int64(st, 1, process_id);
@@ -467,7 +466,7 @@ static int insert_blob(sqlite3 *db, sqlite3_stmt *failure, sqlite3_stmt *crash, 
 	if (b->kind == P2PG_BLOB_CRASH) {
 		/* The raw backtrace, then the Python stack (crash.c writes them). */
 		const char *f[2];
-		blob_fields(b, f, 2);
+		p2pg_store_blob_fields(b, f, 2);
 		/* The handler stored raw addresses with their modules; symbols come from the files.
 		 */
 		size_t cap = 64 << 10;

@@ -14,6 +14,7 @@
 #include "api.h"
 #include "nccl_codes.h"
 #include "spool.h"
+#include "store-private.h"
 
 struct nccl_bucket {
 	uint16_t comm;
@@ -295,20 +296,6 @@ int p2pg_nccl_import_record(sqlite3 *db, struct p2pg_importer *im, uint32_t seri
 	return insert_op(db, n, im->process_id, serial, seq, r, &f);
 }
 
-/* Fields of a communicator's blob, NUL-separated (spool.h); a damaged one yields "". */
-static void blob_fields(const struct p2pg_spool_blob *b, const char **fields, int max)
-{
-	int n = 0;
-	uint32_t pos = 0;
-	uint32_t len = b->length < sizeof(b->text) ? b->length : (uint32_t)sizeof(b->text);
-	while (pos < len && n < max) {
-		fields[n++] = b->text + pos;
-		pos += (uint32_t)strnlen(b->text + pos, len - pos) + 1;
-	}
-	for (int k = n; k < max; k++)
-		fields[k] = "";
-}
-
 int p2pg_nccl_import_comm(sqlite3 *db, int64_t process_id, const struct p2pg_spool_blob *b)
 {
 	/* A statement of its own: blobs are few, and come after the pass's records. */
@@ -329,7 +316,7 @@ int p2pg_nccl_import_comm(sqlite3 *db, int64_t process_id, const struct p2pg_spo
 		-1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	const char *f[P2PG_NCCL_COMM_FIELDS];
-	blob_fields(b, f, P2PG_NCCL_COMM_FIELDS);
+	p2pg_store_blob_fields(b, f, P2PG_NCCL_COMM_FIELDS);
 	char hash[24];
 	snprintf(hash, sizeof(hash), "%016llx", (unsigned long long)b->seq);
 	sqlite3_bind_int64(st, 1, process_id);
