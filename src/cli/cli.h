@@ -23,6 +23,3 @@ int p2pg_cmd_merge(int argc, char **argv);
 
 /* p2pguard topo [--db PATH] [--bytes N] [--no-record] [--json] */
 int p2pg_cmd_topo(int argc, char **argv);
-
-/* The database a command works on: its argument, else P2PGUARD_DB, else p2pguard.db. */
-const char *p2pg_cli_db_path(const char *arg);

@@ -24,6 +24,7 @@
 
 #include "api.h"
 #include "cli.h"
+#include "dbread.h"
 #include "driver.h"
 #include "failure.h"
 #include "notice.h"

@@ -307,3 +307,11 @@ int64_t p2pg_cli_scalar(sqlite3 *db, const char *sql)
 		return 0;
 	return sqlite3_column_int64(st, 0);
 }
+
+const char *p2pg_cli_db_path(const char *arg)
+{
+	if (arg && *arg)
+		return arg;
+	const char *env = getenv("P2PGUARD_DB");
+	return env && *env ? env : "p2pguard.db";
+}

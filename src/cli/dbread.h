@@ -61,3 +61,6 @@ char *p2pg_cli_col_dup(sqlite3_stmt *st, int col);
 int p2pg_cli_col_int_or(sqlite3_stmt *st, int col, int null_value);
 /* The first column of sql's first row, or 0 when there is none or sql cannot run. */
 int64_t p2pg_cli_scalar(sqlite3 *db, const char *sql);
+
+/* The database a command works on: its argument, else P2PGUARD_DB, else p2pguard.db. */
+const char *p2pg_cli_db_path(const char *arg);

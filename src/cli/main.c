@@ -40,14 +40,6 @@ static void usage(FILE *out)
 	    out);
 }
 
-const char *p2pg_cli_db_path(const char *arg)
-{
-	if (arg && *arg)
-		return arg;
-	const char *env = getenv("P2PGUARD_DB");
-	return env && *env ? env : "p2pguard.db";
-}
-
 int main(int argc, char **argv)
 {
 	if (argc < 2) {

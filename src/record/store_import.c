@@ -396,20 +396,6 @@ static int insert_record(sqlite3 *db, struct statements *s, struct p2pg_importer
 	return 1;
 }
 
-int p2pg_store_blob_fields(const struct p2pg_spool_blob *b, const char **fields, int max)
-{
-	int n = 0;
-	uint32_t pos = 0;
-	uint32_t len = b->length < sizeof(b->text) ? b->length : (uint32_t)sizeof(b->text);
-	while (pos < len && n < max) {
-		fields[n++] = b->text + pos;
-		pos += (uint32_t)strnlen(b->text + pos, len - pos) + 1;
-	}
-	for (int k = n; k < max; k++)
-		fields[k] = "";
-	return n;
-}
-
 static void bind_text_or_null(sqlite3_stmt *st, int index, const char *text)
 {
 	if (text && *text)
