@@ -246,6 +246,12 @@ int p2pg_cmd_trace(int argc, char **argv)
 	if (cli_output_open(&out, out_path ? out_path : "-", "trace") < 0)
 		return 2;
 	int r = trace_write(db, &opt, out.f);
+	if (r >= 0 && p2pg_cli_damage()) {
+		fprintf(stderr, "p2pguard trace: %s is damaged (%s); no trace is written\n",
+			db_path, p2pg_cli_damage());
+		cli_output_close(&out, false);
+		return 2;
+	}
 	if (cli_output_close(&out, r >= 0) < 0)
 		r = -EIO;
 	if (r < 0) {

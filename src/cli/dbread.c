@@ -87,6 +87,28 @@ int p2pg_cli_import_dead_spools(const char *db_path, bool quiet)
 	return n;
 }
 
+static char damage[128];
+
+static void note_damage(void *unused, int code, const char *message)
+{
+	(void)unused;
+	(void)message; /* SQLite's source line: the code says what happened */
+	int primary = code & 0xff;
+	if (!damage[0] &&
+	    (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB || primary == SQLITE_IOERR))
+		snprintf(damage, sizeof(damage), "%s", sqlite3_errstr(code));
+}
+
+void p2pg_cli_watch_damage(void)
+{
+	sqlite3_config(SQLITE_CONFIG_LOG, note_damage, NULL);
+}
+
+const char *p2pg_cli_damage(void)
+{
+	return damage[0] ? damage : NULL;
+}
+
 int p2pg_cli_open_read(const char *db_path, sqlite3 **ret_db)
 {
 	char dir[PATH_MAX];

@@ -23,6 +23,16 @@ int p2pg_cli_import_dead_spools(const char *db_path, bool quiet);
  */
 int p2pg_cli_open_read(const char *db_path, sqlite3 **ret_db);
 
+/*
+ * Watches every SQLite call of the command for a damaged database (SQLite's error log: corruption,
+ * a file that is not a database, an I/O error), whichever query meets it first: most readers stop
+ * at the first row that fails, and what they read before would pass for the whole. Call before
+ * any other SQLite call of the process.
+ */
+void p2pg_cli_watch_damage(void);
+/* SQLite's words for the first damage seen since the watch began, or NULL. */
+const char *p2pg_cli_damage(void);
+
 bool p2pg_cli_has_table(sqlite3 *db, const char *table);
 bool p2pg_cli_has_column(sqlite3 *db, const char *table, const char *column);
 

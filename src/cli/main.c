@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "dbread.h"
 
 static void usage(FILE *out)
 {
@@ -46,6 +47,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	p2pg_cli_watch_damage();
 	const char *cmd = argv[1];
 	if (strcmp(cmd, "run") == 0)
 		return p2pg_cmd_run(argc - 1, argv + 1);

@@ -395,5 +395,11 @@ char *p2pg_metrics_render(const char *db_path, size_t *len)
 		free(buf);
 		return NULL;
 	}
+	if (p2pg_cli_damage()) {
+		fprintf(stderr, "p2pguard metrics: %s is damaged (%s); no metrics are written\n",
+			db_path, p2pg_cli_damage());
+		free(buf);
+		return NULL;
+	}
 	return buf;
 }
