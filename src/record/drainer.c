@@ -217,6 +217,19 @@ static void answer_flush_without_database(void)
 	}
 }
 
+/* While the database is opened: the program's exit (its last pass asked, or the stop) or a crash
+ * ends the wait for another rank's lock at once; the records wait in the spool. */
+static bool exit_begun(void *unused)
+{
+	(void)unused;
+	if (atomic_load(&p2pg_rec.exiting) || atomic_load(&p2pg_rec.crashing))
+		return true;
+	pthread_mutex_lock(&p2pg_rec.lock);
+	bool begun = p2pg_rec.stop || p2pg_rec.flush_asked > p2pg_rec.flush_answered;
+	pthread_mutex_unlock(&p2pg_rec.lock);
+	return begun;
+}
+
 static void *drainer_main(void *arg)
 {
 	/* Whatever the drainer calls (SQLite, the driver for event queries) must never be taken for
@@ -232,8 +245,8 @@ static void *drainer_main(void *arg)
 	 * with pass_lock held, and tries again later with it released, until the program ends. */
 	int rc;
 	bool stopped = false;
-	while ((rc = p2pg_store_open_wait(p2pg_rec.settings.db_path, &db, err, sizeof(err), 100)) ==
-	       -EBUSY) {
+	while ((rc = p2pg_store_open_until(p2pg_rec.settings.db_path, &db, err, sizeof(err), 100,
+					   exit_begun, NULL)) == -EBUSY) {
 		if (!atomic_load(&p2pg_rec.exiting) && !atomic_load(&p2pg_rec.crashing))
 			p2pg_recorder_note_device_count(spool);
 		note_devices(spool); /* into the spool, whatever the database does */

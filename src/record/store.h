@@ -29,6 +29,10 @@ int p2pg_store_open(const char *path, sqlite3 **ret_db, char *err, size_t err_le
 /* The same, waiting at most busy_ms for another connection's lock (-EBUSY past it). */
 int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t err_len,
 			 int busy_ms);
+/* The same, giving up the wait (-EBUSY) as soon as give_up(arg) says so: a process that begins to
+ * exit does not wait out busy_ms for another rank's lock. The connection returned waits busy_ms. */
+int p2pg_store_open_until(const char *path, sqlite3 **ret_db, char *err, size_t err_len,
+			  int busy_ms, bool (*give_up)(void *), void *arg);
 /* Whether the database at path is one p2pg_store_open would write, without writing anything: 0, or
  * a negative errno with the reason in err. */
 int p2pg_store_check(const char *path, char *err, size_t err_len);

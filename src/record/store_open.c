@@ -8,8 +8,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "cleanup.h"
+#include "clock.h"
 #include "safe_path.h"
 
 static bool has_column(sqlite3 *db, const char *table, const char *column)
@@ -216,7 +218,34 @@ int p2pg_store_open(const char *path, sqlite3 **ret_db, char *err, size_t err_le
 	return p2pg_store_open_wait(path, ret_db, err, err_len, 10000);
 }
 
+struct busy_wait {
+	uint64_t deadline_ns;
+	int busy_ms;
+	bool (*give_up)(void *);
+	void *arg;
+};
+
+/* SQLite's own busy timeout, in steps of a millisecond, asking give_up between them. */
+static int busy_poll(void *userdata, int count)
+{
+	struct busy_wait *w = userdata;
+	uint64_t now = p2pg_now_ns();
+	if (count == 0)
+		w->deadline_ns = now + (uint64_t)w->busy_ms * 1000000u;
+	if (now >= w->deadline_ns || w->give_up(w->arg))
+		return 0;
+	struct timespec step = {0, 1000000};
+	nanosleep(&step, NULL);
+	return 1;
+}
+
 int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t err_len, int busy_ms)
+{
+	return p2pg_store_open_until(path, ret_db, err, err_len, busy_ms, NULL, NULL);
+}
+
+int p2pg_store_open_until(const char *path, sqlite3 **ret_db, char *err, size_t err_len,
+			  int busy_ms, bool (*give_up)(void *), void *arg)
 {
 	/* A folder, a FIFO, a device: nothing a database can live in, said as such (SQLite's own
 	 * answer for a FIFO is "disk I/O error"), and never opened (a device's open can act). */
@@ -240,7 +269,11 @@ int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t e
 		sqlite3_close(db);
 		return -EIO;
 	}
-	sqlite3_busy_timeout(db, busy_ms);
+	struct busy_wait wait = {.busy_ms = busy_ms, .give_up = give_up, .arg = arg};
+	if (give_up)
+		sqlite3_busy_handler(db, busy_poll, &wait);
+	else
+		sqlite3_busy_timeout(db, busy_ms);
 	/* A database's own schema runs no function with side effects (its views and triggers are
 	 * not to be trusted: anyone who could write the file could have added them). */
 	sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
@@ -301,6 +334,7 @@ int p2pg_store_open_wait(const char *path, sqlite3 **ret_db, char *err, size_t e
 		sqlite3_close(db);
 		return rc == SQLITE_BUSY ? -EBUSY : -EIO;
 	}
+	sqlite3_busy_timeout(db, busy_ms); /* wait's handler is not to outlive this call */
 	*ret_db = db;
 	return 0;
 }
