@@ -39,6 +39,12 @@
  * A successful transfer that finds less room than this is folded into its thread's overflow
  * aggregates instead, so a flood of copies can never leave a failure without its row. */
 #define P2PG_SPOOL_RESERVE 1024
+/* A ring's record slots (and their checksums) are given disk blocks this many at a time when the
+ * ring is added, then doubling as the thread's first lap reaches them: a thread that records a
+ * few calls holds about 280 KiB of disk, not the ring's 4.3 MiB. */
+#define P2PG_SPOOL_RING_FIRST 4096
+/* records_in_file once every slot of the ring has its blocks. */
+#define P2PG_SPOOL_RING_WHOLE UINT64_MAX
 /* Overflow aggregates per thread (distinct pair, API, path, status and size bucket); a power of
  * two. */
 #define P2PG_SPOOL_AGGS	     256
@@ -122,9 +128,14 @@ struct p2pg_spool_thread {
 	_Atomic uint32_t serial;
 	_Atomic uint64_t dropped; /* records lost: ring and aggregates full */
 	_Atomic uint32_t tid;
-	uint32_t pad0;
+	uint32_t
+	    grow_wait; /* the owner's records before it asks for blocks again after a refusal */
 	_Atomic uint64_t folded; /* records folded into agg, ever (the ring's owners together) */
-	uint8_t pad[16];
+	/* Slots rec[0..n) and crc[0..n) have disk blocks (P2PG_SPOOL_RING_WHOLE: all of them): the
+	 * writer never stores into a hole, which on a full disk is a SIGBUS. Readers need not look:
+	 * they read only published slots. */
+	_Atomic uint64_t records_in_file;
+	uint8_t pad[8];
 	struct p2pg_record rec[P2PG_SPOOL_RING];
 	/* Beside each record: the CRC32C of its 64 bytes xor its sequence number (the low 32 bits),
 	 * written before the head that publishes it. A record that fails it (a bit flip, a zeroed

@@ -217,7 +217,8 @@ uint64_t p2pg_record(struct p2pg_record *r, uint32_t *ret_serial)
 	r->tid = tls_tid;
 	if (ret_serial)
 		*ret_serial = t->serial;
-	return p2pg_spool_put(t, r);
+	return p2pg_spool_put(atomic_load_explicit(&p2pg_rec.spool, memory_order_relaxed),
+			      p2pg_rec.spool_fd, t, r);
 }
 
 struct p2pg_spool_blob *p2pg_recorder_blob(void)

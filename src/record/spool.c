@@ -265,8 +265,18 @@ struct p2pg_spool_thread *p2pg_spool_claim_thread(struct p2pg_spool_layout *spoo
 			return NULL;
 		}
 	} while (!atomic_compare_exchange_weak(&h->rings_added, &k, k + 1));
-	int r = p2pg_spool_grow(fd, offsetof(struct p2pg_spool_layout, threads[k]),
-				sizeof(struct p2pg_spool_thread));
+	/* The ring's end first: it extends the file, and the file size limit is asked of the whole
+	 * ring, whose slots later get their blocks within the file's size. */
+	const size_t ring = offsetof(struct p2pg_spool_layout, threads[k]);
+	int r = p2pg_spool_grow(fd, ring + offsetof(struct p2pg_spool_thread, agg),
+				sizeof(struct p2pg_spool_thread) -
+				    offsetof(struct p2pg_spool_thread, agg));
+	if (r == 0)
+		r = p2pg_spool_grow(fd, ring,
+				    offsetof(struct p2pg_spool_thread, rec[P2PG_SPOOL_RING_FIRST]));
+	if (r == 0)
+		r = p2pg_spool_grow(fd, ring + offsetof(struct p2pg_spool_thread, crc),
+				    P2PG_SPOOL_RING_FIRST * sizeof(uint32_t));
 	if (r < 0) {
 		/* Given back when no later thread took one meanwhile, so a disk that gets room
 		 * again is used from the same place. */
@@ -276,11 +286,34 @@ struct p2pg_spool_thread *p2pg_spool_claim_thread(struct p2pg_spool_layout *spoo
 		return NULL;
 	}
 	struct p2pg_spool_thread *t = &spool->threads[k];
+	atomic_store_explicit(&t->records_in_file, P2PG_SPOOL_RING_FIRST, memory_order_relaxed);
 	atomic_store_explicit(&t->state, P2PG_SLOT_ACTIVE, memory_order_relaxed);
 	take_ring(spool, t, tid);
 	/* Published last: from now on the drainer reads this ring. */
 	atomic_fetch_or_explicit(&h->rings_in_file[k >> 6], 1ull << (k & 63), memory_order_release);
 	return t;
+}
+
+uint64_t p2pg_spool_ring_grow(const struct p2pg_spool_layout *spool, int fd,
+			      struct p2pg_spool_thread *t)
+{
+	uint64_t have = atomic_load_explicit(&t->records_in_file, memory_order_relaxed);
+	if (have >= P2PG_SPOOL_RING || (t->grow_wait && --t->grow_wait))
+		return have;
+	size_t ring = (size_t)((const char *)t - (const char *)spool);
+	uint64_t want = have * 2 < P2PG_SPOOL_RING ? have * 2 : P2PG_SPOOL_RING;
+	int r = p2pg_spool_grow(fd, ring + offsetof(struct p2pg_spool_thread, rec[have]),
+				(want - have) * sizeof(struct p2pg_record));
+	if (r == 0)
+		r = p2pg_spool_grow(fd, ring + offsetof(struct p2pg_spool_thread, crc[have]),
+				    (want - have) * sizeof(uint32_t));
+	if (r < 0) {
+		t->grow_wait = P2PG_SPOOL_RING_FIRST;
+		return have;
+	}
+	uint64_t now = want == P2PG_SPOOL_RING ? P2PG_SPOOL_RING_WHOLE : want;
+	atomic_store_explicit(&t->records_in_file, now, memory_order_relaxed);
+	return now;
 }
 
 struct p2pg_spool_blob *p2pg_spool_blob_claim(struct p2pg_spool_layout *spool)

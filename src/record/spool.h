@@ -59,6 +59,15 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 					    size_t why_len);
 
 /*
+ * Gives the ring's next record slots disk blocks (doubling the slots that have them) in spool's
+ * file fd. Only the ring's owner calls it. Returns the ring's records_in_file after it; a refusal
+ * (a full disk) leaves it as it was, and the owner's next P2PG_SPOOL_RING_FIRST records do not ask
+ * again.
+ */
+uint64_t p2pg_spool_ring_grow(const struct p2pg_spool_layout *spool, int fd,
+			      struct p2pg_spool_thread *t);
+
+/*
  * Claims a thread ring for the calling thread: a free one the file holds, or a new one, the file
  * grown for it first (fd: the spool file). Returns NULL when all are taken (errno 0) or the file
  * cannot grow (errno set: EFBIG for the file size limit, ENOSPC...). Lock-free; called once per
@@ -134,15 +143,21 @@ static inline uint32_t p2pg_spool_record_crc(const struct p2pg_record *r, uint64
  * was folded into the aggregates instead; UINT64_MAX when it was lost (counted as dropped): a ring
  * full up to its last slot, or aggregates full too.
  */
-static inline uint64_t p2pg_spool_put(struct p2pg_spool_thread *t, const struct p2pg_record *r)
+static inline uint64_t p2pg_spool_put(struct p2pg_spool_layout *spool, int fd,
+				      struct p2pg_spool_thread *t, const struct p2pg_record *r)
 {
 	uint64_t head = atomic_load_explicit(&t->head, memory_order_relaxed);
 	uint64_t tail = atomic_load_explicit(&t->tail, memory_order_acquire);
+	uint64_t in_file = atomic_load_explicit(&t->records_in_file, memory_order_relaxed);
+	if (__builtin_expect(head + P2PG_SPOOL_RESERVE >= in_file, 0))
+		in_file = p2pg_spool_ring_grow(spool, fd, t);
 	/* A finished NCCL operation folds like a transfer: src/record/nccl_codes.h maps its
 	 * communicator, function, peer and algorithm onto the aggregate's key. */
 	bool foldable =
 	    (r->kind == P2PG_REC_TRANSFER || r->kind == P2PG_REC_NCCL_OP) && r->status == 0;
-	if (head - tail >= (foldable ? P2PG_SPOOL_RING - P2PG_SPOOL_RESERVE : P2PG_SPOOL_RING)) {
+	uint64_t keep = foldable ? P2PG_SPOOL_RESERVE : 0;
+	/* Full: the ring's own room, or the slots with blocks when the disk refused more. */
+	if (head - tail >= P2PG_SPOOL_RING - keep || head + keep >= in_file) {
 		if (foldable && p2pg_spool_fold(t, r))
 			return P2PG_SEQ_FOLDED;
 		atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);

@@ -86,7 +86,7 @@ static void *record_worker(void *p)
 		_mm_lfence();
 		uint64_t c0 = __rdtsc();
 		_mm_lfence();
-		p2pg_spool_put(t, &r);
+		p2pg_spool_put(a->spool, a->fd, t, &r);
 		_mm_lfence();
 		uint64_t c1 = __rdtsc();
 		a->ticks[k] = c1 - c0;
@@ -99,7 +99,7 @@ static void *record_worker(void *p)
 		_mm_lfence();
 		for (int k = 0; k < RECORD_BATCH; k++) {
 			r.started_ns = (uint64_t)(b * RECORD_BATCH + k);
-			p2pg_spool_put(t, &r);
+			p2pg_spool_put(a->spool, a->fd, t, &r);
 		}
 		_mm_lfence();
 		uint64_t c1 = __rdtsc();
@@ -176,7 +176,8 @@ static void bench_record(const char *dir, int threads, const char *how)
 
 /* ---- drain: rows per second from full rings into SQLite ---- */
 
-static void fill(struct p2pg_spool_thread **rings, int threads, int per_thread)
+static void fill(struct p2pg_spool_layout *spool, int fd, struct p2pg_spool_thread **rings,
+		 int threads, int per_thread)
 {
 	for (int k = 0; k < threads; k++) {
 		struct p2pg_spool_thread *t = rings[k];
@@ -190,7 +191,7 @@ static void fill(struct p2pg_spool_thread **rings, int threads, int per_thread)
 						.path = (uint8_t)(1 + n % 2),
 						.src_device = 0,
 						.dst_device = 1};
-			p2pg_spool_put(t, &r);
+			p2pg_spool_put(spool, fd, t, &r);
 		}
 	}
 }
@@ -228,7 +229,7 @@ static void bench_drain(const char *dir, enum p2pg_record_mode mode, const char 
 		rings[k] = p2pg_spool_claim_thread(spool, fd, (uint32_t)(100 + k));
 	for (int round = 0; round < 25; round++) {
 		/* Each ring up to the room kept for failures: rows only, nothing folded. */
-		fill(rings, 8, P2PG_SPOOL_RING - P2PG_SPOOL_RESERVE);
+		fill(spool, fd, rings, 8, P2PG_SPOOL_RING - P2PG_SPOOL_RESERVE);
 		calls += 8LL * (P2PG_SPOOL_RING - P2PG_SPOOL_RESERVE);
 		uint64_t t0 = now_ns();
 		int n = p2pg_store_import(db, spool, &im, false);

@@ -39,6 +39,11 @@ static void count_timed(void *userdata, const struct p2pg_pending_timing *t)
 		timed_without_row++;
 }
 
+/* The spool being written, for the publishing helpers: a ring's slots get their disk blocks as it
+ * fills. */
+static struct p2pg_spool_layout *writing;
+static int writing_fd = -1;
+
 static void publish_timed(struct p2pg_spool_thread *t, int n)
 {
 	for (int k = 0; k < n; k++) {
@@ -51,7 +56,7 @@ static void publish_timed(struct p2pg_spool_thread *t, int n)
 					.value = k,
 					.src_device = 0,
 					.dst_device = 1};
-		p2pg_spool_put(t, &r);
+		p2pg_spool_put(writing, writing_fd, t, &r);
 	}
 }
 
@@ -67,7 +72,7 @@ static void publish(struct p2pg_spool_thread *t, int n, int status)
 					.status = status,
 					.src_device = 0,
 					.dst_device = 1};
-		p2pg_spool_put(t, &r);
+		p2pg_spool_put(writing, writing_fd, t, &r);
 	}
 }
 
@@ -100,6 +105,8 @@ int main(void)
 	struct p2pg_spool_layout *spool =
 	    p2pg_spool_create(spool_dir, &info, &fd, spool_path, sizeof(spool_path), NULL, 0);
 	CHECK(spool != NULL, "spool created");
+	writing = spool;
+	writing_fd = fd;
 	struct p2pg_spool_thread *a = p2pg_spool_claim_thread(spool, fd, 11);
 	struct p2pg_spool_thread *b = p2pg_spool_claim_thread(spool, fd, 12);
 	CHECK(a && b && a != b && a->serial != b->serial, "two threads, two rings, two serials");
@@ -234,6 +241,8 @@ int main(void)
 
 	/* Summary mode: aggregates, plus failures and outliers as rows. */
 	spool = p2pg_spool_create(spool_dir, &info, &fd, spool_path, sizeof(spool_path), NULL, 0);
+	writing = spool;
+	writing_fd = fd;
 	struct p2pg_spool_thread *s = p2pg_spool_claim_thread(spool, fd, 21);
 	publish(s, 200, 0);
 	publish(s, 3, 1);

@@ -26,6 +26,10 @@ static long long one(sqlite3 *db, const char *sql)
 	return v;
 }
 
+/* The spool being written (a ring's slots get their disk blocks as it fills). */
+static struct p2pg_spool_layout *writing;
+static int writing_fd = -1;
+
 static void put(struct p2pg_spool_thread *t, unsigned event, uint64_t started, int32_t id,
 		uint32_t bits, int owner, int accessor)
 {
@@ -42,7 +46,7 @@ static void put(struct p2pg_spool_thread *t, unsigned event, uint64_t started, i
 				.value = id};
 	if (event == P2PG_MAP_END)
 		r.api = P2PG_API_cuMemUnmap;
-	p2pg_spool_put(t, &r);
+	p2pg_spool_put(writing, writing_fd, t, &r);
 }
 
 int main(void)
@@ -61,6 +65,8 @@ int main(void)
 	int fd = -1;
 	struct p2pg_spool_layout *spool =
 	    p2pg_spool_create(spool_dir, &info, &fd, spool_path, sizeof(spool_path), NULL, 0);
+	writing = spool;
+	writing_fd = fd;
 	struct p2pg_spool_thread *a = p2pg_spool_claim_thread(spool, fd, 11);
 	struct p2pg_spool_thread *b = p2pg_spool_claim_thread(spool, fd, 12);
 	struct p2pg_importer im;
