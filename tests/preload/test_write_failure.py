@@ -44,4 +44,33 @@ try:
 finally:
     subprocess.run(["umount", roomy], capture_output=True)
     subprocess.run(["umount", full], capture_output=True)
+
+# A spool whose disk fills while a ring's slots get their blocks (a 1 MiB tmpfs: the file, its
+# first ring and one growth fit, the next growth does not): the thread goes on with a shorter
+# ring, its copies folded into the overflow aggregates, never a store into a hole (SIGBUS), and
+# every copy is counted once.
+room = tempfile.mkdtemp(prefix="p2pg-ring-")
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", room], check=True)
+try:
+    db = os.path.join(room, "p2pguard.db")
+    os.mkdir(db)  # unusable: everything stays in the spool
+    spool_dir = db + ".spool"
+    os.mkdir(spool_dir, 0o700)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", spool_dir], check=True)
+    copies = 30000
+    proc = run([program("rt_peer"), "threads", "1", str(copies)], db=db, check=False)
+    equal(proc.returncode, 0, "spool disk full mid-ring: the program exits 0")
+    check(len(lines(proc.stderr)) <= 2, "spool disk full mid-ring: at most two lines (%s)" % lines(proc.stderr))
+    os.rmdir(db)
+    rec = subprocess.run([CLI, "recover", db], capture_output=True, text=True, env=environment(preload=False))
+    equal(rec.returncode, 0, "spool disk full mid-ring: recover exits 0 (%s)" % rec.stderr.strip())
+    rows = scalar(db, "SELECT count(*) FROM transfers")
+    folded = scalar(db, "SELECT coalesce(sum(count), 0) FROM transfer_overflow")
+    dropped = scalar(db, "SELECT records_dropped FROM processes")
+    check(rows < copies and folded > 0, "the ring was shorter: %d rows, %d folded" % (rows, folded))
+    equal(rows + folded + dropped, copies, "every copy counted once (%d rows + %d folded + %d dropped)"
+          % (rows, folded, dropped))
+finally:
+    subprocess.run(["umount", spool_dir], capture_output=True)
+    subprocess.run(["umount", room], capture_output=True)
 done()
