@@ -230,21 +230,21 @@ static void copy_families(FILE *out, struct copy_table *t)
 		    "Cross-device copy calls that returned an error.",
 		    offsetof(struct copies, failed));
 	copy_family(out, t, "p2pguard_peer_copies_timed_total",
-		    "Successful copies whose copy time is known (GPU-timed asynchronous copies and "
-		    "synchronous ones): the only ones bandwidth is computed from.",
+		    "Successful copies whose copy time is known (a GPU time, asynchronous or "
+		    "synchronous): the only ones bandwidth is computed from.",
 		    offsetof(struct copies, timed));
 	copy_family(out, t, "p2pguard_peer_copy_timed_bytes_total",
 		    "Bytes of the copies whose copy time is known (divide by "
 		    "p2pguard_peer_copy_seconds_total for bandwidth).",
 		    offsetof(struct copies, timed_bytes));
 	copy_family(out, t, "p2pguard_peer_copy_seconds_total",
-		    "Copy time of the copies whose copy time is known (GPU time, or a synchronous "
-		    "call's duration); copies without one add nothing.",
+		    "GPU time of the copies whose copy time is known; copies without one add "
+		    "nothing.",
 		    offsetof(struct copies, timed_ns));
 	metrics_family(
 	    out, "p2pguard_peer_copies_untimed_total",
-	    "Successful copies without a copy time (asynchronous and not GPU-timed, in overflow "
-	    "or in summary buckets): counted, never divided.");
+	    "Successful copies without a copy time (not GPU-timed, in overflow or in summary "
+	    "buckets): counted, never divided.");
 	for (size_t k = 0; k < t->n; k++) {
 		const struct copies *c = &t->v[k];
 		long long untimed = c->calls - c->failed - c->timed;

@@ -4,9 +4,9 @@
  *
  * Every form reads the transfers once (report_scan.c): calls, bytes and failures per device pair,
  * path and API as peer_totals counts them (rows, summary buckets, overflow aggregates), and
- * bandwidth only from copies whose copy time is known — GPU-timed ones and synchronous ones, whose
- * call is the copy. An asynchronous copy without a GPU time is counted as untimed and never
- * divided.
+ * bandwidth only from copies with a GPU time, asynchronous or synchronous (a synchronous call
+ * between devices returns before its copy ends: its duration is not the copy's). A copy without a
+ * GPU time is counted as untimed and never divided.
  */
 #pragma once
 
@@ -32,7 +32,7 @@ struct report_counts {
 	int64_t calls, bytes, failed;
 	int64_t folded;	     /* calls with no row of their own (transfer_overflow) */
 	int64_t gpu_timed;   /* successful asynchronous copies with a GPU time */
-	int64_t synchronous; /* successful synchronous copies: the call's time is the copy's */
+	int64_t synchronous; /* successful synchronous copies with a GPU time */
 };
 
 static inline int64_t report_untimed(const struct report_counts *c)

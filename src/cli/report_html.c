@@ -60,10 +60,10 @@ static void summary(FILE *out, struct report *r)
 	card(out, "n-calls", s->total.calls, "copy calls",
 	     "every call counted once: rows, summary buckets and overflow (peer_totals)");
 	card(out, "n-timed", s->total.gpu_timed + s->total.synchronous, "timed copies",
-	     "GPU-timed asynchronous and synchronous copies: the only ones bandwidth is computed "
-	     "from");
+	     "copies with a GPU time, asynchronous and synchronous: the only ones bandwidth is "
+	     "computed from");
 	card(out, "n-untimed", report_untimed(&s->total), "untimed copies",
-	     "asynchronous copies without a GPU time: counted, never divided");
+	     "copies without a GPU time: counted, never divided");
 	card(out, "n-folded", s->total.folded, "calls in overflow",
 	     "calls that found their thread's ring full: counted in transfer_overflow, no row");
 	card(out, "n-failures", p2pg_cli_scalar(r->db, "SELECT count(*) FROM failures"), "failures",
@@ -151,7 +151,7 @@ static void matrix(FILE *out, struct report *r)
 	fprintf(
 	    out,
 	    "<p class=\"dim\">Each cell: the p50 in GB/s of the pair's copies whose copy time is "
-	    "known (GPU-timed and synchronous), %s; colour from red (slowest pair) to green "
+	    "known (a GPU time), %s; colour from red (slowest pair) to green "
 	    "(%.3g GB/s, the fastest); grey: copies but none timed. Hover a cell for every "
 	    "path's p50, p99, timed and untimed counts; the table below the matrix has them "
 	    "all.</p>\n",
@@ -390,8 +390,8 @@ static void pairs(FILE *out, struct report *r)
 		f.title = stitle;
 		chart_sizes(out, &f, ser->sizes);
 		fprintf(out,
-			"<p class=\"dim\">%zu timed successful cop%s (GPU-timed or "
-			"synchronous) drawn; sizes of every copy with a row.</p></details>\n",
+			"<p class=\"dim\">%zu GPU-timed successful cop%s drawn; sizes of "
+			"every copy with a row.</p></details>\n",
 			ser->n, ser->n == 1 ? "y" : "ies");
 	}
 	free(order);

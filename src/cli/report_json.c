@@ -14,10 +14,11 @@
 #include "report_mappings.h"
 #include "report_nccl.h"
 
-#define BANDWIDTH_BASIS                                                                          \
-	"successful copies whose copy time is known: GPU-timed asynchronous copies (gpu_timed) " \
-	"and synchronous copies, whose call is the copy (synchronous); asynchronous copies "     \
-	"without a GPU time (untimed) are counted, never divided"
+#define BANDWIDTH_BASIS                                                                       \
+	"successful copies with a GPU time: asynchronous (gpu_timed) and synchronous "        \
+	"(synchronous: a synchronous call between devices returns before its copy ends, so "  \
+	"it is GPU-timed like an asynchronous one); copies without a GPU time (untimed) are " \
+	"counted, never divided"
 
 static void key(FILE *out, const char *k, bool *first)
 {

@@ -230,12 +230,11 @@ static void section_transfers(struct report *r, FILE *out)
 	fmt_count(gpu, sizeof(gpu), s->total.gpu_timed);
 	fmt_count(sync, sizeof(sync), s->total.synchronous);
 	fmt_count(folded, sizeof(folded), s->total.folded);
-	rbuf_printf(
-	    &basis,
-	    "GB/s (p50, p99 per pair and path) from the %s copies whose copy time is known "
-	    "(%s GPU-timed asynchronous, %s synchronous); %s copies without a copy time are "
-	    "counted as untimed and not divided.",
-	    timed, gpu, sync, untimed);
+	rbuf_printf(&basis,
+		    "GB/s (p50, p99 per pair and path) from the %s copies with a GPU time (%s "
+		    "asynchronous, %s synchronous); %s copies without a copy time are counted as "
+		    "untimed and not divided.",
+		    timed, gpu, sync, untimed);
 	if (s->total.folded)
 		rbuf_printf(&basis,
 			    " %s of the calls found their thread's ring full: counted in "

@@ -166,10 +166,12 @@ CREATE TABLE IF NOT EXISTS rules (
 );
 
 
--- Bandwidth per pair and path, only from copies whose copy time is known: GPU-timed ones and
--- synchronous ones (their gpu_ns is the call's duration, which is the copy's). An asynchronous copy
--- without gpu_ns is counted in `untimed` and never divided: its host_ns is the enqueue, not the
--- copy. count = gpu_timed + synchronous (the copies the percentiles are computed from); bytes are
+-- Bandwidth per pair and path, only from copies with a GPU time (gpu_ns, from timing events or
+-- CUPTI), asynchronous or synchronous: a synchronous call between device memory returns before its
+-- copy ends (CUDA says so, and on an H200 a 1 GiB cudaMemcpyPeer returned after 16 us of its
+-- 519), so no host_ns is a copy time. A copy without gpu_ns is counted in `untimed` and never
+-- divided. Databases written before 0.2.0 hold synchronous copies whose gpu_ns is the call's
+-- duration. count = gpu_timed + synchronous (the copies the percentiles are computed from); bytes are
 -- theirs. Successful rows of transfers only (transfer_overflow and transfer_summary hold no times).
 -- Databases made before 0.2 had a view that divided by the enqueue time: store_open.c replaces it.
 CREATE VIEW IF NOT EXISTS peer_bandwidth AS

@@ -277,7 +277,7 @@ try:
     text = browser.find_element(By.CSS_SELECTOR, '#matrix td[data-pair="0-1"] .bw[data-path="p2p"]').text
     check(("p2p %.3g" % p50) in text, "the matrix shows the measured p50 (%s, %s)" % (text, p50))
     points = browser.find_elements(By.CSS_SELECTOR, "#pair-0-1 svg.bw-time circle.pt")
-    # Only copies whose copy time is known: GPU-timed and synchronous ones (gpu_ns is set for both).
+    # Only copies with a GPU time, asynchronous or synchronous.
     timed = scalar(db, "SELECT count(*) FROM transfers WHERE src_device = 0 AND dst_device = 1 AND status = 0 AND gpu_ns > 0 AND path IN ('p2p', 'driver', 'staged')")
     equal(len(points), timed, "bandwidth over time: a point per timed copy of the pair")
     bars = browser.find_elements(By.CSS_SELECTOR, "#pair-0-1 svg.sizes rect.bar")

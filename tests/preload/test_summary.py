@@ -110,8 +110,8 @@ db = tempdb()
 run([program("rt_peer"), "threads", "4", "500"], db=db)
 run([program("rt_peer"), "basic"], db=db)
 run([program("rt_peer"), "basic"], db=db, P2PGUARD_MODE="staged")
-# Only copies whose copy time is known count: GPU-timed ones and synchronous ones (the guard writes
-# a synchronous copy's call time as its gpu_ns). host_ns of an asynchronous copy is its enqueue.
+# Only copies with a GPU time count, synchronous ones too (GPU-timed like asynchronous ones: their
+# call returns before the copy ends). host_ns is never a copy time.
 timed, rows = {}, {}
 for src, dst, path, nbytes, ns, api in query(db, "SELECT src_device, dst_device, path, bytes, gpu_ns, api "
                                                  "FROM transfers WHERE status = 0 AND path IN ('p2p', 'driver', 'staged')"):

@@ -78,7 +78,8 @@ int main(int argc, char **argv)
 					check(cudaMemcpyPeer(dst, dst_dev, src, src_dev, sizes[s]),
 					      name);
 				else
-					check(cudaMemcpy(dst, src, sizes[s], cudaMemcpyDeviceToDevice),
+					check(cudaMemcpy(dst, src, sizes[s],
+							 cudaMemcpyDeviceToDevice),
 					      name);
 				double t1 = now_us();
 				check(cudaEventRecord(b, 0), "cudaEventRecord");
