@@ -2,7 +2,7 @@
 a CUDA tensor handed to a spawned process with the default allocator (legacy IPC, libcudart opened
 with ctypes so that every call is found with dlsym) and with expandable segments (cuMem pages
 exported as POSIX fds, taken with pidfd_getfd, the driver functions from
-cudaGetDriverEntryPointByVersion). Under the guard the program sees the same results, the mappings
+cudaGetDriverEntryPointByVersion, or from cudaGetDriverEntryPoint). Under the guard the program sees the same results, the mappings
 are rows, the segment's own pages are counted, and a failure names its Python line."""
 import os
 import sys
@@ -12,9 +12,10 @@ script = os.path.join(SOURCE, "tests/programs/py_xproc.py")
 MiB = 1 << 20
 
 
-def same_results(mode, db, **env):
-    bare = expectations(run([sys.executable, script, mode], preload=False, **env).stdout)
-    proc = run([sys.executable, script, mode], db=db, **env)
+def same_results(mode, db, *args, **env):
+    bare = expectations(run([sys.executable, script, mode] + list(args), preload=False, **env).stdout)
+    proc = run([sys.executable, script, mode] + list(args), db=db, **env)
+    mode = " ".join([mode] + list(args))
     got = expectations(proc.stdout)
     got.pop("receiver", None)
     bare.pop("receiver", None)
@@ -68,6 +69,34 @@ equal(got, [("access", 1, 0, 1), ("end", 8, 0, 1), ("import", 4, 0, 1), ("map", 
 equal(scalar(db, "SELECT count(*) FROM peer_mappings WHERE process_id = ? AND event IN ('import', 'map') AND ended_ns IS NULL", receiver), 0,
       "expandable: every import and map is linked to its end")
 equal(scalar(db, "SELECT count(*) FROM mapping_counts WHERE process_id = ?", receiver), 0, "expandable: the receiver counts nothing")
+
+# ---- expandable segments, the driver functions from cudaGetDriverEntryPoint ----
+# libcudart loaded RTLD_DEEPBIND: its own lookups of the driver reach glibc's dlsym, not the
+# guard's, so the functions it hands out are the guard's only through the guard's
+# cudaGetDriverEntryPoint (the preload's start included: the process's first cuInit is one of them).
+if SANITIZER_PRELOAD:
+    print("# entry-point: skipped, the sanitizer's runtime refuses libraries loaded RTLD_DEEPBIND")
+else:
+    db = tempdb()
+    same_results("expandable", db, "entry-point")
+    sender = scalar(db, "SELECT process_id FROM peer_mappings WHERE event = 'export'")
+    receiver = scalar(db, "SELECT process_id FROM peer_mappings WHERE event = 'import'")
+    check(sender and receiver and sender != receiver, "entry-point: the sender's and the receiver's rows")
+    counts = dict(((a, d), c) for a, d, c in query(db, "SELECT api, device, calls FROM mapping_counts WHERE process_id = ?", sender))
+    equal(counts, {("cuMemMap", 0): 4, ("cuMemSetAccess", 0): 1, ("cuMemUnmap", 0): 3, ("cuMemRelease", 0): 4},
+          "entry-point: the sender's own pages mapped, accessed, unmapped and released are counted")
+    got = query(db, "SELECT api, event, count(*), min(owner_device), max(accessor_device) FROM peer_mappings "
+                    "WHERE process_id = ? AND status = 0 GROUP BY api, event ORDER BY api, event", sender)
+    equal(got, [("cuMemExportToShareableHandle", "export", 4, 0, None), ("cuMemSetAccess", "access", 1, 0, 1),
+                ("cuMemUnmap", "end", 1, 0, 1)],
+          "entry-point: the sender's exports, device 1's access to the segment and the unmap that ends it are rows")
+    got = query(db, "SELECT api, event, count(*), min(owner_device), max(accessor_device) FROM peer_mappings "
+                    "WHERE process_id = ? AND status = 0 GROUP BY api, event ORDER BY api, event", receiver)
+    equal(got, [("cuMemImportFromShareableHandle", "import", 4, 0, None), ("cuMemMap", "map", 4, 0, None),
+                ("cuMemRelease", "end", 4, 0, None), ("cuMemSetAccess", "access", 1, 0, 1), ("cuMemUnmap", "end", 4, 0, 1)],
+          "entry-point: the receiver's imports, maps, its access (device 1), unmaps and releases are rows")
+    equal(scalar(db, "SELECT count(*) FROM peer_mappings WHERE process_id = ? AND event IN ('import', 'map') AND ended_ns IS NULL", receiver), 0,
+          "entry-point: every import and map is linked to its end")
 
 # ---- both ABIs of cuIpcOpenMemHandle, through cuGetProcAddress ----
 db = tempdb()

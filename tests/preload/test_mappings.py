@@ -2,8 +2,9 @@
 between two processes (legacy IPC through the runtime; VMM through the driver, the descriptor
 passed over a Unix socket) run under the guard, unchanged, and leave a peer_mappings row for every
 export, open, import, map and access, each linked to the close, unmap or release that ended it;
-the copy from the mapped memory into the importer's own device is a peer copy like any other. A
-process's own memory on its own device is only counted. In staged mode that copy is staged."""
+the copy from the mapped memory into the importer's own device is a peer copy like any other, and an
+asynchronous one gets its GPU time. A process's own memory on its own device is only counted. In
+staged mode that copy is staged, out of an IPC mapping and out of an imported VMM one."""
 import os
 import re
 import subprocess
@@ -142,6 +143,19 @@ def ipc_pair(db, owner_devices, open_device, owner_env={}, open_env={}, wrap=[])
     return opener
 
 
+def vmm_pair(db, owner_device, import_device, owner_env={}, import_env={}):
+    """xproc_peer vmm-owner on owner_device, vmm-import of its descriptor on import_device."""
+    sock = os.path.join(tempfolder(), "s")
+    owner = subprocess.Popen([program("xproc_peer"), "vmm-owner", str(owner_device), sock],
+                             env=environment(db, **owner_env), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    while owner.stdout.readline().strip() not in ("listening", ""):
+        pass
+    importer = run([program("xproc_peer"), "vmm-import", str(import_device), sock], db=db, **import_env)
+    owner.stdin.close()
+    owner.wait()
+    return importer
+
+
 db = tempdb()
 opener = ipc_pair(db, [0], 1, {"P2PGUARD_MODE": "staged"}, {"P2PGUARD_MODE": "staged"})
 check("data=1" in opener.stdout, "staged: the importer's copy out of the mapping is right (%s)" % opener.stdout.split())
@@ -149,6 +163,37 @@ equal(query(db, "SELECT src_device, dst_device, path, status FROM transfers"),
       [(0, 1, "staged", 0)], "staged: the copy out of the peer mapping is staged")
 equal(scalar(db, "SELECT count(*) FROM peer_mappings WHERE event = 'import' AND status = 0"), 1,
       "staged: the mapping itself is made and recorded (staged mode cannot stage a mapping)")
+
+# VMM: device 0's memory imported, mapped and made accessible to device 1 in another process; the
+# copy out of it into device 1's own memory goes through the guard's engine, not the mapping.
+db = tempdb()
+staged = {"P2PGUARD_MODE": "staged"}
+importer = vmm_pair(db, 0, 1, staged, staged)
+check("cuMemcpyDtoD=0" in importer.stdout and "data=1" in importer.stdout,
+      "staged vmm: the importer's copy out of the imported mapping succeeds and is right (%s)" % importer.stdout.split())
+equal(query(db, "SELECT api, src_device, dst_device, bytes, path, status FROM transfers"),
+      [("cuMemcpyDtoD_v2", 0, 1, 2 * MiB, "staged", 0)], "staged vmm: the copy out of the imported mapping is staged")
+equal(query(db, "SELECT api, accessor_device, owner_device, is_peer FROM peer_mappings WHERE event = 'access' AND status = 0"),
+      [("cuMemSetAccess", 1, 0, 1)], "staged vmm: device 1's access to the mapping is still made and recorded")
+equal(scalar(db, "SELECT count(*) FROM failures"), 0, "staged vmm: no failure")
+
+# ---- an asynchronous copy through a mapping gets its GPU time ----
+# P2PGUARD_GPU_TIMING=all: every asynchronous copy is timed with events on its own stream, read by
+# the drainer or by the exit's pass once the program has synchronised.
+timed = {"P2PGUARD_GPU_TIMING": "all", "XPROC_COPY": "async"}
+db = tempdb()
+opener = ipc_pair(db, [0], 1, open_env=timed)
+check("cudaMemcpyAsync=0" in opener.stdout and "data=1" in opener.stdout,
+      "timed ipc: the async copy out of the mapping is right (%s)" % opener.stdout.split())
+equal(query(db, "SELECT api, src_device, dst_device, bytes, path, status, gpu_ns > 0 FROM transfers"),
+      [("cudaMemcpyAsync", 0, 1, MiB, "p2p", 0, 1)], "timed ipc: the async copy out of the IPC mapping is a peer copy with a GPU time")
+db = tempdb()
+importer = vmm_pair(db, 0, 1, import_env=timed)
+check("cuMemcpyDtoDAsync=0" in importer.stdout and "data=1" in importer.stdout,
+      "timed vmm: the async copy out of the imported mapping is right (%s)" % importer.stdout.split())
+equal(query(db, "SELECT api, src_device, dst_device, bytes, path, status, gpu_ns > 0 FROM transfers"),
+      [("cuMemcpyDtoDAsync_v2", 0, 1, 2 * MiB, "p2p", 0, 1)],
+      "timed vmm: the async copy out of the imported mapping is a peer copy with a GPU time")
 
 # ---- the owner killed before it frees: the rows of both processes are there ----
 db = tempdb()

@@ -15,6 +15,12 @@
                              pidfd_getfd, imports, maps and reads them. The driver functions come
                              from cudaGetDriverEntryPointByVersion, as PyTorch's DriverAPI gets
                              them.
+    py_xproc.py expandable entry-point
+                             the same, the driver functions from cudaGetDriverEntryPoint (no
+                             version: the runtime's own), with libcudart loaded RTLD_DEEPBIND: its
+                             own lookups of the driver then reach glibc's dlsym, not the guard's,
+                             so what it hands out is the guard's only if the guard's
+                             cudaGetDriverEntryPoint made it so.
 
 Prints "EXPECT key=value ..." lines for the test; exit status 0 when the data crossed right.
 """
@@ -36,8 +42,10 @@ class IpcHandle(ctypes.Structure):
     _fields_ = [("reserved", ctypes.c_char * 64)]
 
 
-def runtime():
-    rt = ctypes.CDLL("libcudart.so.13")
+def runtime(lookup="by-version"):
+    # entry-point: the runtime's own driver table must not come from the guard's dlsym (above)
+    mode = os.RTLD_DEEPBIND if lookup == "entry-point" else ctypes.DEFAULT_MODE
+    rt = ctypes.CDLL("libcudart.so.13", mode=mode)
     rt.cudaIpcOpenMemHandle.argtypes = [ctypes.POINTER(ctypes.c_void_p), IpcHandle, ctypes.c_uint]
     return rt
 
@@ -147,14 +155,19 @@ SIGNATURES = {
 }
 
 
-def driver_api(rt):
-    """The driver functions through cudaGetDriverEntryPointByVersion, as c10's DriverAPI."""
+def driver_api(rt, lookup="by-version"):
+    """The driver functions through cudaGetDriverEntryPointByVersion, as c10's DriverAPI, or
+    through cudaGetDriverEntryPoint."""
     api = {}
     for name, args in SIGNATURES.items():
         fn = ctypes.c_void_p()
         status = ctypes.c_int()
-        base = name.replace("_v2", "")
-        rt.cudaGetDriverEntryPointByVersion(base.encode(), ctypes.byref(fn), 12000, 0, ctypes.byref(status))
+        base = name.replace("_v2", "").encode()
+        if lookup == "entry-point":
+            rt.cudaGetDriverEntryPoint(base, ctypes.byref(fn), ctypes.c_ulonglong(0), ctypes.byref(status))
+        else:
+            rt.cudaGetDriverEntryPointByVersion(base, ctypes.byref(fn), 12000, ctypes.c_ulonglong(0),
+                                                ctypes.byref(status))
         api[name] = ctypes.CFUNCTYPE(ctypes.c_int, *args)(fn.value)
     return api
 
@@ -181,10 +194,10 @@ def pidfd_getfd(pid, fd):
         os.close(pidfd)
 
 
-def from_shared(pid, fds, conn):
+def from_shared(pid, fds, conn, lookup):
     """ExpandableSegment::fromShared: take each page's descriptor from the sender, import, map."""
-    rt = runtime()
-    drv = driver_api(rt)
+    rt = runtime(lookup)
+    drv = driver_api(rt, lookup)
     device = 1 if devices(rt) > 1 else 0
     use_device(drv, device)
     mine = [pidfd_getfd(pid, fd) for fd in fds]
@@ -216,8 +229,9 @@ def from_shared(pid, fds, conn):
 
 
 def expandable():
-    rt = runtime()
-    drv = driver_api(rt)
+    lookup = sys.argv[2] if len(sys.argv) > 2 else "by-version"
+    rt = runtime(lookup)
+    drv = driver_api(rt, lookup)
     use_device(drv, 0)
     two = devices(rt) > 1
     base = u64()
@@ -239,7 +253,7 @@ def expandable():
         fds.append(fd.value)
     ctx = multiprocessing.get_context("spawn")
     parent, child_end = ctx.Pipe()
-    child = ctx.Process(target=from_shared, args=(os.getpid(), fds, child_end))
+    child = ctx.Process(target=from_shared, args=(os.getpid(), fds, child_end, lookup))
     child.start()
     reply = parent.recv()
     if reply == "send":
