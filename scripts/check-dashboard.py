@@ -8,8 +8,11 @@ unique panel ids, grid positions within 24 columns that do not overlap, a Promet
 on every panel and target, a refId and an expression per target, template variables the
 expressions use); PromQL that parses (every expression, Grafana's variables given example values,
 checked by `promtool check rules` as recording rules); and only metric names and labels that the
-exposition given (made by `p2pguard metrics` from a database) has. Prints one line per problem and
-exits 1, or "dashboard ok: N panels, M expressions" and 0.
+exposition given (made by `p2pguard metrics` from a database) has, in the expressions, the legends
+and the variables' label_values() queries. The exposition itself must label every series that
+carries dcgm-exporter's UUID with its host label as dcgm-exporter spells it (Hostname): the GPU
+panels group by (Hostname, UUID), and a join with dcgm-exporter's series matches on both. Prints
+one line per problem and exits 1, or "dashboard ok: N panels, M expressions" and 0.
 """
 import json
 import os
@@ -20,6 +23,9 @@ import sys
 import tempfile
 
 GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__range": "1h", "$__interval": "1m"}
+# dcgm-exporter's label of the host on its GPU series (gpu, UUID, pci_bus_id, device, modelName,
+# Hostname): a join on (Hostname, UUID) needs ours spelt the same.
+DCGM_HOST, DCGM_GPU = "Hostname", "UUID"
 
 
 def families(text):
@@ -54,7 +60,23 @@ def main():
     variables = {v["name"]: v for v in dash.get("templating", {}).get("list", [])}
     if variables.get("datasource", {}).get("type") != "datasource" or variables["datasource"].get("query") != "prometheus":
         say("no Prometheus datasource variable named datasource")
-    ids, cells, exprs = set(), {}, []
+    for name, v in variables.items():
+        if v.get("type") != "query":
+            continue
+        q = v.get("query")
+        q = q.get("query", "") if isinstance(q, dict) else q or ""
+        m = re.fullmatch(r"\s*label_values\(\s*(\w+)\s*,\s*(\w+)\s*\)\s*", q)
+        if not m:
+            say("variable %s: its query is not label_values(METRIC, LABEL): %s" % (name, q))
+        elif m.group(1) not in have:
+            say("variable %s: %s is not written by p2pguard metrics" % (name, m.group(1)))
+        elif have[m.group(1)] and m.group(2) not in have[m.group(1)]:
+            say("variable %s: %s has no label %s" % (name, m.group(1), m.group(2)))
+    for name, labels in sorted(have.items()):
+        if DCGM_GPU in labels and DCGM_HOST not in labels:
+            say("%s has dcgm-exporter's %s but not its host label %s: a join on (%s, %s) with "
+                "dcgm-exporter's series finds nothing" % (name, DCGM_GPU, DCGM_HOST, DCGM_HOST, DCGM_GPU))
+    ids, cells, exprs, legends = set(), {}, [], []
     for p in dash.get("panels", []):
         where = "panel %s (%s)" % (p.get("id"), p.get("title"))
         if not isinstance(p.get("id"), int) or p["id"] in ids:
@@ -85,6 +107,7 @@ def main():
                 say("%s: target %s has no expr" % (where, t.get("refId")))
                 continue
             exprs.append((where, t["expr"]))
+            legends.append((where, t["expr"], t.get("legendFormat", "")))
         if p.get("type") != "text" and not p.get("targets"):
             say("%s: no target" % where)
 
@@ -106,6 +129,17 @@ def main():
             for label in re.findall(r"(\w+)\s*=~?\s*\"", expr):
                 if label not in have[name]:
                     say("%s: %s has no label %s" % (where, name, label))
+
+    # A legend names labels the series it draws carry: those it groups by, else its metrics'.
+    for where, expr, legend in legends:
+        labels = {l.strip() for group in re.findall(r"\bby\s*\(([^)]*)\)", expr) for l in group.split(",")}
+        labels.discard("")
+        if not labels:
+            for name in set(re.findall(r"\b(p2pguard_[a-z_]+)\b", expr)):
+                labels |= have.get(name, set())
+        for label in re.findall(r"\{\{\s*(\w+)\s*\}\}", legend):
+            if labels and label not in labels:
+                say("%s: its legend names %s, which its series do not carry" % (where, label))
 
     # PromQL syntax: the expressions as recording rules, Grafana's variables with example values.
     promtool = shutil.which("promtool")

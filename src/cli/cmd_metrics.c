@@ -3,9 +3,10 @@
  * p2pguard metrics: the database as Prometheus text exposition (format 0.0.4), for node_exporter's
  * textfile collector or, with --listen, for a scrape of /metrics (metrics_serve.c). Counters only:
  * a fleet's Prometheus aggregates across nodes and takes rates. The copy families are labelled by
- * host, rank, device pair and path and, where the database has the devices table, by the physical
- * GPUs under dcgm-exporter's own label names (gpu, UUID, pci_bus_id; peer_gpu for the other end,
- * as its P2P status metric has it), so that they join with its series. This file is the command;
+ * host (Hostname, as dcgm-exporter spells it), rank, device pair and path and, where the database
+ * has the devices table, by the physical GPUs under dcgm-exporter's own label names (gpu, UUID,
+ * pci_bus_id; peer_gpu for the other end, as its P2P status metric has it), so that they join with
+ * its series on (Hostname, UUID). This file is the command;
  * the text is written by metrics_write.c (NCCL's families by metrics_nccl.c, the cross-process
  * mappings' by metrics_mappings.c).
  */
@@ -32,8 +33,9 @@ static void usage(FILE *out)
 	      "\n"
 	      "Prints the database as Prometheus text exposition: copies, bytes, failures, timed\n"
 	      "and untimed copies, copy seconds and overflow per host, rank, device pair and path\n"
-	      "(with dcgm-exporter's GPU labels gpu, UUID, pci_bus_id and peer_gpu, peer_UUID,\n"
-	      "peer_pci_bus_id where the database knows the physical GPUs); failures by rule,\n"
+	      "(with dcgm-exporter's labels Hostname and gpu, UUID, pci_bus_id and peer_gpu,\n"
+	      "peer_UUID, peer_pci_bus_id where the database knows the physical GPUs, so that\n"
+	      "they join with its series on (Hostname, UUID)); failures by rule,\n"
 	      "probe verdicts, crashes, stalls, dropped records; NCCL's operations, bytes and GPU\n"
 	      "seconds per rank, communicator and function (with the other end's GPU for sends,\n"
 	      "receives and two-rank collectives), its stalls; cross-process mappings opened,\n"

@@ -10,6 +10,10 @@
 #include "gpus.h"
 #include "report_format.h"
 
+/* The label of the host a series comes from, spelt as dcgm-exporter spells it on its GPU series,
+ * so that a PromQL join on (Hostname, UUID) matches them; every family uses this one spelling. */
+#define METRICS_HOST "Hostname"
+
 /* A label name="value" (backslash, double quote and newline escaped, as the format wants), after
  * a comma unless first. */
 void metrics_label(struct rbuf *b, const char *name, const char *value, bool first);

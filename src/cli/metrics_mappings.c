@@ -92,7 +92,7 @@ static int pair_families(FILE *out, const struct mapping_scan *s)
 		char rank[16] = "";
 		if (p->rank >= 0)
 			snprintf(rank, sizeof(rank), "%d", p->rank);
-		metrics_label(&b, "hostname", p->host, true);
+		metrics_label(&b, METRICS_HOST, p->host, true);
 		metrics_label(&b, "rank", rank, false);
 		ordinal_label(&b, "owner", g->owner);
 		ordinal_label(&b, "accessor", g->accessor);
@@ -150,8 +150,8 @@ int p2pg_metrics_mappings(sqlite3 *db, FILE *out)
 	/* the physical GPU of a row's device (its ordinal in column `ordinal` of alias x) */
 #define GPU_OF(ordinal) \
 	"LEFT JOIN devices d ON d.process_id = x.process_id AND d.ordinal = x." ordinal
-	static const char *const exports[] = {"hostname", "rank", "owner",     "handle_type",
-					      "gpu",	  "UUID", "pci_bus_id"};
+	static const char *const exports[] = {METRICS_HOST, "rank", "owner",	 "handle_type",
+					      "gpu",	    "UUID", "pci_bus_id"};
 	metrics_counter(
 	    out, db, "p2pguard_peer_mapping_exports_total",
 	    "Memory made openable by other processes (cudaIpcGetMemHandle, "
@@ -171,8 +171,8 @@ int p2pg_metrics_mappings(sqlite3 *db, FILE *out)
 	    exports, 7);
 	if (!p2pg_cli_has_table(db, "mapping_counts"))
 		return 0;
-	static const char *const own[] = {"hostname", "rank", "api",	   "device",
-					  "gpu",      "UUID", "pci_bus_id"};
+	static const char *const own[] = {METRICS_HOST, "rank", "api",	     "device",
+					  "gpu",	"UUID", "pci_bus_id"};
 	static const char *const own_sql[2][2] = {
 	    {"SELECT p.hostname, p.rank, x.api, x.device, NULL, NULL, NULL, sum(x.calls) FROM "
 	     "mapping_counts x JOIN processes p ON p.id = x.process_id GROUP BY x.process_id, "

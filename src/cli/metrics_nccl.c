@@ -4,7 +4,7 @@
  * sender's series, its receive on the receiver's), per communicator, kind and function, labelled
  * like the copy families: host and rank, the rank's GPU under dcgm-exporter's names (gpu,
  * UUID, pci_bus_id) and, for a send or receive or a two-rank collective, the other end's
- * (peer_rank, peer_hostname, peer_gpu, peer_UUID, peer_pci_bus_id), found through the
+ * (peer_rank, peer_Hostname, peer_gpu, peer_UUID, peer_pci_bus_id), found through the
  * communicator's hash in whichever process of the database recorded that rank. Bandwidth per pair
  * is rate(p2pguard_nccl_gpu_timed_bytes_total) / rate(p2pguard_nccl_gpu_seconds_total), by
  * func="Send" for one count per transfer.
@@ -33,11 +33,11 @@ static void end_labels(struct rbuf *b, const struct nccl_scan *s, int row, bool 
 	if (r && r->global_rank >= 0)
 		snprintf(num, sizeof(num), "%d", r->global_rank);
 	if (!peer) {
-		metrics_label(b, "hostname", g ? g->host : "", true);
+		metrics_label(b, METRICS_HOST, g ? g->host : "", true);
 		metrics_label(b, "rank", num, false);
 	} else {
 		metrics_label(b, "peer_rank", num, false);
-		metrics_label(b, "peer_hostname", g ? g->host : "", false);
+		metrics_label(b, "peer_" METRICS_HOST, g ? g->host : "", false);
 	}
 	metrics_gpu_labels(b, g, peer);
 }
@@ -122,8 +122,8 @@ int p2pg_metrics_nccl(sqlite3 *db, FILE *out)
 	family_of(out, v, n, "p2pguard_nccl_gpu_seconds_total",
 		  "GPU time of the NCCL operations that have one, waiting for the peer included.",
 		  offsetof(struct sample, gpu_ns));
-	static const char *const stall[] = {"hostname", "rank",	      "comm",
-					    "func",	"peer_state", "rule"};
+	static const char *const stall[] = {METRICS_HOST, "rank",	"comm",
+					    "func",	  "peer_state", "rule"};
 	if (p2pg_cli_has_table(db, "nccl_stalls"))
 		metrics_counter(
 		    out, db, "p2pguard_nccl_stalls_total",
@@ -135,7 +135,7 @@ int p2pg_metrics_nccl(sqlite3 *db, FILE *out)
 		    "3, "
 		    "4, 5, 6",
 		    stall, 6);
-	static const char *const unreported[] = {"hostname", "rank", "comm", "func"};
+	static const char *const unreported[] = {METRICS_HOST, "rank", "comm", "func"};
 	metrics_counter(
 	    out, db, "p2pguard_nccl_ops_unreported_total",
 	    "NCCL operations whose end NCCL never reported (their communicator or "
@@ -145,7 +145,7 @@ int p2pg_metrics_nccl(sqlite3 *db, FILE *out)
 	    "= o.process_id WHERE o.state = 'unreported' GROUP BY 1, 2, 3, 4 ORDER BY 1, "
 	    "2, 3, 4",
 	    unreported, 4);
-	static const char *const untracked[] = {"hostname", "rank"};
+	static const char *const untracked[] = {METRICS_HOST, "rank"};
 	metrics_counter(out, db, "p2pguard_nccl_events_untracked_total",
 			"NCCL events that found the guard's slots full (not recorded).",
 			"SELECT p.hostname, p.rank, sum(c.events_untracked) FROM nccl_comms c JOIN "

@@ -153,7 +153,7 @@ static int label_copies(sqlite3 *db, struct copy_table *t, bool devices)
 		sqlite3_reset(proc);
 		sqlite3_bind_int64(proc, 1, c->process);
 		bool found = sqlite3_step(proc) == SQLITE_ROW;
-		metrics_label(&b, "hostname", found ? p2pg_cli_col(proc, 0) : "", true);
+		metrics_label(&b, METRICS_HOST, found ? p2pg_cli_col(proc, 0) : "", true);
 		metrics_label(&b, "rank", found ? p2pg_cli_col(proc, 1) : "", false);
 		snprintf(num, sizeof(num), "%d", c->src);
 		metrics_label(&b, "src", num, false);
@@ -290,7 +290,7 @@ static void idle_processes(FILE *out, sqlite3 *db, const struct copy_table *t)
 		const char *h = row ? p2pg_cli_col(st, 0) : NULL;
 		if (any && (!row || strcmp(h ? h : "", host ? host : "") != 0)) {
 			struct rbuf b = {0};
-			metrics_label(&b, "hostname", host, true);
+			metrics_label(&b, METRICS_HOST, host, true);
 			fprintf(out, "p2pguard_processes_without_peer_calls_total{%s} %lld\n",
 				rbuf_str(&b), idle);
 			rbuf_free(&b);
@@ -322,7 +322,7 @@ int p2pg_metrics_write(sqlite3 *db, FILE *out)
 	}
 	copy_families(out, &t);
 
-	static const char *const rule[] = {"hostname", "rank", "api", "rule", "error"};
+	static const char *const rule[] = {METRICS_HOST, "rank", "api", "rule", "error"};
 	metrics_counter(
 	    out, db, "p2pguard_failures_total",
 	    "Failed peer calls and probe findings, by host, rank, API, knowledge-base rule and "
@@ -331,7 +331,7 @@ int p2pg_metrics_write(sqlite3 *db, FILE *out)
 	    "coalesce(f.error_name, f.status), count(*) FROM failures f JOIN processes p ON p.id "
 	    "= f.process_id GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5",
 	    rule, 5);
-	static const char *const verdict[] = {"hostname", "src", "dst", "verdict"};
+	static const char *const verdict[] = {METRICS_HOST, "src", "dst", "verdict"};
 	metrics_counter(
 	    out, db, "p2pguard_probe_verdicts_total",
 	    "Health-probe findings other than ok, by device pair and verdict.",
@@ -340,14 +340,14 @@ int p2pg_metrics_write(sqlite3 *db, FILE *out)
 	    "WHERE json_valid(f.evidence) AND json_extract(f.evidence, '$.p2p_probe') IS NOT "
 	    "NULL GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
 	    verdict, 4);
-	static const char *const sig[] = {"hostname", "rank", "signal"};
+	static const char *const sig[] = {METRICS_HOST, "rank", "signal"};
 	metrics_counter(
 	    out, db, "p2pguard_crashes_total",
 	    "Guarded processes that died of a fatal signal, by host, rank and signal number.",
 	    "SELECT p.hostname, p.rank, c.signal, count(*) FROM crashes c JOIN processes p ON "
 	    "p.id = c.process_id GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
 	    sig, 3);
-	static const char *const spair[] = {"hostname", "rank", "src", "dst"};
+	static const char *const spair[] = {METRICS_HOST, "rank", "src", "dst"};
 	if (p2pg_cli_has_table(db, "stalls") && p2pg_cli_has_column(db, "stalls", "src_device"))
 		metrics_counter(
 		    out, db, "p2pguard_stalls_total",
@@ -362,7 +362,7 @@ int p2pg_metrics_write(sqlite3 *db, FILE *out)
 		    out, "p2pguard_stalls_total",
 		    "Peer copies still unfinished past P2PGUARD_STALL_S (not recorded by this "
 		    "database's guard).");
-	static const char *const host[] = {"hostname"};
+	static const char *const host[] = {METRICS_HOST};
 	metrics_counter(
 	    out, db, "p2pguard_records_dropped_total",
 	    "Records lost because a thread's ring was full.",

@@ -137,25 +137,34 @@ static void section_gpus(struct report *r, FILE *out)
 	if (!r->has_devices)
 		return;
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	/* physical_index is NULL where NVML was missing or did not know the GPU: such an ordinal
+	 * is neither the same as nvidia-smi's index nor known to differ, so it is counted apart. */
 	if (sqlite3_prepare_v2(
 		r->db,
 		"SELECT count(DISTINCT p.hostname || ' ' || coalesce(d.uuid, "
 		"d.pci_bus_id)), count(DISTINCT p.hostname), group_concat(DISTINCT "
-		"d.name), sum(d.physical_index IS NOT d.ordinal), count(*) FROM devices "
-		"d JOIN processes p ON p.id = d.process_id",
+		"d.name), sum(d.physical_index IS NOT NULL AND d.physical_index != "
+		"d.ordinal), sum(d.physical_index IS NULL), count(*) FROM devices d JOIN "
+		"processes p ON p.id = d.process_id",
 		-1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_ROW || sqlite3_column_int64(st, 4) == 0)
+	    sqlite3_step(st) != SQLITE_ROW || sqlite3_column_int64(st, 5) == 0)
 		return;
 	struct rbuf line = {0};
 	long long gpus = sqlite3_column_int64(st, 0), hosts = sqlite3_column_int64(st, 1);
 	rbuf_printf(&line, "%lld physical %s on %lld %s (%s)", gpus, plural(gpus, "GPU", "GPUs"),
 		    hosts, plural(hosts, "host", "hosts"), p2pg_cli_col(st, 2) ?: "?");
-	long long renumbered = sqlite3_column_int64(st, 3);
+	long long renumbered = sqlite3_column_int64(st, 3), unknown = sqlite3_column_int64(st, 4),
+		  ordinals = sqlite3_column_int64(st, 5);
 	if (renumbered)
 		rbuf_printf(&line,
-			    "; %lld device ordinals differ from nvidia-smi's index "
+			    "; %lld device %s from nvidia-smi's index "
 			    "(CUDA_VISIBLE_DEVICES): pairs below are the processes' ordinals",
-			    renumbered);
+			    renumbered, plural(renumbered, "ordinal differs", "ordinals differ"));
+	if (unknown)
+		rbuf_printf(&line,
+			    "; nvidia-smi's index is unknown for %lld of %lld device %s (no NVML, "
+			    "or a GPU it does not know)",
+			    unknown, ordinals, plural(ordinals, "ordinal", "ordinals"));
 	fputs("GPUs: ", out);
 	fmt_wrap(out, rbuf_str(&line), 6, 4, r->width);
 	rbuf_free(&line);

@@ -495,6 +495,39 @@ static void instants(struct trace *t, const char *table, const char *what)
 	}
 }
 
+/* How many of the trace's transfer slices have a copy time, told apart as the report tells its
+ * rows apart: a slice of host time looks like any other in a viewer, and a bandwidth read off an
+ * untimed one (its enqueue) would be wrong, so the trace says how many there are. */
+static void copy_counts(struct trace *t)
+{
+	int64_t gpu_timed = 0, synchronous = 0, untimed = 0, failed = 0;
+	for (size_t k = 0; k < t->nrows; k++) {
+		const struct row *r = &t->rows[k];
+		if (r->status != 0)
+			failed++;
+		else if (!r->gpu_timed)
+			untimed++;
+		else if (strstr(t->apis[r->api], "Async"))
+			gpu_timed++;
+		else
+			synchronous++;
+	}
+	struct trace_out *o = t->out;
+	TRACE_PUTS(o, ",\"copies_gpu_timed\":");
+	trace_put_i64(o, gpu_timed);
+	TRACE_PUTS(o, ",\"copies_synchronous\":");
+	trace_put_i64(o, synchronous);
+	TRACE_PUTS(o, ",\"copies_untimed\":");
+	trace_put_i64(o, untimed);
+	TRACE_PUTS(o, ",\"copies_failed\":");
+	trace_put_i64(o, failed);
+	TRACE_PUTS(o, ",\"copies_means\":\"the transfer slices of this trace: successful "
+		      "asynchronous copies with a GPU time (timing gpu), successful synchronous "
+		      "ones (the call is the copy), successful copies without a copy time (timing "
+		      "host: the enqueue, no GB/s; counted, never divided) and failed calls; calls "
+		      "in transfer_overflow or in summary buckets have no slice\"");
+}
+
 /* The transfers' ends per process, for the mappings still live at their process's end; then
  * their tracks. */
 static int plan_mappings(struct trace *t, struct trace_mappings *m)
@@ -570,6 +603,7 @@ int trace_write(sqlite3 *db, const struct trace_options *opt, FILE *f)
 	TRACE_PUTS(
 	    o, ",\"calls_in_transfer_overflow_means\":\"copy calls that found their thread's ring "
 	       "full: counted, no row, so no slice\"");
+	copy_counts(&t);
 	if (nccl) {
 		TRACE_PUTS(o, ",\"nccl_ops_folded\":");
 		trace_put_i64(o, trace_nccl_folded(nccl));

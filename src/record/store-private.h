@@ -48,7 +48,7 @@ int p2pg_summary_flush(sqlite3 *db, struct p2pg_importer *im);
 /* A devices blob (P2PG_BLOB_DEVICES) into the devices table, inside the caller's transaction: its
  * rows replace the process's earlier ones for the same ordinals. A blob that is not valid is
  * never imported (the caller counts it invalid). */
-bool p2pg_store_devices_valid(const struct p2pg_spool_blob *b);
+bool p2pg_store_devices_valid(const struct p2pg_spool_blob *b, int32_t devices);
 /* 0, or -EIO. */
 int p2pg_store_import_devices(sqlite3 *db, int64_t process_id, const struct p2pg_spool_blob *b);
 

@@ -21,16 +21,19 @@ static long number(const char *s, long max)
 
 #define MAX_DEVICES 64
 
-bool p2pg_store_devices_valid(const struct p2pg_spool_blob *b)
+/* devices.c lists the ordinals 0..n-1 in order, n the driver's device count (at most
+ * MAX_DEVICES), the count the header holds too: an ordinal out of its place, or more devices
+ * than the process has, would be a row for a device it never had. */
+bool p2pg_store_devices_valid(const struct p2pg_spool_blob *b, int32_t devices)
 {
 	const char *f[MAX_DEVICES * DEVICE_FIELDS];
-	if (b->device < 0 || b->device > MAX_DEVICES)
+	if (b->device < 0 || b->device > MAX_DEVICES || (devices > 0 && b->device > devices))
 		return false;
 	int n = p2pg_store_blob_fields(b, f, MAX_DEVICES * DEVICE_FIELDS);
 	if (n != b->device * DEVICE_FIELDS)
 		return false;
 	for (int k = 0; k < n; k += DEVICE_FIELDS)
-		if (number(f[k], 65535) < 0 || number(f[k + 4], 0x7fffffff) == -2)
+		if (number(f[k], 65535) != k / DEVICE_FIELDS || number(f[k + 4], 0x7fffffff) == -2)
 			return false;
 	return true;
 }

@@ -6,6 +6,7 @@
  * a row; so the checks are kept together, apart from the SQL that writes the rows
  * (store_import.c), and read as one statement of what a writer can have published.
  */
+#include <signal.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -69,7 +70,12 @@ bool p2pg_store_record_valid(const struct p2pg_record *r, uint32_t crc, uint64_t
 			return false;
 		break;
 	case P2PG_REC_MAPPING:
+		/* The guard counts a process's own mapping only when it succeeded (the count's
+		 * device is then one of the process's), and an address is a pointer, which a
+		 * signed column holds. */
 		return r->path >= P2PG_MAP_EXPORT && r->path <= P2PG_MAP_END &&
+		       r->stream <= INT64_MAX &&
+		       (r->status == 0 || !(r->flags & P2PG_MAP_F_COUNTED)) &&
 		       (r->status != 0 || (mapping_device_possible(r->src_device, devices) &&
 					   mapping_device_possible(r->dst_device, devices)));
 	default:
@@ -92,11 +98,12 @@ bool p2pg_store_blob_valid(const struct p2pg_spool_blob *b, int32_t devices)
 		       (b->status != 0 || (device_possible(b->device, devices) &&
 					   device_possible(b->peer_device, devices)));
 	case P2PG_BLOB_CRASH:
-		return true; /* its other fields are not the crash's: not imported */
+		/* A fatal signal's number; its other fields are not the crash's: not imported. */
+		return b->signal > 0 && b->signal < NSIG;
 	case P2PG_BLOB_NCCL_COMM:
 		return p2pg_nccl_blob_valid(b);
 	case P2PG_BLOB_DEVICES:
-		return p2pg_store_devices_valid(b);
+		return p2pg_store_devices_valid(b, devices);
 	}
 	return false;
 }

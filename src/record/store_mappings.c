@@ -22,10 +22,15 @@ static int prepare(sqlite3 *db, struct p2pg_mapping_import *mi)
 		"handle_type, flags, mapping_id, started_ns, host_ns, thread_serial, seq) VALUES "
 		"(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)",
 		-1, &mi->insert, NULL) != SQLITE_OK ||
+	    /* Each record's bytes fit a signed column, their sum need not: past it SQLite's sum
+	     * would turn into a float. Only damage can get there; the count stops at the most
+	     * the column holds. */
 	    sqlite3_prepare_v2(db,
 			       "INSERT INTO mapping_counts (process_id, api, device, calls, bytes) "
 			       "VALUES (?1,?2,?3,1,?4) ON CONFLICT (process_id, api, device) DO "
-			       "UPDATE SET calls = calls + 1, bytes = bytes + excluded.bytes",
+			       "UPDATE SET calls = calls + 1, bytes = CASE WHEN bytes > "
+			       "9223372036854775807 - excluded.bytes THEN 9223372036854775807 ELSE "
+			       "bytes + excluded.bytes END",
 			       -1, &mi->count, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(db,
 			       "UPDATE peer_mappings SET ended_ns = ?3, ended_by = ?4 WHERE "

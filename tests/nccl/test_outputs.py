@@ -220,7 +220,8 @@ seconds = [s for s in fams["p2pguard_nccl_gpu_seconds"].samples if s.labels["fun
 want = query(db, "SELECT sum(o.bytes), sum(o.gpu_ns) FROM nccl_ops o JOIN nccl_comms c USING (process_id, comm_serial) "
                  "WHERE c.comm_hash = '00000000000a11a1' AND c.rank = 0 AND o.func = 'Send' AND o.gpu_ns > 0")[0]
 check(len(send) == 1 and send[0].value == want[0] and abs(seconds[0].value - want[1] / 1e9) < 1e-9
-      and send[0].labels["rank"] == "0" and send[0].labels["peer_rank"] == "1" and send[0].labels["hostname"],
+      and send[0].labels["rank"] == "0" and send[0].labels["peer_rank"] == "1" and send[0].labels["Hostname"]
+      and send[0].labels["peer_Hostname"] == send[0].labels["Hostname"],
       "metrics: rank 0's sends to rank 1 by GPU pair (UUID, peer_UUID), bytes and GPU seconds as the rows (%s)" % send)
 coll = [s for s in fams["p2pguard_nccl_ops"].samples if s.labels["comm"] == "00000000000a11a1" and s.labels["kind"] == "coll"]
 check(coll and all(s.labels["peer_UUID"] == "" for s in coll), "metrics: a 4-rank collective has no other end")

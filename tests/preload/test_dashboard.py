@@ -43,4 +43,21 @@ bad["panels"][0]["targets"][0]["expr"] = "sum by (gpu_name) (rate(p2pguard_peer_
 json.dump(bad, open(path, "w"))
 proc = subprocess.run([sys.executable, check_script, path, prom], capture_output=True, text=True)
 check(proc.returncode == 1 and "has no label gpu_name" in proc.stdout, "a label the metric lacks is caught")
+# ...in a legend and in the host variable's query too (the host label is dcgm-exporter's Hostname).
+bad = json.load(open(dashboard))
+bad["panels"][0]["targets"][0]["legendFormat"] = "{{hostname}} {{src}}->{{dst}}"
+host = next(v for v in bad["templating"]["list"] if v["type"] == "query")
+host["query"]["query"] = "label_values(p2pguard_processes_total, hostname)"
+json.dump(bad, open(path, "w"))
+proc = subprocess.run([sys.executable, check_script, path, prom], capture_output=True, text=True)
+check(proc.returncode == 1 and "legend names hostname" in proc.stdout and
+      "p2pguard_processes_total has no label hostname" in proc.stdout,
+      "a legend's or a variable's label the metrics lack is caught (%s)" % proc.stdout.strip())
+# An exposition whose GPU series spell the host otherwise than dcgm-exporter cannot be joined with
+# its series on (Hostname, UUID): caught.
+lower = os.path.join(work, "lower.prom")
+open(lower, "w").write(text.replace("Hostname=", "hostname="))
+proc = subprocess.run([sys.executable, check_script, dashboard, lower], capture_output=True, text=True)
+check(proc.returncode == 1 and "p2pguard_peer_copies_total has dcgm-exporter's UUID but not its host label Hostname"
+      in proc.stdout, "GPU series without dcgm-exporter's Hostname label are caught")
 done()

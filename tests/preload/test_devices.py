@@ -45,12 +45,36 @@ equal([r[3] for r in rows], ["SimCUDA H200 sim #0", "SimCUDA H200 sim #1", "SimC
 equal([r[4] for r in rows], [0, 1, None], "nvidia-smi's index from NVML; NULL for a GPU NVML does not know")
 by_pci = {r[2]: r[1] for r in rows}
 
+
+def gpus_line(db):
+    """The report's GPUs line, unwrapped."""
+    out = cli("report", db).stdout
+    start = out.find("GPUs: ")
+    if start < 0:
+        return ""
+    lines = out[start:].splitlines()
+    text = lines[0]
+    for more in lines[1:]:
+        if not more.startswith("    "):  # wrapped lines are indented (no --verbose: no GPU lines)
+            break
+        text += " " + more.strip()
+    return " ".join(text.split())
+
+
+# The report compares ordinals with nvidia-smi's index only where the index is known.
+line = gpus_line(db)
+check("differ" not in line and "nvidia-smi's index is unknown for 1 of 3 device ordinals" in line,
+      "report: ordinals equal to their known index differ from nothing, the unknown one is said (%s)" % line)
+
 # No NVML at all: the identity is there, the index is not.
 db = tempdb()
 run_copies(db, LD_LIBRARY_PATH=SIM)
 rows = devices(db)
 equal([(r[1], r[4]) for r in rows], [(by_pci[r[2]], None) for r in rows],
       "without NVML: the same UUIDs, physical_index NULL")
+line = gpus_line(db)
+check("differ" not in line and "nvidia-smi's index is unknown for 3 of 3 device ordinals" in line,
+      "report without NVML: no ordinal said to differ from an index nobody knows (%s)" % line)
 
 # CUDA_VISIBLE_DEVICES renumbers: the ordinals differ, the GPUs do not.
 db = tempdb()
@@ -60,6 +84,10 @@ equal([(r[0], r[2], r[4]) for r in rows], [(0, "00000000:12:00.0", None), (1, "0
       "CUDA_VISIBLE_DEVICES=2,0: ordinal 0 is the machine's device 2, ordinal 1 its device 0")
 equal([r[1] for r in rows], [by_pci["00000000:12:00.0"], by_pci["00000000:10:00.0"]],
       "CUDA_VISIBLE_DEVICES=2,0: each ordinal keeps its GPU's UUID")
+line = gpus_line(db)
+check("; 1 device ordinal differs from nvidia-smi's index" in line and
+      "nvidia-smi's index is unknown for 1 of 2 device ordinals" in line,
+      "report, CUDA_VISIBLE_DEVICES=2,0: the known index that differs counted, the unknown one apart (%s)" % line)
 db = tempdb()
 run_copies(db, CUDA_VISIBLE_DEVICES=by_pci["00000000:11:00.0"] + ",0")
 rows = devices(db)

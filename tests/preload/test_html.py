@@ -55,6 +55,22 @@ def page_checks(browser, name, gpus, processes):
     equal(browser.execute_script("return performance.getEntriesByType('resource').length"), 0, "%s: the page fetched nothing" % name)
 
 
+def copy_cards(browser, name, db):
+    """The summary's copy cards against the database: every call once (peer_totals), the timed ones
+    (rows with a copy time), the untimed rest of the successful ones (rows without a GPU time,
+    summary buckets, overflow) and the calls folded into overflow."""
+    calls, failed = query(db, "SELECT coalesce(sum(calls), 0), coalesce(sum(failures), 0) FROM peer_totals "
+                              "WHERE src_device IS NOT NULL AND dst_device IS NOT NULL")[0]
+    timed = scalar(db, "SELECT count(*) FROM transfers WHERE status = 0 AND gpu_ns > 0 AND src_device IS NOT NULL "
+                       "AND dst_device IS NOT NULL")
+    folded = scalar(db, "SELECT coalesce(sum(count), 0) FROM transfer_overflow")
+    shown = {k: int(browser.find_element(By.ID, k).text.replace(",", ""))
+             for k in ("n-calls", "n-timed", "n-untimed", "n-folded")}
+    equal(shown, {"n-calls": calls, "n-timed": timed, "n-untimed": calls - failed - timed, "n-folded": folded},
+          "%s: the calls, timed, untimed and overflow cards are the database's" % name)
+    return shown
+
+
 def nccl_matrix_checks(browser, name):
     """NCCL's matrix, where the page has one: N x N, one-line rows, inside its own scroll box."""
     check(browser.find_elements(By.CSS_SELECTOR, 'nav#toc a[href="#sec-nccl"]'), "%s: NCCL in the table of contents" % name)
@@ -199,6 +215,10 @@ def check_scale(browser, work, shots):
         gpus = int(args[1])
         processes = int(args[3])
         page_checks(browser, name, gpus, processes)
+        shown = copy_cards(browser, name, big)
+        if name == "8gpu":
+            check(shown["n-untimed"] > 0 and shown["n-folded"] > 0,
+                  "8gpu: a job with untimed copies and calls in overflow (%s)" % shown)
         n = nccl_matrix_checks(browser, name)
         # a matrix per host of the mappings (make-bigdb.py's NCCL imports and IPC opens), 16 at most
         hosts = mapping_matrices(browser, name)
@@ -269,6 +289,7 @@ try:
     equal(browser.find_element(By.ID, "n-processes").text, str(scalar(db, "SELECT count(*) FROM processes")),
           "the summary card counts every guarded process")
     equal(browser.find_element(By.ID, "n-crashes").text, "1", "the crash imported from the dead spool is counted")
+    copy_cards(browser, "2 GPUs", db)
     cell = browser.find_elements(By.CSS_SELECTOR, '#matrix td[data-pair="0-1"] .bw')
     paths = sorted(c.get_attribute("data-path") for c in cell)
     want = sorted(r[0] for r in query(db, "SELECT path FROM peer_bandwidth WHERE src_device = 0 AND dst_device = 1"))

@@ -122,6 +122,51 @@ instants = [e for e in events if e["ph"] == "i"]
 equal(sum(e["cat"] == "failure" for e in instants), scalar(db, "SELECT count(*) FROM failures"), "trace: an instant per failure")
 check(any(e["cat"] == "crash" and "SIGSEGV" in e["name"] or "Segmentation" in e["name"] for e in instants), "trace: the crash")
 check(any(e["cat"] == "stall" and e["args"].get("waited_ns") == 31000000000 for e in instants), "trace: the stall")
+# The trace says how many of its copies have a copy time, as the rows have it (a synchronous
+# copy's gpu_ns is its call's time; an untimed copy's slice is its enqueue).
+other = trace["otherData"]
+counts = query(db, "SELECT sum(status = 0 AND gpu_ns > 0 AND instr(api, 'Async') > 0), "
+                   "sum(status = 0 AND gpu_ns > 0 AND instr(api, 'Async') = 0), "
+                   "sum(status = 0 AND coalesce(gpu_ns, 0) <= 0), sum(status != 0) "
+                   "FROM transfers WHERE started_ns IS NOT NULL")[0]
+equal(tuple(other.get(k) for k in ("copies_gpu_timed", "copies_synchronous", "copies_untimed", "copies_failed")),
+      counts, "trace: otherData counts the GPU-timed, synchronous, untimed and failed copies as the rows do")
+# (Whether a small asynchronous copy is GPU-timed depends on the sampling's clock: the copy of the
+# database below makes sure of an untimed and a failed one.)
+check(counts[0] >= 1 and counts[1] >= 2, "trace: the run has GPU-timed and synchronous copies (%s)" % (counts,))
+equal(sum(counts), len(slices), "trace: those counts are its slices")
+equal(sum(e["args"]["timing"] == "host" and e["args"]["status"] == 0 for e in slices), other.get("copies_untimed"),
+      "trace: the untimed count is the successful slices of host time")
+check("copies_means" in other and other.get("calls_in_transfer_overflow") == 0,
+      "trace: what the counts mean, beside the overflow's count")
+# On a copy of the database: a copy that lost its GPU time and a failed one, calls folded into
+# overflow; and a filter counts only what it leaves.
+changed = os.path.join(work, "changed.db")
+with sqlite3.connect(db) as src, sqlite3.connect(changed) as dst:
+    src.backup(dst)
+con = sqlite3.connect(changed)
+con.execute("UPDATE transfers SET gpu_ns = NULL WHERE id = (SELECT min(id) FROM transfers WHERE status = 0 "
+            "AND gpu_ns > 0 AND instr(api, 'Async') > 0)")
+con.execute("UPDATE transfers SET status = 1, gpu_ns = NULL WHERE id = (SELECT min(id) FROM transfers WHERE status = 0 "
+            "AND gpu_ns > 0 AND instr(api, 'Async') = 0)")
+con.execute("INSERT INTO transfer_overflow (process_id, thread_serial, thread_id, api, src_device, dst_device, path, "
+            "status, size_bucket, count, bytes, host_ns_total) SELECT process_id, 1, 1, 'cudaMemcpyPeerAsync', 0, 1, "
+            "'p2p', 0, 12, 9, 9 * 4096, 9000 FROM transfers LIMIT 1")
+con.commit()
+con.close()
+whole = json.loads(cli("trace", changed).stdout)["otherData"]
+equal(tuple(whole.get(k) for k in ("copies_gpu_timed", "copies_synchronous", "copies_untimed", "copies_failed",
+                                   "calls_in_transfer_overflow")),
+      (counts[0] - 1, counts[1] - 1, counts[2] + 1, counts[3] + 1, 9),
+      "trace: a copy without its GPU time counts as untimed, a failed one as failed; the overflow apart")
+first = query(changed, "SELECT status != 0, status = 0 AND coalesce(gpu_ns, 0) <= 0, status = 0 AND gpu_ns > 0 AND "
+                       "instr(api, 'Async') = 0 FROM transfers WHERE started_ns IS NOT NULL ORDER BY started_ns, id "
+                       "LIMIT 3")
+limited = json.loads(cli("trace", changed, "--limit", "3").stdout)["otherData"]
+equal((limited.get("copies_failed"), limited.get("copies_untimed"), limited.get("copies_synchronous"),
+       limited.get("copies_gpu_timed")),
+      (sum(r[0] for r in first), sum(r[1] for r in first), sum(r[2] for r in first),
+       3 - sum(r[0] + r[1] + r[2] for r in first)), "trace --limit 3: only its three slices counted")
 proc = cli("trace", db)
 check(proc.returncode == 0 and json.loads(proc.stdout)["traceEvents"], "trace: to standard output without -o")
 

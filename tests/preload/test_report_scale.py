@@ -15,6 +15,7 @@ import prometheus_client.parser
 
 import json
 import re
+import shutil
 import sqlite3
 import time
 import urllib.request
@@ -196,8 +197,43 @@ for args in (["--rank", "x"], ["--from", "yesterday"], ["--limit", "0"], ["--clo
 text = cli("metrics", big).stdout
 fams = {f.name: f for f in prometheus_client.parser.text_string_to_metric_families(text)}
 sample = fams["p2pguard_peer_copies"].samples[0]
-check({"hostname", "rank", "src", "dst", "path", "gpu", "UUID", "pci_bus_id", "peer_gpu", "peer_UUID",
+check({"Hostname", "rank", "src", "dst", "path", "gpu", "UUID", "pci_bus_id", "peer_gpu", "peer_UUID",
        "peer_pci_bus_id"} <= set(sample.labels), "metrics: rank and dcgm-exporter's GPU labels (%s)" % sample.labels)
+spelt = sorted({l for f in fams.values() for s in f.samples for l in s.labels if l.lower().endswith("hostname")})
+equal(spelt, ["Hostname", "peer_Hostname"], "metrics: the host label spelt as dcgm-exporter spells it, in every family")
+# A join with dcgm-exporter's own series on (Hostname, UUID), evaluated by Prometheus's engine
+# (promtool test rules): a GPU series of dcgm-exporter's per (host, GPU) of the job, labelled as it
+# labels them, brings its modelName to our copy bytes; each host's sum is ours.
+gpus = query(big, "SELECT DISTINCT p.hostname, d.uuid, d.pci_bus_id, d.physical_index FROM devices d "
+                  "JOIN processes p ON p.id = d.process_id")
+dcgm = ['DCGM_FI_DEV_SM_CLOCK{gpu="%d",UUID="%s",pci_bus_id="%s",device="nvidia%d",'
+        'modelName="NVIDIA H100 80GB HBM3",Hostname="%s"}' % (i, u, b, i, h) for h, u, b, i in gpus]
+ours = [l.rsplit(" ", 1) for l in text.splitlines() if l.startswith("p2pguard_peer_copy_bytes_total{")]
+want = {}
+for s in fams["p2pguard_peer_copy_bytes"].samples:
+    if s.labels.get("UUID") and s.labels.get("Hostname"):
+        want[s.labels["Hostname"]] = want.get(s.labels["Hostname"], 0) + s.value
+check(len(want) == 3, "metrics: copy bytes on a known GPU on each of the 3 hosts (%s)" % sorted(want))
+promtool = shutil.which("promtool")
+check(promtool is not None, "promtool is installed (scripts/install-deps.sh: prometheus)")
+if promtool:
+    spec = {"rule_files": [], "tests": [{
+        "interval": "1m",
+        "input_series": [{"series": x, "values": "1980x2"} for x in dcgm] +
+                        [{"series": x, "values": "%s+0x2" % v} for x, v in ours],
+        "promql_expr_test": [{
+            "expr": "sum by (Hostname, modelName) (p2pguard_peer_copy_bytes_total * on (Hostname, UUID) "
+                    "group_left (modelName) (0 * DCGM_FI_DEV_SM_CLOCK + 1))",
+            "eval_time": "1m",
+            "exp_samples": [{"labels": '{Hostname="%s",modelName="NVIDIA H100 80GB HBM3"}' % h, "value": v}
+                            for h, v in sorted(want.items())]}]}]}
+    path = os.path.join(work, "join.yml")
+    with open(path, "w") as f:
+        json.dump(spec, f)  # JSON is YAML
+    pt = subprocess.run([promtool, "test", "rules", path], capture_output=True, text=True)
+    check(pt.returncode == 0 and want,
+          "metrics: a PromQL join on (Hostname, UUID) with dcgm-exporter's series finds every host's copies (%s)"
+          % (pt.stdout + pt.stderr).strip()[-600:])
 total = lambda name: sum(s.value for s in fams[name].samples)
 equal(total("p2pguard_peer_copies_folded"), folded, "metrics: the overflow totals")
 equal(total("p2pguard_peer_copies_untimed"), rep["summary"]["transfer_calls"]["untimed"], "metrics: untimed copies")
