@@ -523,8 +523,8 @@ static void copy_counts(struct trace *t)
 	trace_put_i64(o, failed);
 	TRACE_PUTS(o, ",\"copies_means\":\"the transfer slices of this trace: successful "
 		      "asynchronous copies with a GPU time (timing gpu), successful synchronous "
-		      "ones (the call is the copy), successful copies without a copy time (timing "
-		      "host: the enqueue, no GB/s; counted, never divided) and failed calls; calls "
+		      "ones with a GPU time (timing gpu), successful copies without one (timing "
+		      "host: the call, no GB/s; counted, never divided) and failed calls; calls "
 		      "in transfer_overflow or in summary buckets have no slice\"");
 }
 

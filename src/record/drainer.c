@@ -217,17 +217,19 @@ static void answer_flush_without_database(void)
 	}
 }
 
-/* While the database is opened: the program's exit (its last pass asked, or the stop) or a crash
- * ends the wait for another rank's lock at once; the records wait in the spool. */
+/* While the database is opened: once the exit's last pass with CUDA has had its one wait for
+ * another rank's lock (a lock held for a moment, as ranks sharing a database do, must not cost
+ * the GPU times only this process can read), the stop or a crash ends the wait at once; the
+ * records wait in the spool. */
 static bool exit_begun(void *unused)
 {
 	(void)unused;
 	if (atomic_load(&p2pg_rec.exiting) || atomic_load(&p2pg_rec.crashing))
 		return true;
 	pthread_mutex_lock(&p2pg_rec.lock);
-	bool begun = p2pg_rec.stop || p2pg_rec.flush_asked > p2pg_rec.flush_answered;
+	bool stop = p2pg_rec.stop;
 	pthread_mutex_unlock(&p2pg_rec.lock);
-	return begun;
+	return stop;
 }
 
 static void *drainer_main(void *arg)
