@@ -152,9 +152,9 @@ static size_t word_before(const char *text, const char *p, const char **ret_star
 
 /*
  * A number is read as a status when it is all the text, or when it follows a word that introduces
- * one ("Error 802", "Cuda failure 217", "status=700", "returned (0x2c0)"); other numbers in a log
- * line are device ordinals, bus ids and sizes. NCCL's own results ("NCCL error 1") are not CUDA
- * statuses.
+ * one ("Error 802", "Cuda failure 217", "status=700", "returned (0x2c0)", "return value: 205");
+ * other numbers in a log line are device ordinals, bus ids and sizes. NCCL's own results ("NCCL
+ * error 1") are not CUDA statuses.
  */
 static bool number_is_status(const char *text, const char *start, const char *end)
 {
@@ -169,15 +169,18 @@ static bool number_is_status(const char *text, const char *start, const char *en
 	if (p == start && *q == '\0')
 		return true;
 
-	const char *word;
+	const char *word, *before;
 	size_t n = word_before(text, start, &word);
+	size_t m = word_before(text, word, &before);
 	bool introduced = false;
 	for (size_t k = 0; words[k] && !introduced; k++)
 		introduced = n == strlen(words[k]) && strncasecmp(word, words[k], n) == 0;
+	/* Open MPI's "cuIpcOpenMemHandle return value:   217": "value" alone introduces sizes
+	 * and counts, after "return" only a call's result. */
+	if (!introduced && n == 5 && strncasecmp(word, "value", 5) == 0)
+		introduced = m == 6 && strncasecmp(before, "return", 6) == 0;
 	if (!introduced)
 		return false;
-	const char *before;
-	size_t m = word_before(text, word, &before);
 	return !(m == 4 && strncasecmp(before, "nccl", 4) == 0);
 }
 

@@ -26,29 +26,53 @@ static bool status_fits(const struct p2pg_rule *r, const struct line_clues *clue
 	return false;
 }
 
-/* How many kinds of the rule's context the line names (0 to 3); -1 when the rule has a context
- * and the line names none of it. */
-static int context_clues(const struct p2pg_rule *r, const struct line_clues *clues)
+/* The longest spelling in the line of a status the rule lists; 0 when it names none of them. */
+static size_t status_span(const struct p2pg_rule *r, const struct line_clues *clues)
 {
-	int found = 0;
+	size_t span = 0;
+	for (size_t k = 0; k < r->n_codes; k++) {
+		size_t s = line_status_span(clues, r->codes[k]);
+		if (s > span)
+			span = s;
+	}
+	return span;
+}
+
+/* What the line names of a rule's context. */
+struct context_found {
+	int kinds;     /* how many kinds (0 to 3); -1: the rule has a context and none is named */
+	bool anchored; /* one of its calls or source files is named */
+};
+
+static struct context_found context_clues(const struct p2pg_rule *r, const struct line_clues *clues)
+{
+	struct context_found f = {0, false};
 	if (!r->has_context)
-		return 0;
+		return f;
 	for (size_t k = 0; k < r->n_context_apis; k++)
 		if (line_names_api(clues, r->context_apis[k])) {
-			found++;
+			f.kinds++;
+			f.anchored = true;
 			break;
 		}
 	for (size_t k = 0; k < r->n_context_files; k++)
 		if (line_names_file(clues, r->context_files[k])) {
-			found++;
+			f.kinds++;
+			f.anchored = true;
 			break;
 		}
 	if (r->context_frameworks & clues->frameworks)
-		found++;
-	return found ? found : -1;
+		f.kinds++;
+	if (f.kinds == 0)
+		f.kinds = -1;
+	return f;
 }
 
-static size_t explain_score(const struct p2pg_rule *r, const char *text,
+/*
+ * How much of the text the rule accounts for: the part its regex matches, its longest alias found
+ * or, for a rule about a status (one with "match"), the longest spelling of a status it lists.
+ */
+static size_t wording_score(const struct p2pg_rule *r, const char *text,
 			    const struct line_clues *clues)
 {
 	size_t score = 0;
@@ -59,13 +83,8 @@ static size_t explain_score(const struct p2pg_rule *r, const char *text,
 	for (size_t k = 0; k < r->n_aliases; k++)
 		if (strlen(r->aliases[k]) > score && strcasestr(text, r->aliases[k]))
 			score = strlen(r->aliases[k]);
-	/* Text-only rules are about one framework's wording; a bare status says nothing about
-	 * the framework, so only rules about the status itself are found through it. */
-	for (size_t k = 0; r->has_match && k < r->n_codes; k++) {
-		size_t s = line_status_span(clues, r->codes[k]);
-		if (s > score)
-			score = s;
-	}
+	if (r->has_match && status_span(r, clues) > score)
+		score = status_span(r, clues);
 	return score;
 }
 
@@ -75,6 +94,11 @@ struct candidate {
 	int clues;
 };
 
+static bool has_facts(const struct p2pg_rule *r)
+{
+	return r->n_conditions > 0;
+}
+
 static int compare_candidates(const void *a, const void *b)
 {
 	const struct candidate *x = a, *y = b;
@@ -82,7 +106,15 @@ static int compare_candidates(const void *a, const void *b)
 		return x->clues > y->clues ? -1 : 1;
 	if (x->score != y->score)
 		return x->score > y->score ? -1 : 1;
-	/* Text carries no evidence: the general rule first, the narrower causes after it. */
+	/* Text carries no evidence: the rules that need none first, then the narrower causes the
+	 * guard tells apart at run time. Those are ordered by how often each is the cause when it
+	 * matches (confidence), not by how many facts it tests: two causes of one failure test
+	 * different facts (an IPC open's 217 with the exporter outside the process's view, or
+	 * with a visible peer unreachable), and more facts do not make a cause more likely. */
+	if (has_facts(x->rule) != has_facts(y->rule))
+		return has_facts(x->rule) ? 1 : -1;
+	if (has_facts(x->rule) && x->rule->confidence != y->rule->confidence)
+		return x->rule->confidence > y->rule->confidence ? -1 : 1;
 	if (x->rule->specificity != y->rule->specificity)
 		return x->rule->specificity < y->rule->specificity ? -1 : 1;
 	if (x->rule->confidence != y->rule->confidence)
@@ -107,12 +139,28 @@ size_t p2pg_ruleset_explain(const struct p2pg_ruleset *rs, const char *text,
 		const struct p2pg_rule *r = rs->rules[k];
 		if (!status_fits(r, &clues))
 			continue;
-		int found = context_clues(r, &clues);
-		if (found < 0)
+		struct context_found found = context_clues(r, &clues);
+		if (found.kinds < 0)
 			continue;
-		size_t score = explain_score(r, text, &clues);
+		size_t score = wording_score(r, text, &clues);
+		int kinds = found.kinds;
+		/*
+		 * A framework's rule is also found through a status it lists where the line names
+		 * one of its calls or source files: the same failure reaches users in many wordings
+		 * (a JIT kernel's "Runtime check failed at .../custom_all_reduce.cuh:37: CUDA
+		 * error: invalid argument", NCCL's "Cuda failure 101 'invalid devi" cut short),
+		 * while the file or call that failed stays in the line. The call or file then
+		 * counts as what found the rule rather than as a clue that ranks it: a rule whose
+		 * own wording matches comes first where it names as much. A framework alone does
+		 * not find a rule through a status: every framework prints out-of-memory and
+		 * invalid arguments of its own.
+		 */
+		if (score == 0 && found.anchored) {
+			score = status_span(r, &clues);
+			kinds--;
+		}
 		if (score > 0)
-			c[n++] = (struct candidate){r, score, found};
+			c[n++] = (struct candidate){r, score, kinds};
 	}
 	qsort(c, n, sizeof(*c), compare_candidates);
 	for (size_t k = 0; out && k < n && k < max; k++)

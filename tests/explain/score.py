@@ -14,6 +14,8 @@ about P2P).
 Exits 1 when the corpus misses the goal (P2P lines right at the top) or when any non-P2P line of
 it gets P2P advice. The held-out set was gathered after the rules were written, from other
 threads; it is printed for comparison and never tuned on, so it does not decide the exit status.
+The same scoring checks tests/explain/variants.jsonl with --goal 1.0: lines this project wrote,
+each with "variant" (what it varies) instead of "source", not lines pasted by users.
 """
 import argparse
 import json
@@ -104,7 +106,7 @@ def main():
     if args.heldout:
         held_result = score(args.binary, load(args.heldout), args.verbose, "held-out")
 
-    table("Corpus (tests/explain/corpus.jsonl)", main_result)
+    table(f"Scored set ({args.corpus})", main_result)
     if held_result:
         table("Held-out set (tests/explain/heldout.jsonl, gathered after the rules; not tuned on)",
               held_result)
@@ -113,14 +115,14 @@ def main():
     right = counts["right"] / p2p_total if p2p_total else 0.0
     failed = False
     if right < args.goal:
-        print(f"\nFAIL: {100 * right:.1f}% of the corpus's P2P lines right at the top, "
+        print(f"\nFAIL: {100 * right:.1f}% of the scored set's P2P lines right at the top, "
               f"goal {100 * args.goal:.0f}%")
         failed = True
     if advised:
-        print(f"\nFAIL: {len(advised)} non-P2P line(s) of the corpus answered with P2P advice")
+        print(f"\nFAIL: {len(advised)} non-P2P line(s) of the scored set answered with P2P advice")
         failed = True
     if not failed:
-        print(f"\nok: {100 * right:.1f}% of the corpus's P2P lines right at the top "
+        print(f"\nok: {100 * right:.1f}% of the scored set's P2P lines right at the top "
               f"(goal {100 * args.goal:.0f}%), no non-P2P line given P2P advice")
     return 1 if failed else 0
 

@@ -196,6 +196,9 @@ static void test_reading(void)
 	check_str(first(rs, "peer access is not supported between these2"), "(none)");
 	check_str(first(rs, "note: peer access is not"), "(none)");
 	check_str(first(rs, "peer access is not supported between these and more text"), "(none)");
+	/* Open MPI's "return value: N" is a call's result; "value" alone is not. */
+	check_str(first(rs, "  cuIpcOpenMemHandle return value:   217"), "t/unsupported");
+	check_str(first(rs, "buffer value: 217"), "(none)");
 	p2pg_ruleset_free(rs);
 }
 
@@ -276,6 +279,62 @@ static void test_context(void)
 	p2pg_ruleset_free(rs);
 }
 
+/* A framework's rule found through a status it lists, where the line names its file or call
+ * but not its wording; the narrower causes of one failure ordered by confidence. */
+static void test_anchored(void)
+{
+	struct p2pg_ruleset *rs = p2pg_ruleset_new();
+	add_ok(rs, entry("t/car", "[1, 208]",
+			 "  \"regex\": \"custom_all_reduce\\\\.cuh:[0-9]+ 'invalid argument'\",\n"
+			 "  \"context\": {\"file\": [\"custom_all_reduce.cuh\"], \"framework\": "
+			 "[\"vllm\", \"sglang\"]},\n"));
+	add_ok(rs, entry("t/oom", "[2]",
+			 "  \"regex\": \"Setup failed with\",\n"
+			 "  \"context\": {\"framework\": [\"sglang\"]},\n"));
+	add_ok(rs, entry("t/p2pcc", "[1, 101]",
+			 "  \"regex\": \"NCCL WARN Cuda failure( [0-9]+)? 'invalid argument'\",\n"
+			 "  \"context\": {\"file\": [\"p2p.cc\", \"p2p.cu\"]},\n"));
+	add_ok(
+	    rs,
+	    entry("t/ipcopen", "[1]",
+		  "  \"regex\": \"failed to open CUDA IPC handle : [0-9]+ invalid argument\",\n"));
+	add_ok(rs, entry("t/split", "[217]",
+			 "  \"match\": {\"api\": [\"cudaIpcOpenMemHandle\"], \"status\": [217], "
+			 "\"facts\": {\"cuda_visible_devices\": {\"exists\": true}, "
+			 "\"peers_unreachable\": 0}},\n"
+			 "  \"context\": {\"api\": [\"cudaIpcOpenMemHandle\"]},\n"
+			 "  \"confidence\": 0.85,\n"));
+	add_ok(rs, entry("t/lazy", "[217]",
+			 "  \"match\": {\"api\": [\"cudaIpcOpenMemHandle\"], \"status\": [217], "
+			 "\"facts\": {\"peers_unreachable\": {\"gte\": 1}}},\n"
+			 "  \"context\": {\"api\": [\"cudaIpcOpenMemHandle\"]},\n"
+			 "  \"confidence\": 0.8,\n"));
+
+	/* Another wording around the file and the status. */
+	check_str(
+	    first(rs,
+		  "RuntimeError: Runtime check failed at /x/sgl_kernel/custom_all_reduce.cuh:37: "
+		  "CUDA error: invalid argument"),
+	    "t/car");
+	check_str(
+	    first(rs, "n1:8:9 [1] transport/p2p.cc:290 NCCL WARN Cuda failure 101 'invalid devi"),
+	    "t/p2pcc");
+	/* A framework alone does not find a rule through a status. */
+	check_str(first(rs, "[TP0] sglang RuntimeError: CUDA error: out of memory"), "(none)");
+	check_str(first(rs, "[TP0] sglang: CUDA error: invalid argument"), "(none)");
+	/* A rule whose own wording matches comes before one found through the file alone. */
+	check_str(first(rs,
+			"h:1:2 [0] transport/p2p.cu:548 NCCL WARN failed to open CUDA IPC handle "
+			": 11 invalid argument"),
+		  "t/ipcopen");
+	/* Narrower causes: the likelier first, however many facts each tests. */
+	check_str(first(rs,
+			"Program hit cudaErrorPeerAccessUnsupported (error 217) on CUDA API call "
+			"to cudaIpcOpenMemHandle."),
+		  "t/split");
+	p2pg_ruleset_free(rs);
+}
+
 static void test_notes(void)
 {
 	struct p2pg_ruleset *rs = p2pg_ruleset_new();
@@ -319,6 +378,7 @@ int main(void)
 	RUN(test_reading);
 	RUN(test_frameworks);
 	RUN(test_context);
+	RUN(test_anchored);
 	RUN(test_notes);
 	return test_failures ? 1 : 0;
 }
