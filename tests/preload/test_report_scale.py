@@ -114,6 +114,11 @@ check(seen.startswith(b"\r\x1b[Kp2pguard report: reading transfers") and seen.en
 # ---- run: only its own processes -------------------------------------------------------------
 db = tempdb()
 cli("run", "--db", db, "--", program("rt_peer"), "errors")
+run_id = scalar(db, "SELECT run_id FROM processes")
+for bad in ("xyz", run_id.upper(), run_id + "0"):
+    proc = cli("report", "--run", bad, db)
+    check(proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "16 hex digits" in proc.stderr
+          and not proc.stdout, "report --run %s: not a run id, one line, exit 2 (%s)" % (bad, proc.stderr.strip()))
 proc = cli("run", "--db", db, "--", "sh", "-c", "%s basic && %s basic" % (program("rt_peer"), program("rt_peer")))
 equal(proc.returncode, 0, "run: a shell running two guarded programs")
 check("processes: 2 guarded" in proc.stdout and "failures (grouped" not in proc.stdout,
