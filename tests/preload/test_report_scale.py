@@ -30,12 +30,31 @@ proc = cli("report", big)
 equal(proc.returncode, 0, "report: exit 0 (%s)" % proc.stderr.strip())
 out = proc.stdout
 check(all(len(l) <= 100 for l in out.splitlines()), "report: every line within 100 columns (wrapped, not cut)")
-check("24 guarded on 3 hosts (gpu-node-[001-003]), ranks 0-23" in out, "report: processes counted per host, ranks as a range")
-check("mode observe 22, staged 2" in out, "report: processes counted per mode")
+words = " ".join(out.split())  # the text as words, wherever a line was wrapped
+check("24 guarded on 3 hosts (8 each on gpu-node-[001-003]), ranks 0-23" in words,
+      "report: processes counted per host, ranks as a range")
+check("mode observe 22, staged 2" in words, "report: processes counted per mode")
 pids = [str(p) for (p,) in query(big, "SELECT pid FROM processes")]
 check(not any(re.search(r"\b%s\b" % p, out) for p in pids), "report: no pid listed without --verbose")
 verbose = cli("report", "--verbose", big).stdout
 check(all(re.search(r"\b%s\b" % p, verbose) for p in pids), "report --verbose: every pid")
+
+# A host short of ranks shows in the per-host counts; many different counts are summed up.
+uneven = os.path.join(work, "uneven.db")
+subprocess.run([sys.executable, os.path.join(SOURCE, "scripts/make-bigdb.py"), uneven, "--rows", "2000",
+                "--processes", "20", "--per-host", "8"], check=True, capture_output=True)
+text = " ".join(cli("report", uneven).stdout.split())
+check("20 guarded on 3 hosts (8 each on gpu-node-[001-002], 4 on gpu-node-003), ranks 0-19" in text,
+      "report: a host with fewer processes than the others is named with its count (%s)"
+      % text[text.find("processes:"):][:120])
+with sqlite3.connect(uneven) as c:  # hosts of 1, 2, 3, 4, 4, 6 processes
+    hosts = [h for n, h in ((1, "a"), (2, "b"), (3, "c"), (4, "d"), (4, "e"), (6, "f")) for _ in range(n)]
+    for rank, host in enumerate(hosts):
+        c.execute("UPDATE processes SET hostname = ? WHERE rank = ?", ("node-" + host, rank))
+text = " ".join(cli("report", uneven).stdout.split())
+check("20 guarded on 6 hosts (6 on node-f, 4 each on node-d,node-e, 3 on node-c, and 2 more hosts with 1-2 "
+      "each), ranks 0-19" in text, "report: past four counts, the hosts with the fewest summed up (%s)"
+      % text[text.find("processes:"):][:160])
 groups = re.findall(r"^  (\d+)\. (\S+) -> (\d+)", out, re.M)
 failures = [g for g in groups if g[1] != "p2pguard_probe" or True]
 numbers = [int(g[0]) for g in groups]
@@ -113,8 +132,13 @@ check(seen.startswith(b"\r\x1b[Kp2pguard report: reading transfers") and seen.en
 
 # ---- run: only its own processes -------------------------------------------------------------
 db = tempdb()
-cli("run", "--db", db, "--", program("rt_peer"), "errors")
-run_id = scalar(db, "SELECT run_id FROM processes")
+first = cli("run", "--db", db, "--", program("rt_peer"), "errors")
+pid, run_id = query(db, "SELECT pid, run_id FROM processes")[0]
+check("processes: 1 guarded on 1 host" in first.stdout and ("pid %d" % pid) not in first.stdout and
+      "(its pid and command line: p2pguard report --verbose)" in first.stdout,
+      "run: the report of its one process gives no pid, and says where it is (%s)" % first.stdout[:300])
+one = cli("report", "--verbose", "--run", run_id, db).stdout
+check(re.search(r"\bpid %d\b.*rt_peer errors" % pid, one), "report --verbose: the one process's pid and command line")
 for bad in ("xyz", run_id.upper(), run_id + "0"):
     proc = cli("report", "--run", bad, db)
     check(proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "16 hex digits" in proc.stderr
