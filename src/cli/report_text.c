@@ -248,12 +248,17 @@ static void section_gpus(struct report *r, FILE *out)
 		"= d.process_id GROUP BY 1, 3, 4 ORDER BY 1, 2, 4",
 		-1, &gs, NULL) != SQLITE_OK)
 		return;
-	while (sqlite3_step(gs) == SQLITE_ROW)
-		fprintf(out, "    %s GPU %s %s %s (%s, %d %s)\n", p2pg_cli_col(gs, 0) ?: "?",
-			p2pg_cli_col(gs, 1) ?: "?", p2pg_cli_col(gs, 2) ?: "?",
-			p2pg_cli_col(gs, 3) ?: "?", p2pg_cli_col(gs, 4) ?: "?",
-			sqlite3_column_int(gs, 5),
-			plural(sqlite3_column_int(gs, 5), "process", "processes"));
+	while (sqlite3_step(gs) == SQLITE_ROW) {
+		struct rbuf gpu = {0};
+		rbuf_printf(&gpu, "%s GPU %s %s %s (%s, %d %s)", p2pg_cli_col(gs, 0) ?: "?",
+			    p2pg_cli_col(gs, 1) ?: "?", p2pg_cli_col(gs, 2) ?: "?",
+			    p2pg_cli_col(gs, 3) ?: "?", p2pg_cli_col(gs, 4) ?: "?",
+			    sqlite3_column_int(gs, 5),
+			    plural(sqlite3_column_int(gs, 5), "process", "processes"));
+		fputs("    ", out);
+		fmt_wrap(out, rbuf_str(&gpu), 4, 8, r->width);
+		rbuf_free(&gpu);
+	}
 }
 
 static void gbps_text(char *buf, size_t len, double v)

@@ -38,6 +38,13 @@ pids = [str(p) for (p,) in query(big, "SELECT pid FROM processes")]
 check(not any(re.search(r"\b%s\b" % p, out) for p in pids), "report: no pid listed without --verbose")
 verbose = cli("report", "--verbose", big).stdout
 check(all(re.search(r"\b%s\b" % p, verbose) for p in pids), "report --verbose: every pid")
+long_lines = [l for l in verbose.splitlines() if len(l) > 100]
+equal(long_lines, [], "report --verbose: every line within 100 columns")
+gpu_lines = " ".join(l.strip() for l in verbose[verbose.find("\nGPUs: "):].split("\n\n")[0].splitlines()[1:])
+uuid, bus = query(big, "SELECT d.uuid, d.pci_bus_id FROM devices d JOIN processes p ON p.id = d.process_id "
+                       "WHERE p.hostname = 'gpu-node-001' AND d.ordinal = 0")[0]
+check(("gpu-node-001 GPU 0 %s %s (NVIDIA H100 80GB HBM3, 8 processes)" % (uuid, bus)) in gpu_lines,
+      "report --verbose: each physical GPU, wrapped at words, never cut")
 
 # A host short of ranks shows in the per-host counts; many different counts are summed up.
 uneven = os.path.join(work, "uneven.db")
