@@ -162,11 +162,16 @@ whole = cli("report", db).stdout
 check("processes: 3 guarded" in whole and "failures (grouped" in whole, "report: the whole database still has everything")
 equal(cli("report", "--run", runs[0][0], db).stdout.count("1. cudaDeviceEnablePeerAccess -> 217"), 1,
       "report --run: one run's processes")
-for args, what in ((["--mode", "bogus"], "P2PGUARD_MODE"), (["--pairs", "0-x"], "P2PGUARD_PAIRS"),
-                   (["--record", "some"], "P2PGUARD_RECORD")):
+for args, accepted in ((["--mode", "bogus"], "(accepted: observe, fallback, staged)"),
+                       (["--pairs", "0-x"], "(accepted: all, or device pairs such as 0-1,2-3)"),
+                       (["--record", "some"], "(accepted: all, summary)")):
     proc = cli("run", "--db", db, *args, "--", program("rt_peer"), "basic")
-    check(proc.returncode == 2 and what in proc.stderr and "EXPECT" not in proc.stdout,
-          "run %s: refused before the program runs, exit 2 (%s)" % (" ".join(args), proc.stderr.strip()))
+    check(proc.returncode == 2 and "EXPECT" not in proc.stdout,
+          "run %s: refused before the program runs, exit 2" % " ".join(args))
+    variable = "P2PGUARD_" + args[0][2:].upper()
+    equal(proc.stderr, "p2pguard run: %s refused: %s=%s is %s %s\n"
+          % (args[0], variable, args[1], "not a mode" if args[0] == "--mode" else "not understood", accepted),
+          "run %s: one line says the value is refused and what is accepted, not what the guard would use" % " ".join(args))
 proc = cli("run", "--help")
 check(proc.returncode == 0 and all(w in proc.stdout for w in ("--mode", "--pairs", "--record", "--quiet", "run id",
                                                              "exit status")), "run --help: every option explained")
