@@ -285,10 +285,21 @@ check(abs(total("p2pguard_peer_copy_seconds") - scalar(big, "SELECT sum(gpu_ns) 
                                                           "AND gpu_ns > 0") / 1e9) < 1e-3,
       "metrics: copy seconds of the timed copies only")
 
-for port in ("99999", "-1", "http", "host:"):
-    proc = cli("metrics", big, "--listen", port)
-    check(proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "0 to 65535" in proc.stderr,
-          "metrics --listen %s: refused, one line, exit 2" % port)
+def metrics_refused(*args):
+    """The command's exit status and stderr, or None when it went on serving (past 10 s)."""
+    try:
+        proc = subprocess.run([CLI, "metrics", big] + list(args), capture_output=True, text=True, timeout=10,
+                              env=environment(preload=False))
+        return proc.returncode, proc.stderr
+    except subprocess.TimeoutExpired:
+        return None, "still serving"
+
+
+# A port is decimal digits: strtol alone would take " 80", "+80", "-0".
+for port in ("99999", "-1", "http", "host:", " 80", "+80", "-0", "127.0.0.1:+9464", "0x50", "123456"):
+    rc, err = metrics_refused("--listen", port)
+    check(rc == 2 and len(err.strip().splitlines()) == 1 and "decimal digits from 0 to 65535" in err,
+          "metrics --listen %r: refused, one line, exit 2 (%s)" % (port, err.strip()))
 server = subprocess.Popen([CLI, "metrics", big, "--listen", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True,
                           env=environment(preload=False))
 try:
