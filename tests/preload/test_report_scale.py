@@ -300,6 +300,11 @@ for port in ("99999", "-1", "http", "host:", " 80", "+80", "-0", "127.0.0.1:+946
     rc, err = metrics_refused("--listen", port)
     check(rc == 2 and len(err.strip().splitlines()) == 1 and "decimal digits from 0 to 65535" in err,
           "metrics --listen %r: refused, one line, exit 2 (%s)" % (port, err.strip()))
+# A server writes no file: -o beside --listen is a usage error, not silently dropped.
+prom = os.path.join(work, "both.prom")
+rc, err = metrics_refused("-o", prom, "--listen", "127.0.0.1:0")
+check(rc == 2 and len(err.strip().splitlines()) == 1 and "not both" in err and not os.path.exists(prom),
+      "metrics -o FILE --listen: a usage error, one line, exit 2, no file (%s)" % err.strip())
 server = subprocess.Popen([CLI, "metrics", big, "--listen", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True,
                           env=environment(preload=False))
 try:
