@@ -29,7 +29,7 @@
 
 static void usage(FILE *out)
 {
-	fputs("Usage: p2pguard metrics [DATABASE] [-o FILE] [--listen [HOST:]PORT]\n"
+	fputs("Usage: p2pguard metrics [DATABASE] [-o FILE | --listen [HOST:]PORT]\n"
 	      "\n"
 	      "Prints the database as Prometheus text exposition: copies, bytes, failures, timed\n"
 	      "and untimed copies, copy seconds and overflow per host, rank, device pair and path\n"
@@ -45,7 +45,8 @@ static void usage(FILE *out)
 	      "  -o FILE                  write it atomically (node_exporter's textfile collector\n"
 	      "                           reads *.prom files)\n"
 	      "  --listen [HOST:]PORT     serve GET /metrics, read afresh at each scrape; HOST\n"
-	      "                           defaults to 127.0.0.1, PORT 0 takes a free one\n"
+	      "                           defaults to 127.0.0.1; PORT in decimal digits, 0 to\n"
+	      "                           65535, 0 takes a free one\n"
 	      "\n"
 	      "Bandwidth: rate(p2pguard_peer_copy_timed_bytes_total) / "
 	      "rate(p2pguard_peer_copy_seconds_total);\n"
@@ -76,6 +77,11 @@ int p2pg_cmd_metrics(int argc, char **argv)
 		} else {
 			db_arg = argv[k];
 		}
+	}
+	/* A server writes no file: -o beside it would be dropped without a word. */
+	if (out_path && listen_addr) {
+		fprintf(stderr, "p2pguard metrics: -o FILE or --listen [HOST:]PORT, not both\n");
+		return 2;
 	}
 	const char *db_path = p2pg_cli_db_path(db_arg);
 	struct p2pg_listen where;

@@ -162,7 +162,8 @@ static void usage(FILE *out)
 	    "\n"
 	    "  --json       the same as one JSON object\n"
 	    "  --html FILE  one self-contained page (FILE - : standard output)\n"
-	    "  --run ID     only the processes of that `p2pguard run` (processes.run_id)\n"
+	    "  --run ID     only the processes of that `p2pguard run` (processes.run_id, 16 hex\n"
+	    "               digits)\n"
 	    "  --verbose    every pid and every pair instead of summaries\n"
 	    "\n"
 	    "DATABASE defaults to $P2PGUARD_DB, else p2pguard.db. Progress goes to stderr when\n"
@@ -201,6 +202,16 @@ int p2pg_cmd_report(int argc, char **argv)
 	}
 	if (json && html) {
 		fprintf(stderr, "p2pguard report: --json or --html, not both\n");
+		return 2;
+	}
+	/* Only what `p2pguard run` writes can name a run: anything else would select no process
+	 * and read as a run that did nothing. */
+	if (opt.run_id &&
+	    (strlen(opt.run_id) != 16 || strspn(opt.run_id, "0123456789abcdef") != 16)) {
+		fprintf(stderr,
+			"p2pguard report: --run wants a run id, 16 hex digits in lower case as "
+			"p2pguard run names it, got %s\n",
+			opt.run_id);
 		return 2;
 	}
 	opt.db_path = p2pg_cli_db_path(db_arg);

@@ -109,16 +109,27 @@ static void usage(FILE *out)
 
 static int bad_value;
 
-static void refuse(const char *line)
-{
-	fprintf(stderr, "p2pguard run: %s\n", line);
-	bad_value = 1;
-}
-
 /* What the options set, checked by the guard's own parser: only these variables are offered to
  * it, so whatever it says is about an option's value. */
 static const char *const checked[] = {"P2PGUARD_MODE", "P2PGUARD_PAIRS", "P2PGUARD_RECORD"};
+static const char *const option_names[] = {"--mode", "--pairs", "--record"};
 static const char *option_values[3];
+
+/* The parser's line names the variable the option sets ("P2PGUARD_MODE=bogus is not a mode
+ * (accepted: ...)"): said here of the option the user typed. */
+static void refuse(const char *line)
+{
+	const char *option = NULL;
+	for (size_t k = 0; k < 3 && !option; k++)
+		if (strncmp(line, checked[k], strlen(checked[k])) == 0 &&
+		    line[strlen(checked[k])] == '=')
+			option = option_names[k];
+	if (option)
+		fprintf(stderr, "p2pguard run: %s refused: %s\n", option, line);
+	else
+		fprintf(stderr, "p2pguard run: refused: %s\n", line);
+	bad_value = 1;
+}
 
 static char *options_only(const char *name)
 {
@@ -184,7 +195,7 @@ int p2pg_cmd_run(int argc, char **argv)
 		return 2;
 	}
 	struct p2pg_settings s;
-	p2pg_settings_parse(&s, options_only, refuse);
+	p2pg_settings_check(&s, options_only, refuse);
 	if (bad_value)
 		return 2;
 	for (size_t v = 0; v < 3; v++)

@@ -52,14 +52,15 @@ int p2pg_metrics_parse_listen(const char *addr, struct p2pg_listen *ret)
 	const char *colon = strrchr(addr, ':');
 	const char *port = colon ? colon + 1 : addr;
 	size_t hl = colon ? (size_t)(colon - addr) : 0;
-	char *end;
-	errno = 0;
-	long p = strtol(port, &end, 10);
-	if (!*port || *end || errno || p < 0 || p > 65535 || hl >= sizeof(ret->host)) {
+	/* Digits only, at most as many as 65535 has: strtol alone takes " 80", "+80" or "-0" for a
+	 * port. */
+	size_t digits = strspn(port, "0123456789");
+	long p = digits > 0 && digits <= 5 && !port[digits] ? strtol(port, NULL, 10) : -1;
+	if (p < 0 || p > 65535 || hl >= sizeof(ret->host)) {
 		fprintf(
 		    stderr,
-		    "p2pguard metrics: --listen wants [HOST:]PORT with PORT from 0 to 65535, got "
-		    "%s\n",
+		    "p2pguard metrics: --listen wants [HOST:]PORT with PORT in decimal digits from "
+		    "0 to 65535, got %s\n",
 		    addr);
 		return -EINVAL;
 	}

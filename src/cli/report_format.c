@@ -80,17 +80,35 @@ static const char *or_empty(const char *s)
 	return s ? s : "";
 }
 
+/*
+ * Device ordinals as ranges, a negative one (an end the guard could not know, such as the owner
+ * of the memory a failed IPC open named) as "?": "-1" would read as a device, and "-1-1" as a
+ * range. values is sorted in place.
+ */
+static void fmt_devices(struct rbuf *b, int *values, size_t n)
+{
+	sort_n(values, n, sizeof(*values), cmp_int);
+	size_t unknown = 0;
+	while (unknown < n && values[unknown] < 0)
+		unknown++;
+	if (unknown)
+		rbuf_printf(b, "?%s", unknown < n ? "," : "");
+	fmt_ranges(b, values + unknown, n - unknown);
+}
+
 void fmt_pairs(struct rbuf *b, struct dev_pair *pairs, size_t n)
 {
 	sort_n(pairs, n, sizeof(*pairs), cmp_pair);
-	/* Every ordered pair of a set of devices: said as such. */
+	/* Every ordered pair of a set of known devices: said as such. */
 	int *devs = malloc((2 * n + 1) * sizeof(int));
 	size_t nd = 0, distinct_pairs = 0;
+	bool unknown_end = false;
 	for (size_t k = 0; devs && k < n; k++) {
 		devs[nd++] = pairs[k].src;
 		devs[nd++] = pairs[k].dst;
 		distinct_pairs += (k == 0 || cmp_pair(&pairs[k], &pairs[k - 1]) != 0) &&
 				  pairs[k].src != pairs[k].dst;
+		unknown_end = unknown_end || pairs[k].src < 0 || pairs[k].dst < 0;
 	}
 	if (devs) {
 		sort_n(devs, nd, sizeof(int), cmp_int);
@@ -98,7 +116,7 @@ void fmt_pairs(struct rbuf *b, struct dev_pair *pairs, size_t n)
 		for (size_t k = 0; k < nd; k++)
 			if (k == 0 || devs[k] != devs[k - 1])
 				devs[u++] = devs[k];
-		if (u > 2 && distinct_pairs == u * (u - 1)) {
+		if (u > 2 && distinct_pairs == u * (u - 1) && !unknown_end) {
 			rbuf_printf(b, "every pair of ");
 			fmt_ranges(b, devs, u);
 			free(devs);
@@ -121,7 +139,7 @@ void fmt_pairs(struct rbuf *b, struct dev_pair *pairs, size_t n)
 		for (; j < n && pairs[j].src == pairs[k].src; j++)
 			tmp[m++] = pairs[j].dst;
 		struct rbuf d = {0};
-		fmt_ranges(&d, tmp, m);
+		fmt_devices(&d, tmp, m);
 		sets[nsets++] = (struct src_set){pairs[k].src, d.text, false};
 		k = j;
 	}
@@ -137,7 +155,7 @@ void fmt_pairs(struct rbuf *b, struct dev_pair *pairs, size_t n)
 				sets[j].done = true;
 			}
 		struct rbuf s = {0};
-		fmt_ranges(&s, tmp, m);
+		fmt_devices(&s, tmp, m);
 		rbuf_printf(b, "%s%s->%s", first ? "" : "; ", rbuf_str(&s), or_empty(sets[k].dsts));
 		rbuf_free(&s);
 		first = false;

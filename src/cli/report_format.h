@@ -40,7 +40,8 @@ struct dev_pair {
 
 /*
  * Ordered device pairs, sources with the same set of destinations merged: "0-3->4-7; 4-7->0-3",
- * or "every pair of 0-7" when that is what they are. pairs is sorted in place.
+ * or "every pair of 0-7" when that is what they are; an end that is not known (negative) is "?":
+ * "1->?". pairs is sorted in place.
  */
 void fmt_pairs(struct rbuf *b, struct dev_pair *pairs, size_t n);
 

@@ -15,28 +15,88 @@
 #include "report_mappings.h"
 #include "report_nccl.h"
 
-#define MAX_PAIR_LINES 64 /* transfer lines shown without --verbose */
-#define MAX_HOSTS      8  /* host groups named in one line */
+#define MAX_PAIR_LINES	 64 /* transfer lines shown without --verbose */
+#define MAX_HOSTS	 8  /* host groups named in one line */
+#define MAX_COUNT_GROUPS 4  /* "8 each on HOSTS" parts of the processes line */
 
 static const char *plural(long long n, const char *one, const char *many)
 {
 	return n == 1 ? one : many;
 }
 
-/* "3 hosts gpu-[01-03]" from the processes' hosts */
-static void hosts_of(const struct report_scan *s, struct rbuf *b, size_t *ret_n)
+static int cmp_host_name(const void *a, const void *b)
 {
-	char **names = malloc((s->nprocs ? s->nprocs : 1) * sizeof(char *));
-	size_t n = 0;
-	for (size_t k = 0; names && k < s->nprocs; k++)
-		if (s->procs[k].host)
-			names[n++] = s->procs[k].host;
-	fmt_hosts(b, names, n, MAX_HOSTS);
-	size_t distinct = 0;
-	for (size_t k = 0; k < n; k++)
-		distinct += k == 0 || strcmp(names[k], names[k - 1]) != 0;
-	*ret_n = distinct;
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int cmp_size_desc(const void *a, const void *b)
+{
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	return (x < y) - (x > y);
+}
+
+/*
+ * How many processes each host ran, hosts with the same count named together, the largest count
+ * first: "8 each on gpu-node-[001-012], 4 on gpu-node-013" (one host: its name). A job that lost a
+ * rank on one node shows it at once, where a list of hosts would not; past MAX_COUNT_GROUPS counts
+ * the rest are summed up ("and 9 more hosts with 1-3 each"). *ret_hosts: how many hosts.
+ */
+static void hosts_counted(const struct report_scan *s, struct rbuf *b, size_t *ret_hosts)
+{
+	*ret_hosts = 0;
+	size_t cap = s->nprocs ? s->nprocs : 1;
+	char **names = malloc(cap * sizeof(char *)), **group = malloc(cap * sizeof(char *));
+	size_t *per_host = malloc(cap * sizeof(size_t)), *counts = malloc(cap * sizeof(size_t));
+	if (!names || !group || !per_host || !counts)
+		goto out;
+	for (size_t k = 0; k < s->nprocs; k++)
+		names[k] = s->procs[k].host ? s->procs[k].host : "?";
+	sort_n(names, s->nprocs, sizeof(char *), cmp_host_name);
+	/* names[] becomes the distinct hosts, per_host[] their process counts. */
+	size_t hosts = 0;
+	for (size_t k = 0; k < s->nprocs; k++) {
+		if (hosts && strcmp(names[hosts - 1], names[k]) == 0) {
+			per_host[hosts - 1]++;
+			continue;
+		}
+		names[hosts] = names[k];
+		per_host[hosts++] = 1;
+	}
+	*ret_hosts = hosts;
+	if (hosts == 1) {
+		rbuf_printf(b, "%s", names[0]);
+		goto out;
+	}
+	memcpy(counts, per_host, hosts * sizeof(size_t));
+	sort_n(counts, hosts, sizeof(size_t), cmp_size_desc);
+	size_t ncounts = 0;
+	for (size_t k = 0; k < hosts; k++)
+		if (ncounts == 0 || counts[ncounts - 1] != counts[k])
+			counts[ncounts++] = counts[k];
+	size_t shown = ncounts <= MAX_COUNT_GROUPS ? ncounts : MAX_COUNT_GROUPS - 1;
+	for (size_t g = 0; g < shown; g++) {
+		size_t m = 0;
+		for (size_t k = 0; k < hosts; k++)
+			if (per_host[k] == counts[g])
+				group[m++] = names[k];
+		struct rbuf h = {0};
+		fmt_hosts(&h, group, m, MAX_HOSTS);
+		rbuf_printf(b, "%s%zu %son %s", g ? ", " : "", counts[g], m > 1 ? "each " : "",
+			    rbuf_str(&h));
+		rbuf_free(&h);
+	}
+	if (shown < ncounts) {
+		size_t rest = 0;
+		for (size_t k = 0; k < hosts; k++)
+			rest += per_host[k] <= counts[shown];
+		rbuf_printf(b, ", and %zu more hosts with %zu-%zu each", rest, counts[ncounts - 1],
+			    counts[shown]);
+	}
+out:
 	free(names);
+	free(group);
+	free(per_host);
+	free(counts);
 }
 
 static void section_processes(struct report *r, FILE *out)
@@ -62,7 +122,7 @@ static void section_processes(struct report *r, FILE *out)
 	}
 	struct rbuf hosts = {0}, rk = {0}, modes = {0};
 	size_t nhosts;
-	hosts_of(s, &hosts, &nhosts);
+	hosts_counted(s, &hosts, &nhosts);
 	if (ranks)
 		fmt_ranges(&rk, ranks, nranks);
 	free(ranks);
@@ -103,11 +163,21 @@ static void section_processes(struct report *r, FILE *out)
 	rbuf_free(&modes);
 
 	if (!r->opt->verbose) {
-		if (s->nprocs > 1)
-			fprintf(out, "    (their pids: p2pguard report --verbose)\n");
-		else
-			fprintf(out, "    pid %d%s%s\n", s->procs[0].pid,
-				s->procs[0].cmdline ? ": " : "", s->procs[0].cmdline ?: "");
+		fprintf(out, "    (%s: p2pguard report --verbose)\n",
+			s->nprocs > 1 ? "their pids" : "its pid and command line");
+		return;
+	}
+	if (s->nprocs == 1) {
+		const struct report_process *p = &s->procs[0];
+		struct rbuf one = {0};
+		rbuf_printf(&one, "%s: pid %d", p->host ? p->host : "?", p->pid);
+		if (p->rank >= 0)
+			rbuf_printf(&one, " (rank %d)", p->rank);
+		if (p->cmdline)
+			rbuf_printf(&one, ": %s", p->cmdline);
+		fputs("    ", out);
+		fmt_wrap(out, rbuf_str(&one), 4, 8, r->width);
+		rbuf_free(&one);
 		return;
 	}
 	/* Per host: its pids and ranks. */
@@ -178,12 +248,17 @@ static void section_gpus(struct report *r, FILE *out)
 		"= d.process_id GROUP BY 1, 3, 4 ORDER BY 1, 2, 4",
 		-1, &gs, NULL) != SQLITE_OK)
 		return;
-	while (sqlite3_step(gs) == SQLITE_ROW)
-		fprintf(out, "    %s GPU %s %s %s (%s, %d %s)\n", p2pg_cli_col(gs, 0) ?: "?",
-			p2pg_cli_col(gs, 1) ?: "?", p2pg_cli_col(gs, 2) ?: "?",
-			p2pg_cli_col(gs, 3) ?: "?", p2pg_cli_col(gs, 4) ?: "?",
-			sqlite3_column_int(gs, 5),
-			plural(sqlite3_column_int(gs, 5), "process", "processes"));
+	while (sqlite3_step(gs) == SQLITE_ROW) {
+		struct rbuf gpu = {0};
+		rbuf_printf(&gpu, "%s GPU %s %s %s (%s, %d %s)", p2pg_cli_col(gs, 0) ?: "?",
+			    p2pg_cli_col(gs, 1) ?: "?", p2pg_cli_col(gs, 2) ?: "?",
+			    p2pg_cli_col(gs, 3) ?: "?", p2pg_cli_col(gs, 4) ?: "?",
+			    sqlite3_column_int(gs, 5),
+			    plural(sqlite3_column_int(gs, 5), "process", "processes"));
+		fputs("    ", out);
+		fmt_wrap(out, rbuf_str(&gpu), 4, 8, r->width);
+		rbuf_free(&gpu);
+	}
 }
 
 static void gbps_text(char *buf, size_t len, double v)

@@ -27,18 +27,31 @@ const char *p2pg_mode_name(enum p2pg_mode mode)
 	return "observe";
 }
 
-static void warnf(void (*warn)(const char *), const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/*
+ * Where the problems with the settings are said, and whether each line also says what is used
+ * instead: the guard runs on with the default, but a command that refuses the value (p2pguard
+ * run) runs nothing, and "using ..." would be untrue there.
+ */
+struct setting_problems {
+	void (*say)(const char *line);
+	bool with_fallback;
+};
 
-static void warnf(void (*warn)(const char *), const char *fmt, ...)
+static void warnf(const struct setting_problems *warn, const char *fallback, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* One line: the problem (the variable, its value, what is accepted), then "; " and fallback. */
+static void warnf(const struct setting_problems *warn, const char *fallback, const char *fmt, ...)
 {
 	char line[512];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	int n = vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
+	if (warn->with_fallback && n >= 0 && (size_t)n < sizeof(line))
+		snprintf(line + n, sizeof(line) - (size_t)n, "; %s", fallback);
 	p2pg_keep_one_line(line);
-	warn(line);
+	warn->say(line);
 }
 
 /* Equal but for the case of ASCII letters, as every accepted word is. By hand: strcasecmp would
@@ -106,7 +119,7 @@ static bool parse_rank(const char *value, int *out)
 }
 
 /* "0-1,2-3": pairs of device ordinals. */
-static unsigned parse_test_hooks(const char *value, void (*warn)(const char *))
+static unsigned parse_test_hooks(const char *value, const struct setting_problems *warn)
 {
 	static const char *const words[] = {"local-copies", "exit-report", "exit-early"};
 	unsigned hooks = 0;
@@ -120,11 +133,10 @@ static unsigned parse_test_hooks(const char *value, void (*warn)(const char *))
 		if (k < (int)(sizeof(words) / sizeof(words[0])))
 			hooks |= 1u << k;
 		else if (n > 0)
-			warnf(
-			    warn,
-			    "P2PGUARD_TEST=%s: \"%.*s\" is not understood (accepted: local-copies, "
-			    "exit-report, exit-early); it is left out",
-			    value, (int)n, p);
+			warnf(warn, "it is left out",
+			      "P2PGUARD_TEST=%s: \"%.*s\" is not understood (accepted: "
+			      "local-copies, exit-report, exit-early)",
+			      value, (int)n, p);
 		p += n;
 		if (*p == ',')
 			p++;
@@ -167,7 +179,7 @@ static bool parse_pairs(const char *value, unsigned char pairs[P2PG_MAX_DEVICES]
 
 /* p2pg_settings_parse on a zero-filled s. */
 static void parse_zeroed(struct p2pg_settings *s, char *(*get)(const char *name),
-			 void (*warn)(const char *line))
+			 const struct setting_problems *warn)
 {
 	s->enabled = true;
 	s->mode = P2PG_MODE_OBSERVE;
@@ -194,10 +206,8 @@ static void parse_zeroed(struct p2pg_settings *s, char *(*get)(const char *name)
 		if (parse_bool(v, &b))
 			s->enabled = !b;
 		else
-			warnf(warn,
-			      "P2PGUARD_DISABLE=%s is not understood (accepted: 0, 1); the guard "
-			      "stays on",
-			      v);
+			warnf(warn, "the guard stays on",
+			      "P2PGUARD_DISABLE=%s is not understood (accepted: 0, 1)", v);
 	}
 	if ((v = get("P2PGUARD_MODE")) && *v) {
 		static const char *const modes[] = {"observe", "fallback", "staged"};
@@ -205,25 +215,24 @@ static void parse_zeroed(struct p2pg_settings *s, char *(*get)(const char *name)
 		if (k >= 0)
 			s->mode = (enum p2pg_mode)k;
 		else
-			warnf(warn,
-			      "P2PGUARD_MODE=%s is not a mode (accepted: observe, fallback, "
-			      "staged); using observe",
-			      v);
+			warnf(
+			    warn, "using observe",
+			    "P2PGUARD_MODE=%s is not a mode (accepted: observe, fallback, staged)",
+			    v);
 	}
 	if ((v = get("P2PGUARD_DB")) && *v) {
 		/* SQLite would keep ":memory:" in this process only, each connection its own, and
 		 * read "file:..." as a URI (another file, or memory again): the records would be
 		 * nowhere a reader finds them. */
 		if (strcmp(v, ":memory:") == 0 || strncmp(v, "file:", 5) == 0)
-			warnf(
-			    warn,
-			    "P2PGUARD_DB=%s is not a file name (an in-memory database or an SQLite "
-			    "URI keeps the records where no reader finds them); using p2pguard.db",
-			    v);
+			warnf(warn, "using p2pguard.db",
+			      "P2PGUARD_DB=%s is not a file name (an in-memory database or an "
+			      "SQLite URI keeps the records where no reader finds them)",
+			      v);
 		else if (strlen(v) < sizeof(s->db_path))
 			memcpy(s->db_path, v, strlen(v) + 1);
 		else
-			warnf(warn, "P2PGUARD_DB is longer than %zu bytes; using p2pguard.db",
+			warnf(warn, "using p2pguard.db", "P2PGUARD_DB is longer than %zu bytes",
 			      sizeof(s->db_path) - 1);
 	}
 	if ((v = get("P2PGUARD_RECORD")) && *v) {
@@ -232,10 +241,8 @@ static void parse_zeroed(struct p2pg_settings *s, char *(*get)(const char *name)
 		if (k >= 0)
 			s->record = (enum p2pg_record_mode)k;
 		else
-			warnf(warn,
-			      "P2PGUARD_RECORD=%s is not understood (accepted: all, summary); "
-			      "using all",
-			      v);
+			warnf(warn, "using all",
+			      "P2PGUARD_RECORD=%s is not understood (accepted: all, summary)", v);
 	}
 	if ((v = get("P2PGUARD_GPU_TIMING")) && *v) {
 		static const char *const timings[] = {"off", "sampled", "all", "cupti"};
@@ -243,28 +250,26 @@ static void parse_zeroed(struct p2pg_settings *s, char *(*get)(const char *name)
 		if (k >= 0)
 			s->gpu_timing = (enum p2pg_gpu_timing)k;
 		else
-			warnf(warn,
+			warnf(warn, "using sampled",
 			      "P2PGUARD_GPU_TIMING=%s is not understood (accepted: off, sampled, "
-			      "all, cupti); using sampled",
+			      "all, cupti)",
 			      v);
 	}
 	if ((v = get("P2PGUARD_GPU_TIMING_INTERVAL_US")) && *v) {
 		if (parse_ulong(v, 0, 60000000, &n))
 			s->gpu_timing_interval_us = (unsigned)n;
 		else
-			warnf(warn,
+			warnf(warn, "using 50",
 			      "P2PGUARD_GPU_TIMING_INTERVAL_US=%s is not a number of microseconds "
-			      "from 0 to 60000000; using 50",
+			      "from 0 to 60000000",
 			      v);
 	}
 	if ((v = get("P2PGUARD_STAGING_MB")) && *v) {
 		if (parse_ulong(v, 1, 1 << 20, &n))
 			s->staging_bytes = (size_t)n << 20;
 		else
-			warnf(warn,
-			      "P2PGUARD_STAGING_MB=%s is not a number of MiB from 1 to 1048576; "
-			      "using 256",
-			      v);
+			warnf(warn, "using 256",
+			      "P2PGUARD_STAGING_MB=%s is not a number of MiB from 1 to 1048576", v);
 	}
 	if ((v = get("P2PGUARD_PAIRS")) && *v) {
 		if (strcasecmp(v, "all") == 0)
@@ -272,58 +277,54 @@ static void parse_zeroed(struct p2pg_settings *s, char *(*get)(const char *name)
 		else if (parse_pairs(v, s->pairs))
 			s->pairs_all = false;
 		else
-			warnf(warn,
+			warnf(warn, "using all",
 			      "P2PGUARD_PAIRS=%s is not understood (accepted: all, or device pairs "
-			      "such as 0-1,2-3); using all",
+			      "such as 0-1,2-3)",
 			      v);
 	}
 	if ((v = get("P2PGUARD_BACKTRACE")) && *v) {
 		if (parse_bool(v, &b))
 			s->backtraces = b;
 		else
-			warnf(warn,
-			      "P2PGUARD_BACKTRACE=%s is not understood (accepted: 0, 1); using 1",
-			      v);
+			warnf(warn, "using 1",
+			      "P2PGUARD_BACKTRACE=%s is not understood (accepted: 0, 1)", v);
 	}
 	if ((v = get("P2PGUARD_PROBE")) && *v) {
 		if (parse_bool(v, &b))
 			s->probe = b;
 		else
-			warnf(warn, "P2PGUARD_PROBE=%s is not understood (accepted: 0, 1); using 1",
-			      v);
+			warnf(warn, "using 1",
+			      "P2PGUARD_PROBE=%s is not understood (accepted: 0, 1)", v);
 	}
 	if ((v = get("P2PGUARD_PROBE_TIMEOUT_MS")) && *v) {
 		if (parse_ulong(v, 10, 600000, &n))
 			s->probe_timeout_ms = (unsigned)n;
 		else
-			warnf(
-			    warn,
-			    "P2PGUARD_PROBE_TIMEOUT_MS=%s is not a number of milliseconds from 10 "
-			    "to 600000; using 5000",
-			    v);
+			warnf(warn, "using 5000",
+			      "P2PGUARD_PROBE_TIMEOUT_MS=%s is not a number of milliseconds from "
+			      "10 to 600000",
+			      v);
 	}
 	if ((v = get("P2PGUARD_STALL_S")) && *v) {
 		if (parse_ulong(v, 1, 86400, &n))
 			s->stall_s = (unsigned)n;
 		else
-			warnf(warn,
-			      "P2PGUARD_STALL_S=%s is not a number of seconds from 1 to 86400; "
-			      "using 30",
-			      v);
+			warnf(warn, "using 30",
+			      "P2PGUARD_STALL_S=%s is not a number of seconds from 1 to 86400", v);
 	}
 	if ((v = get("P2PGUARD_QUIET")) && *v) {
 		if (parse_bool(v, &b))
 			s->quiet = b;
 		else
-			warnf(warn, "P2PGUARD_QUIET=%s is not understood (accepted: 0, 1); using 0",
-			      v);
+			warnf(warn, "using 0",
+			      "P2PGUARD_QUIET=%s is not understood (accepted: 0, 1)", v);
 	}
 	if ((v = get("P2PGUARD_NCCL")) && *v) {
 		if (parse_bool(v, &b))
 			s->nccl = b;
 		else
-			warnf(warn, "P2PGUARD_NCCL=%s is not understood (accepted: 0, 1); using 1",
-			      v);
+			warnf(warn, "using 1",
+			      "P2PGUARD_NCCL=%s is not understood (accepted: 0, 1)", v);
 	}
 	if ((v = get("P2PGUARD_RULES")) && *v) {
 		snprintf(s->rules_dir, sizeof(s->rules_dir), "%s", v);
@@ -332,16 +333,11 @@ static void parse_zeroed(struct p2pg_settings *s, char *(*get)(const char *name)
 	if ((v = get("P2PGUARD_TEST")) && *v)
 		s->test_hooks = parse_test_hooks(v, warn);
 	if ((v = get("RANK")) && *v && !parse_rank(v, &s->rank))
-		warnf(warn,
-		      "RANK=%s is not a rank (a decimal number from 0); the processes row has no "
-		      "rank",
-		      v);
+		warnf(warn, "the processes row has no rank",
+		      "RANK=%s is not a rank (a decimal number from 0)", v);
 	if ((v = get("LOCAL_RANK")) && *v && !parse_rank(v, &s->local_rank))
-		warnf(
-		    warn,
-		    "LOCAL_RANK=%s is not a rank (a decimal number from 0); the processes row has "
-		    "no local rank",
-		    v);
+		warnf(warn, "the processes row has no local rank",
+		      "LOCAL_RANK=%s is not a rank (a decimal number from 0)", v);
 }
 
 int p2pg_settings_absolute(char *path, size_t len)
@@ -398,7 +394,14 @@ void p2pg_settings_parse(struct p2pg_settings *s, char *(*get)(const char *name)
 			 void (*warn)(const char *line))
 {
 	memset(s, 0, sizeof(*s));
-	parse_zeroed(s, get, warn);
+	parse_zeroed(s, get, &(struct setting_problems){warn, true});
+}
+
+void p2pg_settings_check(struct p2pg_settings *s, char *(*get)(const char *name),
+			 void (*refuse)(const char *line))
+{
+	memset(s, 0, sizeof(*s));
+	parse_zeroed(s, get, &(struct setting_problems){refuse, false});
 }
 
 void p2pg_settings_load(void)
@@ -406,7 +409,7 @@ void p2pg_settings_load(void)
 	struct p2pg_settings *s = &p2pg_process_settings;
 	/* The process's settings are a static, zero until this one read at load: no memset of its
 	 * 12 KB, whose pages every process that inherits the preload would otherwise pay for. */
-	parse_zeroed(s, p2pg_env_get, settings_warn);
+	parse_zeroed(s, p2pg_env_get, &(struct setting_problems){settings_warn, true});
 	/* The database's folder is where the program starts: one that changes folder later would
 	 * otherwise split its rows over two databases and leave a spool behind. */
 	int r = p2pg_settings_absolute(s->db_path, sizeof(s->db_path));

@@ -79,6 +79,12 @@ enum p2pg_test_hook {
  */
 void p2pg_settings_parse(struct p2pg_settings *s, char *(*get)(const char *name),
 			 void (*warn)(const char *line));
+/*
+ * The same for a command that refuses a bad value instead of running on with the default: each
+ * line names the variable, its value and the accepted values, not what would be used instead.
+ */
+void p2pg_settings_check(struct p2pg_settings *s, char *(*get)(const char *name),
+			 void (*refuse)(const char *line));
 
 /* getenv, by hand: the preload's constructor reads the environment with it in every process that
  * inherits LD_PRELOAD, and glibc's getenv is one more page of libc to fault in. Not for a program

@@ -1,6 +1,7 @@
 """report --html in a real browser: Debian's headless Chromium (through chromedriver and
 python3-selenium) opens the page from a file, offline; the test reads the page's own DOM and takes
-screenshots. First the demo's database (2 GPUs), then databases of a cluster job made by
+screenshots. First the demo's database (2 GPUs) with 2500 GPU-timed copies of one pair added (its charts
+drawn as percentile bands), then databases of a cluster job made by
 scripts/make-bigdb.py: 8 GPUs and 64 GPUs, and 1000 processes (their mappings a matrix per host, 16 at
 most); then a job under the simulated NCCL and one of cross-process mappings (mapsim.py), each
 section checked against the database. P2PG_SCREENSHOT_DIR=folder keeps the screenshots
@@ -53,6 +54,18 @@ def page_checks(browser, name, gpus, processes):
     equal(clipped, [], "%s: no axis label outside its chart" % name)
     equal(len(browser.find_elements(By.CSS_SELECTOR, "#ranks tr")) - 1, processes, "%s: a rank row per process" % name)
     equal(browser.execute_script("return performance.getEntriesByType('resource').length"), 0, "%s: the page fetched nothing" % name)
+
+
+def banded(browser, name, expect_dense=False):
+    """Past 2000 points a chart draws per time bin the p10-p90 band and the p50 line, not a smear of
+    points. expect_dense: the page must have such charts (else the check says nothing)."""
+    charts = browser.find_elements(By.CSS_SELECTOR, "svg.bw-time, svg.multiple")
+    dense = [c for c in charts if int(c.get_attribute("data-points")) > 2000]
+    if expect_dense:
+        check(len(dense) > 0, "%s: charts past 2000 points (%d)" % (name, len(dense)))
+    check(all(c.get_attribute("data-drawn") == "percentiles" and not c.find_elements(By.CSS_SELECTOR, "circle")
+              and c.find_elements(By.CSS_SELECTOR, "polyline.p50") for c in dense),
+          "%s: %d charts past 2000 points drawn as percentile bands" % (name, len(dense)))
 
 
 def copy_cards(browser, name, db):
@@ -234,11 +247,7 @@ def check_scale(browser, work, shots):
                   "1000 processes: NCCL's 1000 GPUs in the table, not a matrix")
         else:
             check(n > 0, "%s: NCCL's matrix (%d GPUs)" % (name, n))
-        # Past a few thousand points a chart draws percentile bands, not a smear of points.
-        charts = browser.find_elements(By.CSS_SELECTOR, "svg.bw-time, svg.multiple")
-        dense = [c for c in charts if int(c.get_attribute("data-points")) > 2000]
-        check(all(c.get_attribute("data-drawn") == "percentiles" and not c.find_elements(By.CSS_SELECTOR, "circle")
-                  for c in dense), "%s: %d charts past 2000 points drawn as percentile bands" % (name, len(dense)))
+        banded(browser, name)
         if name == "1000proc":
             rank_view = browser.find_element(By.ID, "rank-view")
             check(rank_view.get_attribute("open") is None, "1000 processes: the rank table starts folded")
@@ -265,6 +274,10 @@ cli("run", "--db", db, "--", program("rt_peer"), "basic", RANK="0")
 cli("run", "--db", db, "--", program("rt_peer"), "errors", RANK="1")
 cli("run", "--db", db, "--", program("rt_peer"), "errors", RANK="1")
 cli("run", "--db", db, "--mode", "staged", "--", program("rt_peer"), "basic", RANK="2")
+# A thread copying 0->1 with every copy GPU-timed: the pair's charts hold more than 2000 points.
+dense_run = cli("run", "--db", db, "--", program("rt_peer"), "threads", "1", "2500", "300", RANK="3",
+                P2PGUARD_GPU_TIMING="all")
+equal(dense_run.returncode, 0, "a run of 2500 GPU-timed copies 0->1 (%s)" % dense_run.stderr.strip())
 run([program("rt_peer"), "crash"], db=db, check=False)  # its spool: imported by report
 page = os.path.join(work, "report.html")
 proc = cli("report", "--html", page, db)
@@ -297,10 +310,20 @@ try:
     p50 = scalar(db, "SELECT p50_gbps FROM peer_bandwidth WHERE src_device = 0 AND dst_device = 1 AND path = 'p2p'")
     text = browser.find_element(By.CSS_SELECTOR, '#matrix td[data-pair="0-1"] .bw[data-path="p2p"]').text
     check(("p2p %.3g" % p50) in text, "the matrix shows the measured p50 (%s, %s)" % (text, p50))
-    points = browser.find_elements(By.CSS_SELECTOR, "#pair-0-1 svg.bw-time circle.pt")
-    # Only copies with a GPU time, asynchronous or synchronous.
-    timed = scalar(db, "SELECT count(*) FROM transfers WHERE src_device = 0 AND dst_device = 1 AND status = 0 AND gpu_ns > 0 AND path IN ('p2p', 'driver', 'staged')")
-    equal(len(points), timed, "bandwidth over time: a point per timed copy of the pair")
+    for src, dst in ((0, 1), (1, 0)):
+        chart = browser.find_element(By.CSS_SELECTOR, "#pair-%d-%d svg.bw-time" % (src, dst))
+        # Only copies with a GPU time, asynchronous or synchronous.
+        timed = scalar(db, "SELECT count(*) FROM transfers WHERE src_device = ? AND dst_device = ? AND status = 0 "
+                           "AND gpu_ns > 0 AND path IN ('p2p', 'driver', 'staged')", src, dst)
+        equal(int(chart.get_attribute("data-points")), timed, "bandwidth over time %d->%d: every timed copy" % (src, dst))
+        points = chart.find_elements(By.CSS_SELECTOR, "circle.pt")
+        if timed > 2000:
+            check(chart.get_attribute("data-drawn") == "percentiles" and not points and
+                  len(chart.find_elements(By.CSS_SELECTOR, "rect")) > 1,
+                  "bandwidth over time %d->%d: %d copies drawn as percentile bands, no points" % (src, dst, timed))
+        else:
+            equal(len(points), timed, "bandwidth over time %d->%d: a point per timed copy" % (src, dst))
+    banded(browser, "2 GPUs", expect_dense=True)
     bars = browser.find_elements(By.CSS_SELECTOR, "#pair-0-1 svg.sizes rect.bar")
     equal(sum(int(b.get_attribute("data-count")) for b in bars),
           scalar(db, "SELECT count(*) FROM transfers WHERE src_device = 0 AND dst_device = 1 AND bytes > 0"),

@@ -126,6 +126,15 @@ check(table.get("?->1", [])[1:3] == ["rank", "8"] and table["?->1"][-1] == "1",
       "report: the failed open's pair, owner unknown, 1 failed (%s)" % table.get("?->1"))
 check(re.search(r"5 opened \(IPC opens, cuMemSetAccess grants\), 3 closed, 2 live at the end", " ".join(text.split())),
       "report: the pairs' totals")
+# The failed open's failure: its owner is not known (-1 in the row), which the text says as "?".
+equal(query(db, "SELECT device, peer_device FROM failures WHERE api = 'cudaIpcOpenMemHandle'"), [(1, -1)],
+      "the failed open's failure row: device 1, peer -1 (not known)")
+block = text[text.find("cudaIpcOpenMemHandle -> 1"):]
+on = next((l.split(None, 1)[1] for l in block.splitlines() if l.strip().startswith("on:")), "")
+check(on.startswith("pair 1->? (1)") and "->-1" not in text, "report: the unknown owner is '?' in the failure's pair (%s)" % on)
+group = next(g for g in rep["failures"] if g["api"] == "cudaIpcOpenMemHandle")
+equal((group["pairs"], group["peer_device"], group["pairs_text"]), ([[1, -1]], -1, "1->?"),
+      "report --json: the unknown owner stays -1 in the numbers")
 
 # --- trace -------------------------------------------------------------------------------------------
 schema = json.load(open(os.path.join(SOURCE, "tests/preload/trace_event.schema.json")))

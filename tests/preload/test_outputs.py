@@ -67,8 +67,9 @@ con.execute("UPDATE crashes SET python_stack = 'train.py:42 in step'")
 con.commit()
 con.close()
 proc = cli("report", db)
-check("processes: 5 guarded" in proc.stdout and "1 made no peer call" in proc.stdout,
-      "report: guarded processes and those without a peer call (%s)" % proc.stdout.splitlines()[1:2])
+words = " ".join(proc.stdout.split())  # wherever the processes line was wrapped
+check("processes: 5 guarded on 2 hosts (4 on vm, 1 on idle-host)" in words and "1 made no peer call" in words,
+      "report: guarded processes per host and those without a peer call (%s)" % proc.stdout.splitlines()[1:3])
 check("2 times in 2 processes" in proc.stdout and "first " in proc.stdout, "report: identical failures grouped with a count")
 check("python: train.py:42 in step" in proc.stdout, "report: a crash's Python stack when the column exists")
 check("stalls" in proc.stdout and "1 copy, the longest seen waiting 31.0 s" in proc.stdout,

@@ -30,12 +30,38 @@ proc = cli("report", big)
 equal(proc.returncode, 0, "report: exit 0 (%s)" % proc.stderr.strip())
 out = proc.stdout
 check(all(len(l) <= 100 for l in out.splitlines()), "report: every line within 100 columns (wrapped, not cut)")
-check("24 guarded on 3 hosts (gpu-node-[001-003]), ranks 0-23" in out, "report: processes counted per host, ranks as a range")
-check("mode observe 22, staged 2" in out, "report: processes counted per mode")
+words = " ".join(out.split())  # the text as words, wherever a line was wrapped
+check("24 guarded on 3 hosts (8 each on gpu-node-[001-003]), ranks 0-23" in words,
+      "report: processes counted per host, ranks as a range")
+check("mode observe 22, staged 2" in words, "report: processes counted per mode")
 pids = [str(p) for (p,) in query(big, "SELECT pid FROM processes")]
 check(not any(re.search(r"\b%s\b" % p, out) for p in pids), "report: no pid listed without --verbose")
 verbose = cli("report", "--verbose", big).stdout
 check(all(re.search(r"\b%s\b" % p, verbose) for p in pids), "report --verbose: every pid")
+long_lines = [l for l in verbose.splitlines() if len(l) > 100]
+equal(long_lines, [], "report --verbose: every line within 100 columns")
+gpu_lines = " ".join(l.strip() for l in verbose[verbose.find("\nGPUs: "):].split("\n\n")[0].splitlines()[1:])
+uuid, bus = query(big, "SELECT d.uuid, d.pci_bus_id FROM devices d JOIN processes p ON p.id = d.process_id "
+                       "WHERE p.hostname = 'gpu-node-001' AND d.ordinal = 0")[0]
+check(("gpu-node-001 GPU 0 %s %s (NVIDIA H100 80GB HBM3, 8 processes)" % (uuid, bus)) in gpu_lines,
+      "report --verbose: each physical GPU, wrapped at words, never cut")
+
+# A host short of ranks shows in the per-host counts; many different counts are summed up.
+uneven = os.path.join(work, "uneven.db")
+subprocess.run([sys.executable, os.path.join(SOURCE, "scripts/make-bigdb.py"), uneven, "--rows", "2000",
+                "--processes", "20", "--per-host", "8"], check=True, capture_output=True)
+text = " ".join(cli("report", uneven).stdout.split())
+check("20 guarded on 3 hosts (8 each on gpu-node-[001-002], 4 on gpu-node-003), ranks 0-19" in text,
+      "report: a host with fewer processes than the others is named with its count (%s)"
+      % text[text.find("processes:"):][:120])
+with sqlite3.connect(uneven) as c:  # hosts of 1, 2, 3, 4, 4, 6 processes
+    hosts = [h for n, h in ((1, "a"), (2, "b"), (3, "c"), (4, "d"), (4, "e"), (6, "f")) for _ in range(n)]
+    for rank, host in enumerate(hosts):
+        c.execute("UPDATE processes SET hostname = ? WHERE rank = ?", ("node-" + host, rank))
+text = " ".join(cli("report", uneven).stdout.split())
+check("20 guarded on 6 hosts (6 on node-f, 4 each on node-d,node-e, 3 on node-c, and 2 more hosts with 1-2 "
+      "each), ranks 0-19" in text, "report: past four counts, the hosts with the fewest summed up (%s)"
+      % text[text.find("processes:"):][:160])
 groups = re.findall(r"^  (\d+)\. (\S+) -> (\d+)", out, re.M)
 failures = [g for g in groups if g[1] != "p2pguard_probe" or True]
 numbers = [int(g[0]) for g in groups]
@@ -113,7 +139,17 @@ check(seen.startswith(b"\r\x1b[Kp2pguard report: reading transfers") and seen.en
 
 # ---- run: only its own processes -------------------------------------------------------------
 db = tempdb()
-cli("run", "--db", db, "--", program("rt_peer"), "errors")
+first = cli("run", "--db", db, "--", program("rt_peer"), "errors")
+pid, run_id = query(db, "SELECT pid, run_id FROM processes")[0]
+check("processes: 1 guarded on 1 host" in first.stdout and ("pid %d" % pid) not in first.stdout and
+      "(its pid and command line: p2pguard report --verbose)" in first.stdout,
+      "run: the report of its one process gives no pid, and says where it is (%s)" % first.stdout[:300])
+one = cli("report", "--verbose", "--run", run_id, db).stdout
+check(re.search(r"\bpid %d\b.*rt_peer errors" % pid, one), "report --verbose: the one process's pid and command line")
+for bad in ("xyz", run_id.upper(), run_id + "0"):
+    proc = cli("report", "--run", bad, db)
+    check(proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "16 hex digits" in proc.stderr
+          and not proc.stdout, "report --run %s: not a run id, one line, exit 2 (%s)" % (bad, proc.stderr.strip()))
 proc = cli("run", "--db", db, "--", "sh", "-c", "%s basic && %s basic" % (program("rt_peer"), program("rt_peer")))
 equal(proc.returncode, 0, "run: a shell running two guarded programs")
 check("processes: 2 guarded" in proc.stdout and "failures (grouped" not in proc.stdout,
@@ -126,11 +162,16 @@ whole = cli("report", db).stdout
 check("processes: 3 guarded" in whole and "failures (grouped" in whole, "report: the whole database still has everything")
 equal(cli("report", "--run", runs[0][0], db).stdout.count("1. cudaDeviceEnablePeerAccess -> 217"), 1,
       "report --run: one run's processes")
-for args, what in ((["--mode", "bogus"], "P2PGUARD_MODE"), (["--pairs", "0-x"], "P2PGUARD_PAIRS"),
-                   (["--record", "some"], "P2PGUARD_RECORD")):
+for args, accepted in ((["--mode", "bogus"], "(accepted: observe, fallback, staged)"),
+                       (["--pairs", "0-x"], "(accepted: all, or device pairs such as 0-1,2-3)"),
+                       (["--record", "some"], "(accepted: all, summary)")):
     proc = cli("run", "--db", db, *args, "--", program("rt_peer"), "basic")
-    check(proc.returncode == 2 and what in proc.stderr and "EXPECT" not in proc.stdout,
-          "run %s: refused before the program runs, exit 2 (%s)" % (" ".join(args), proc.stderr.strip()))
+    check(proc.returncode == 2 and "EXPECT" not in proc.stdout,
+          "run %s: refused before the program runs, exit 2" % " ".join(args))
+    variable = "P2PGUARD_" + args[0][2:].upper()
+    equal(proc.stderr, "p2pguard run: %s refused: %s=%s is %s %s\n"
+          % (args[0], variable, args[1], "not a mode" if args[0] == "--mode" else "not understood", accepted),
+          "run %s: one line says the value is refused and what is accepted, not what the guard would use" % " ".join(args))
 proc = cli("run", "--help")
 check(proc.returncode == 0 and all(w in proc.stdout for w in ("--mode", "--pairs", "--record", "--quiet", "run id",
                                                              "exit status")), "run --help: every option explained")
@@ -244,10 +285,26 @@ check(abs(total("p2pguard_peer_copy_seconds") - scalar(big, "SELECT sum(gpu_ns) 
                                                           "AND gpu_ns > 0") / 1e9) < 1e-3,
       "metrics: copy seconds of the timed copies only")
 
-for port in ("99999", "-1", "http", "host:"):
-    proc = cli("metrics", big, "--listen", port)
-    check(proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "0 to 65535" in proc.stderr,
-          "metrics --listen %s: refused, one line, exit 2" % port)
+def metrics_refused(*args):
+    """The command's exit status and stderr, or None when it went on serving (past 10 s)."""
+    try:
+        proc = subprocess.run([CLI, "metrics", big] + list(args), capture_output=True, text=True, timeout=10,
+                              env=environment(preload=False))
+        return proc.returncode, proc.stderr
+    except subprocess.TimeoutExpired:
+        return None, "still serving"
+
+
+# A port is decimal digits: strtol alone would take " 80", "+80", "-0".
+for port in ("99999", "-1", "http", "host:", " 80", "+80", "-0", "127.0.0.1:+9464", "0x50", "123456"):
+    rc, err = metrics_refused("--listen", port)
+    check(rc == 2 and len(err.strip().splitlines()) == 1 and "decimal digits from 0 to 65535" in err,
+          "metrics --listen %r: refused, one line, exit 2 (%s)" % (port, err.strip()))
+# A server writes no file: -o beside --listen is a usage error, not silently dropped.
+prom = os.path.join(work, "both.prom")
+rc, err = metrics_refused("-o", prom, "--listen", "127.0.0.1:0")
+check(rc == 2 and len(err.strip().splitlines()) == 1 and "not both" in err and not os.path.exists(prom),
+      "metrics -o FILE --listen: a usage error, one line, exit 2, no file (%s)" % err.strip())
 server = subprocess.Popen([CLI, "metrics", big, "--listen", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True,
                           env=environment(preload=False))
 try:

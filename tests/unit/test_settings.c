@@ -57,6 +57,16 @@ int main(void)
 		  strstr(warnings[0], "observe, fallback, staged"),
 	      "bad mode: default kept, one line naming the variable and the choices (%s)",
 	      warnings[0]);
+	CHECK(strstr(warnings[0], "; using observe") != NULL,
+	      "bad mode: the guard says what it uses instead (%s)", warnings[0]);
+	/* A command that refuses the value runs nothing: its line says no "using". */
+	warning_count = 0;
+	p2pg_settings_check(&s, fake_getenv, collect);
+	CHECK(warning_count == 1 &&
+		  strcmp(warnings[0], "P2PGUARD_MODE=turbo is not a mode (accepted: observe, "
+				      "fallback, staged)") == 0,
+	      "bad mode refused: the value and the choices, nothing about a default (%s)",
+	      warnings[0]);
 
 	parse(&s, "P2PGUARD_PAIRS", "0-1,3-2");
 	CHECK(!s.pairs_all && p2pg_settings_pair_selected(&s, 1, 0) &&
