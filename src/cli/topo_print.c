@@ -169,6 +169,39 @@ static void sweep(const struct device_list *l, struct pair_report rep[TOPO_MAX_G
 		}
 }
 
+/* Room for every pair of TOPO_MAX_GPUS as P2PGUARD_PAIRS writes it. */
+#define STAGE_PAIRS_LEN (TOPO_MAX_GPUS * TOPO_MAX_GPUS * 6)
+
+/*
+ * The pairs to stage, as P2PGUARD_PAIRS takes them (unordered: "0-1,2-3"), from every pair whose
+ * P2P is claimed but lies, hangs or is slower than staging; which (NULL: not wanted) lists those
+ * ordered pairs with their verdict ("0->1 WRONG, 1->0 WRONG").
+ */
+static void stage_pairs(const struct device_list *l,
+			struct pair_report rep[TOPO_MAX_GPUS][TOPO_MAX_GPUS],
+			char pairs[STAGE_PAIRS_LEN], char *which, size_t which_len)
+{
+	size_t pl = 0, wl = 0;
+	pairs[0] = '\0';
+	for (int s = 0; s < l->n; s++)
+		for (int d = 0; d < l->n; d++) {
+			const struct pair_report *r = &rep[s][d];
+			if (s == d || !r->can || strcmp(r->verdict, "ok") == 0)
+				continue;
+			if (which) {
+				char word[16];
+				verdict_cell(l, r, s, d, word, sizeof(word));
+				wl += (size_t)snprintf(which + wl, which_len - wl, "%s%d->%d %s",
+						       wl ? ", " : "", s, d, word);
+			}
+			const struct pair_report *back = &rep[d][s];
+			bool back_bad = back->can && strcmp(back->verdict, "ok") != 0;
+			if (s < d || !back_bad)
+				pl += (size_t)snprintf(pairs + pl, STAGE_PAIRS_LEN - pl, "%s%d-%d",
+						       pl ? "," : "", s < d ? s : d, s < d ? d : s);
+		}
+}
+
 void topo_print_text(const struct device_list *l,
 		     struct pair_report rep[TOPO_MAX_GPUS][TOPO_MAX_GPUS],
 		     const struct topo_options *o, int problems)
@@ -209,25 +242,8 @@ void topo_print_text(const struct device_list *l,
 		printf("\nrecorded in %s\n", o->db);
 	if (!problems)
 		return;
-	/* The pairs, as P2PGUARD_PAIRS takes them (unordered). */
-	char pairs[TOPO_MAX_GPUS * TOPO_MAX_GPUS * 6] = "",
-						   which[TOPO_MAX_GPUS * TOPO_MAX_GPUS * 14] = "";
-	size_t pl = 0, wl = 0;
-	for (int s = 0; s < l->n; s++)
-		for (int d = 0; d < l->n; d++) {
-			const struct pair_report *r = &rep[s][d];
-			if (s == d || !r->can || strcmp(r->verdict, "ok") == 0)
-				continue;
-			char word[16];
-			verdict_cell(l, r, s, d, word, sizeof(word));
-			wl += (size_t)snprintf(which + wl, sizeof(which) - wl, "%s%d->%d %s",
-					       wl ? ", " : "", s, d, word);
-			const struct pair_report *back = &rep[d][s];
-			bool back_bad = back->can && strcmp(back->verdict, "ok") != 0;
-			if (s < d || !back_bad)
-				pl += (size_t)snprintf(pairs + pl, sizeof(pairs) - pl, "%s%d-%d",
-						       pl ? "," : "", s < d ? s : d, s < d ? d : s);
-		}
+	char pairs[STAGE_PAIRS_LEN], which[TOPO_MAX_GPUS * TOPO_MAX_GPUS * 14] = "";
+	stage_pairs(l, rep, pairs, which, sizeof(which));
 	char text[sizeof(which) + 128];
 	snprintf(text, sizeof(text),
 		 "%d pair%s where P2P is claimed but lies, hangs or is slower than staging: %s.",
@@ -335,5 +351,10 @@ void topo_print_json(const struct device_list *l,
 			       r->timed_out ? "true" : "false");
 			first = false;
 		}
-	printf("]}\n");
+	/* The text's closing advice: "" when no pair needs staging. */
+	char pairs[STAGE_PAIRS_LEN];
+	stage_pairs(l, rep, pairs, NULL, 0);
+	printf("], \"stage_pairs\": ");
+	json_string(pairs);
+	printf("}\n");
 }

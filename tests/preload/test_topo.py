@@ -207,6 +207,10 @@ equal((pairs[(0, 1)]["verdict"], pairs[(0, 1)]["can_access"], pairs[(0, 1)]["ban
       ("hang", True, None), "--json: 0->1 hangs, no P2P bandwidth")
 check(pairs[(0, 2)]["verdict"] in ("ok", "slow") and pairs[(0, 2)]["bandwidth_gbps"]["p2p"] > 0 and
       pairs[(0, 2)]["bandwidth_gbps"]["staged"] > 0, "--json: 0->2 measured on both paths (%s)" % pairs[(0, 2)])
+bad = {tuple(sorted(k)) for k, p in pairs.items() if p["can_access"] and p["verdict"] != "ok"}
+staged = {tuple(int(x) for x in w.split("-")) for w in doc["stage_pairs"].split(",") if w}
+check((0, 1) in staged and staged == bad,
+      "--json: the pairs to stage, as P2PGUARD_PAIRS takes them (%r; verdicts not ok: %s)" % (doc["stage_pairs"], sorted(bad)))
 
 # ---- eight GPUs fit 80 columns ----
 db = tempdb()
@@ -255,6 +259,8 @@ equal([(p["link"]["type"], p["link"]["nvswitch"]) for p in doc["pairs"]], [("NV1
       "NVSwitch: NV18 both ways")
 doc = json.loads(topo(db, "--json", "--no-record").stdout)
 equal((doc["nvml"]["available"], doc["pairs"][0]["link"]["type"]), (False, None), "no NVML: said, links unknown")
+if all(p["verdict"] == "ok" for p in doc["pairs"]):
+    equal(doc["stage_pairs"], "", "--json: no pair to stage when every pair is healthy")
 equal(doc["nvml"]["why"], "libnvidia-ml.so.1 not found", "no NVML: the reason")
 doc = json.loads(topo(db, "--json", "--no-record", SIMCUDA_DEVICES=2, FAKE_NVML_INIT_FAIL="1",
                       LD_LIBRARY_PATH=nvml_env["LD_LIBRARY_PATH"]).stdout)
