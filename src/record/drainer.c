@@ -221,15 +221,11 @@ static void answer_flush_without_database(void)
  * another rank's lock (a lock held for a moment, as ranks sharing a database do, must not cost
  * the GPU times only this process can read), the stop or a crash ends the wait at once; the
  * records wait in the spool. */
-static bool exit_begun(void *unused)
+static bool stop_begun(void *unused)
 {
 	(void)unused;
-	if (atomic_load(&p2pg_rec.exiting) || atomic_load(&p2pg_rec.crashing))
-		return true;
-	pthread_mutex_lock(&p2pg_rec.lock);
-	bool stop = p2pg_rec.stop;
-	pthread_mutex_unlock(&p2pg_rec.lock);
-	return stop;
+	return atomic_load(&p2pg_rec.exiting) || atomic_load(&p2pg_rec.crashing) ||
+	       stop_requested();
 }
 
 static void *drainer_main(void *arg)
@@ -248,7 +244,7 @@ static void *drainer_main(void *arg)
 	int rc;
 	bool stopped = false;
 	while ((rc = p2pg_store_open_until(p2pg_rec.settings.db_path, &db, err, sizeof(err), 100,
-					   exit_begun, NULL)) == -EBUSY) {
+					   stop_begun, NULL)) == -EBUSY) {
 		if (!atomic_load(&p2pg_rec.exiting) && !atomic_load(&p2pg_rec.crashing))
 			p2pg_recorder_note_device_count(spool);
 		note_devices(spool); /* into the spool, whatever the database does */
