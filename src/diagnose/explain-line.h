@@ -36,6 +36,7 @@ struct line_clues {
 	size_t spans[LINE_STATUSES_MAX]; /* how much of the line names it: its longest spelling */
 	size_t n_statuses;
 	char apis[LINE_NAMES_MAX][LINE_NAME_LEN]; /* cuFoo / cudaFoo as written, suffix kept */
+	bool api_in_words[LINE_NAMES_MAX];	  /* named by a library's phrase, not identifier */
 	size_t n_apis;
 	char files[LINE_NAMES_MAX][LINE_NAME_LEN]; /* source files' names, without folders */
 	size_t n_files;
@@ -49,8 +50,10 @@ bool line_names_status(const struct line_clues *c, int status);
 /* The length of the longest spelling of status in the line (name, message or digits); 0 when the
  * line does not name it. */
 size_t line_status_span(const struct line_clues *c, int status);
-/* api is a rule's plain name (cuMemcpyPeer); the line may carry the ABI suffix (_v2, _ptsz). */
-bool line_names_api(const struct line_clues *c, const char *api);
+/* api is a rule's plain name (cuMemcpyPeer); the line may carry the ABI suffix (_v2, _ptsz).
+ * *in_words (when not NULL) tells whether the line names it only in a library's words ("failed to
+ * open ipc mem handle"). */
+bool line_names_api(const struct line_clues *c, const char *api, bool *in_words);
 bool line_names_file(const struct line_clues *c, const char *file);
 
 /* The framework called name (the values rules may write in context.framework), or -1. */

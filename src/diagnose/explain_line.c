@@ -7,6 +7,8 @@
 #include "explain-line.h"
 
 #include <ctype.h>
+#include <pthread.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,7 +154,8 @@ static size_t word_before(const char *text, const char *p, const char **ret_star
 
 /*
  * A number is read as a status when it is all the text, or when it follows a word that introduces
- * one ("Error 802", "Cuda failure 217", "status=700", "returned (0x2c0)", "return value: 205");
+ * one ("Error 802", "Cuda failure 217", "status=700", "returned (0x2c0)", "return value: 205",
+ * "failed: 800");
  * other numbers in a log line are device ordinals, bus ids and sizes. NCCL's own results ("NCCL
  * error 1") are not CUDA statuses.
  */
@@ -179,6 +182,11 @@ static bool number_is_status(const char *text, const char *start, const char *en
 	 * and counts, after "return" only a call's result. */
 	if (!introduced && n == 5 && strncasecmp(word, "value", 5) == 0)
 		introduced = m == 6 && strncasecmp(before, "return", 6) == 0;
+	/* "cuMemCreate failed: 800" (Mooncake, many wrappers): after "failed" only with a colon or
+	 * an equals sign, since "failed 3 times" counts attempts. */
+	if (!introduced && n == 6 && strncasecmp(word, "failed", 6) == 0)
+		introduced = memchr(word + n, ':', (size_t)(start - word - n)) ||
+			     memchr(word + n, '=', (size_t)(start - word - n));
 	if (!introduced)
 		return false;
 	return !(m == 4 && strncasecmp(before, "nccl", 4) == 0);
@@ -310,6 +318,60 @@ static void read_apis(const char *text, struct line_clues *c)
 	}
 }
 
+/*
+ * Calls that libraries name in words rather than by identifier: UCX's "failed to open ipc mem
+ * handle" (uct/cuda/cuda_ipc), Triton's "Failed to open the cudaIpcHandle" and "unable to create
+ * cuda shared memory handle" (its CUDA shared-memory API wraps cudaIpcOpenMemHandle and
+ * cudaIpcGetMemHandle), cuda-api-wrappers' "Failed setting the access mode to the virtual memory
+ * mapping" (cuMemSetAccess). The call is what decides which rules apply, so such a line is read as
+ * naming it.
+ */
+static const struct {
+	const char *pattern;
+	const char *api;
+} call_phrases[] = {
+    {"open(ing)?( the| an?)?( cuda)? ?ipc ?(mem(ory)? ?)?handle", "cudaIpcOpenMemHandle"},
+    {"(get|getting|create|creating|export|exporting)( the| an?)?( cuda)? ?ipc ?(mem(ory)? "
+     "?)?handle",
+     "cudaIpcGetMemHandle"},
+    {"(create|creating)( the| an?)? cuda shared memory handle", "cudaIpcGetMemHandle"},
+    {"access mode (of|to|for) the virtual memory mapping", "cuMemSetAccess"},
+    {"import(ing)?( the| an?)? (shareable|fabric) (memory )?handle",
+     "cuMemImportFromShareableHandle"},
+};
+#define CALL_PHRASES (sizeof(call_phrases) / sizeof(call_phrases[0]))
+
+static regex_t call_phrase_regex[CALL_PHRASES];
+static bool call_phrases_ready;
+static pthread_once_t call_phrases_once = PTHREAD_ONCE_INIT;
+
+static void compile_call_phrases(void)
+{
+	for (size_t k = 0; k < CALL_PHRASES; k++)
+		if (regcomp(&call_phrase_regex[k], call_phrases[k].pattern,
+			    REG_EXTENDED | REG_ICASE | REG_NOSUB) != 0) {
+			while (k--)
+				regfree(&call_phrase_regex[k]);
+			return;
+		}
+	call_phrases_ready = true;
+}
+
+static void read_call_phrases(const char *text, struct line_clues *c)
+{
+	pthread_once(&call_phrases_once, compile_call_phrases);
+	if (!call_phrases_ready)
+		return;
+	for (size_t k = 0; k < CALL_PHRASES; k++)
+		if (regexec(&call_phrase_regex[k], text, 0, NULL, 0) == 0) {
+			size_t before = c->n_apis;
+			add_name(c->apis, &c->n_apis, call_phrases[k].api,
+				 strlen(call_phrases[k].api));
+			if (c->n_apis > before)
+				c->api_in_words[before] = true;
+		}
+}
+
 static const char *const source_extensions[] = {"c", "cc",  "cpp", "cu",  "cuh",
 						"h", "hpp", "py",  "pyx", NULL};
 
@@ -345,12 +407,17 @@ static void read_files(const char *text, struct line_clues *c)
 	}
 }
 
-bool line_names_api(const struct line_clues *c, const char *api)
+bool line_names_api(const struct line_clues *c, const char *api, bool *in_words)
 {
+	bool found = false, words = true;
 	for (size_t k = 0; k < c->n_apis; k++)
-		if (rules_api_matches(api, c->apis[k]))
-			return true;
-	return false;
+		if (rules_api_matches(api, c->apis[k])) {
+			found = true;
+			words = words && c->api_in_words[k];
+		}
+	if (in_words)
+		*in_words = found && words;
+	return found;
 }
 
 bool line_names_file(const struct line_clues *c, const char *file)
@@ -378,6 +445,7 @@ void explain_line_read(const char *text, struct line_clues *ret)
 	read_numbers(text, ret);
 	read_status_words(text, ret);
 	read_apis(text, ret);
+	read_call_phrases(text, ret);
 	read_files(text, ret);
 	ret->frameworks = read_frameworks(text);
 }

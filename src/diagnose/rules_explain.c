@@ -49,12 +49,20 @@ static struct context_found context_clues(const struct p2pg_rule *r, const struc
 	struct context_found f = {0, false};
 	if (!r->has_context)
 		return f;
-	for (size_t k = 0; k < r->n_context_apis; k++)
-		if (line_names_api(clues, r->context_apis[k])) {
-			f.kinds++;
+	/* A call named only in a library's words finds the rule but does not rank it: NCCL's own
+	 * rule for "failed to open CUDA IPC handle" stays before the general rules of the call. */
+	bool in_words_only = false;
+	for (size_t k = 0; k < r->n_context_apis; k++) {
+		bool in_words;
+		if (line_names_api(clues, r->context_apis[k], &in_words)) {
 			f.anchored = true;
-			break;
+			in_words_only = in_words;
+			if (!in_words)
+				break;
 		}
+	}
+	if (f.anchored && !in_words_only)
+		f.kinds++;
 	for (size_t k = 0; k < r->n_context_files; k++)
 		if (line_names_file(clues, r->context_files[k])) {
 			f.kinds++;
@@ -63,7 +71,7 @@ static struct context_found context_clues(const struct p2pg_rule *r, const struc
 		}
 	if (r->context_frameworks & clues->frameworks)
 		f.kinds++;
-	if (f.kinds == 0)
+	if (f.kinds == 0 && !f.anchored)
 		f.kinds = -1;
 	return f;
 }

@@ -335,6 +335,55 @@ static void test_anchored(void)
 	p2pg_ruleset_free(rs);
 }
 
+/* Calls that libraries name in words (UCX, Triton, cuda-api-wrappers) find the call's rules, but
+ * rank below a rule whose own wording matches; "failed:" introduces a status. */
+static void test_calls_in_words(void)
+{
+	struct p2pg_ruleset *rs = p2pg_ruleset_new();
+	add_ok(rs, entry("t/open400", "[400]",
+			 "  \"match\": {\"api\": [\"cudaIpcOpenMemHandle\"], \"status\": [400]},\n"
+			 "  \"context\": {\"api\": [\"cudaIpcOpenMemHandle\"]},\n"));
+	add_ok(rs, entry("t/open1", "[1]",
+			 "  \"match\": {\"api\": [\"cudaIpcOpenMemHandle\"], \"status\": [1]},\n"
+			 "  \"context\": {\"api\": [\"cudaIpcOpenMemHandle\"]},\n"));
+	add_ok(rs, entry("t/get1", "[1]",
+			 "  \"match\": {\"api\": [\"cudaIpcGetMemHandle\"], \"status\": [1]},\n"
+			 "  \"context\": {\"api\": [\"cudaIpcGetMemHandle\"]},\n"));
+	add_ok(rs, entry("t/access1", "[1]",
+			 "  \"match\": {\"api\": [\"cuMemSetAccess\"], \"status\": [1]},\n"
+			 "  \"context\": {\"api\": [\"cuMemSetAccess\"]},\n"));
+	add_ok(rs, entry("t/create800", "[800]",
+			 "  \"match\": {\"api\": [\"cuMemCreate\"], \"status\": [800]},\n"
+			 "  \"context\": {\"api\": [\"cuMemCreate\"]},\n"));
+	add_ok(
+	    rs,
+	    entry("t/ncclopen", "[1]",
+		  "  \"regex\": \"failed to open CUDA IPC handle : [0-9]+ invalid argument\",\n"));
+
+	check_str(first(rs,
+			"Failed to initialize CUDA shared memory pool in Python stub: Failed to "
+			"open the cudaIpcHandle. error: invalid resource handle"),
+		  "t/open400");
+	check_str(first(rs, "failed to register CUDA shared memory region 'x': failed to open CUDA "
+			    "IPC handle: invalid resource handle"),
+		  "t/open400");
+	check_str(first(rs, "uct_cuda_ipc: failed to open ipc mem handle: invalid argument"),
+		  "t/open1");
+	check_str(first(rs, "could not create the IPC memory handle: invalid argument"), "t/get1");
+	check_str(first(rs, "Failed setting the access mode to the virtual memory mapping to the "
+			    "range of size 4194304 bytes at 0x7f00: invalid argument"),
+		  "t/access1");
+	/* The library's own wording still comes first. */
+	check_str(first(rs, "h:1:2 [0] transport/p2p.cu:548 NCCL WARN failed to open CUDA IPC "
+			    "handle : 11 invalid argument"),
+		  "t/ncclopen");
+	/* Words near a call are not the call: a handle that is not IPC's. */
+	check_str(first(rs, "failed to open file handle: invalid argument"), "(none)");
+	check_str(first(rs, "NvlinkTransport: cuMemCreate failed: 800"), "t/create800");
+	check_str(first(rs, "cuMemCreate failed 800 times"), "(none)");
+	p2pg_ruleset_free(rs);
+}
+
 static void test_notes(void)
 {
 	struct p2pg_ruleset *rs = p2pg_ruleset_new();
@@ -379,6 +428,7 @@ int main(void)
 	RUN(test_frameworks);
 	RUN(test_context);
 	RUN(test_anchored);
+	RUN(test_calls_in_words);
 	RUN(test_notes);
 	return test_failures ? 1 : 0;
 }
