@@ -28,6 +28,7 @@ enum framework {
 	FW_NVBANDWIDTH,
 	FW_NCCL_TESTS,
 	FW_TRITON,
+	FW_FABRIC_MANAGER,
 	FW_COUNT,
 };
 

@@ -27,7 +27,9 @@
  * (sglang/srt/distributed/parallel_state.py); "Test CUDA failure" and "Test NCCL failure" are
  * nccl-tests' own checks (src/common.h). Triton Inference Server is named by its programs and by
  * its wording of CUDA shared memory ("failed to register CUDA shared memory region"), never by
- * "triton" alone, which is also OpenAI's kernel compiler. */
+ * "triton" alone, which is also OpenAI's kernel compiler. NVIDIA Fabric Manager's journal lines
+ * carry its program name (nv-fabricmanager) or, in its own log file, its multicast team set-up
+ * for NVLS ("in the multicast team request setup"). */
 static const struct {
 	const char *name;
 	const char *markers[6];
@@ -53,6 +55,8 @@ static const struct {
     [FW_TRITON] = {"triton",
 		   {"tritonserver", "tritonclient", "perf_analyzer", "CUDA shared memory region",
 		    NULL}},
+    [FW_FABRIC_MANAGER] = {"fabric-manager",
+			   {"fabricmanager", "fabric manager", "multicast team", NULL}},
 };
 
 int explain_framework_lookup(const char *name)

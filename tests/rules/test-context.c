@@ -384,6 +384,37 @@ static void test_calls_in_words(void)
 	p2pg_ruleset_free(rs);
 }
 
+/* A framework's folder ranks its rules as if they named the framework; Fabric Manager's log is a
+ * framework of its own. */
+static void test_framework_folders(void)
+{
+	struct p2pg_ruleset *rs = p2pg_ruleset_new();
+	add_ok(rs, entry("tensorrt-llm/peer", "[217]",
+			 "  \"regex\": \"\\\\[TensorRT-LLM\\\\]\\\\[ERROR\\\\].*peer access is not "
+			 "supported\",\n"));
+	add_ok(rs, entry("t/ipc217", "[217]",
+			 "  \"match\": {\"api\": [\"cudaIpcOpenMemHandle\"], \"status\": [217]},\n"
+			 "  \"context\": {\"api\": [\"cudaIpcOpenMemHandle\"]},\n"));
+	add_ok(rs, entry("t/nvls", "[]",
+			 "  \"regex\": \"in the multicast team request setup\",\n"
+			 "  \"context\": {\"framework\": [\"fabric-manager\"]},\n"));
+
+	check_str(first(rs,
+			"[TensorRT-LLM][ERROR] CUDA runtime error in cudaIpcOpenMemHandle(p, h, "
+			"cudaIpcMemLazyEnablePeerAccess): peer access is not supported between "
+			"these two devices (/app/cpp/tensorrt_llm/runtime/ipcUtils.cpp:90)"),
+		  "tensorrt-llm/peer");
+	check_str(first(rs, "cudaIpcOpenMemHandle: peer access is not supported between these two "
+			    "devices"),
+		  "t/ipc217");
+	check_str(first(rs,
+			"[ERROR] [tid 5] failed to find the GPU handle 12 in the multicast team "
+			"request setup 42."),
+		  "t/nvls");
+	check_str(first(rs, "request setup failed"), "(none)");
+	p2pg_ruleset_free(rs);
+}
+
 static void test_notes(void)
 {
 	struct p2pg_ruleset *rs = p2pg_ruleset_new();
@@ -429,6 +460,7 @@ int main(void)
 	RUN(test_context);
 	RUN(test_anchored);
 	RUN(test_calls_in_words);
+	RUN(test_framework_folders);
 	RUN(test_notes);
 	return test_failures ? 1 : 0;
 }
