@@ -342,6 +342,11 @@ static const struct {
     {"access mode (of|to|for) the virtual memory mapping", "cuMemSetAccess"},
     {"import(ing)?( the| an?)? (shareable|fabric) (memory )?handle",
      "cuMemImportFromShareableHandle"},
+    /* PyTorch's own entry points of CUDA IPC, in the tracebacks users paste with the error:
+     * storage._share_cuda_() exports (torch/multiprocessing/reductions.py), _new_shared_cuda
+     * and rebuild_cuda_tensor open (torch/csrc/StorageSharing.cpp). */
+    {"_share_cuda_", "cudaIpcGetMemHandle"},
+    {"_new_shared_cuda|rebuild_cuda_tensor", "cudaIpcOpenMemHandle"},
 };
 #define CALL_PHRASES (sizeof(call_phrases) / sizeof(call_phrases[0]))
 

@@ -379,6 +379,14 @@ static void test_calls_in_words(void)
 		  "t/ncclopen");
 	/* Words near a call are not the call: a handle that is not IPC's. */
 	check_str(first(rs, "failed to open file handle: invalid argument"), "(none)");
+	/* PyTorch's IPC entry points in a pasted traceback line. */
+	check_str(first(rs, "(event_sync_required) = storage._share_cuda_() RuntimeError: CUDA "
+			    "error: invalid argument"),
+		  "t/get1");
+	check_str(first(rs,
+			"File \"torch/multiprocessing/reductions.py\", line 147, in "
+			"rebuild_cuda_tensor: RuntimeError: CUDA error: invalid resource handle"),
+		  "t/open400");
 	check_str(first(rs, "NvlinkTransport: cuMemCreate failed: 800"), "t/create800");
 	check_str(first(rs, "cuMemCreate failed 800 times"), "(none)");
 	p2pg_ruleset_free(rs);
