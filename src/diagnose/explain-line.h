@@ -29,6 +29,7 @@ enum framework {
 	FW_NCCL_TESTS,
 	FW_TRITON,
 	FW_FABRIC_MANAGER,
+	FW_WSL,
 	FW_COUNT,
 };
 

@@ -29,7 +29,10 @@
  * its wording of CUDA shared memory ("failed to register CUDA shared memory region"), never by
  * "triton" alone, which is also OpenAI's kernel compiler. NVIDIA Fabric Manager's journal lines
  * carry its program name (nv-fabricmanager) or, in its own log file, its multicast team set-up
- * for NVLS ("in the multicast team request setup"). */
+ * for NVLS ("in the multicast team request setup"). WSL 2 is a platform rather than a framework,
+ * but it is named the same way, by words only its users' logs carry (the kernel's
+ * "microsoft-standard-WSL2", Docker Desktop, which runs Linux containers inside it), and it decides
+ * the same kind of thing: CUDA IPC is not available there. */
 static const struct {
 	const char *name;
 	const char *markers[6];
@@ -57,6 +60,7 @@ static const struct {
 		    NULL}},
     [FW_FABRIC_MANAGER] = {"fabric-manager",
 			   {"fabricmanager", "fabric manager", "multicast team", NULL}},
+    [FW_WSL] = {"wsl", {"WSL", "microsoft-standard", "Docker Desktop", NULL}},
 };
 
 int explain_framework_lookup(const char *name)
@@ -335,6 +339,7 @@ static const struct {
 	const char *api;
 } call_phrases[] = {
     {"open(ing)?( the| an?)?( cuda)? ?ipc ?(mem(ory)? ?)?handle", "cudaIpcOpenMemHandle"},
+    {"deserializ(e|ing) [a-z ]*cuda ?ipc ?(mem(ory)? ?)?handle", "cudaIpcOpenMemHandle"},
     {"(get|getting|create|creating|export|exporting)( the| an?)?( cuda)? ?ipc ?(mem(ory)? "
      "?)?handle",
      "cudaIpcGetMemHandle"},

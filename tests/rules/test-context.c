@@ -92,7 +92,7 @@ static void test_messages(void)
 	expect_problem(entry("t/a", "[1]", extra), 7,
 		       "unknown framework \"torch\" (expected one of nccl, pytorch, vllm, sglang, "
 		       "tensorrt-llm, jax, tensorflow, cupy, pycuda, cuda-samples, nvbandwidth, "
-		       "nccl-tests, triton)");
+		       "nccl-tests, triton, fabric-manager, wsl)");
 	snprintf(extra, sizeof(extra), "%s  \"context\": {\"api\": [\"MemcpyPeer\"]},\n", regex);
 	expect_problem(entry("t/a", "[1]", extra), 7, "invalid API name \"MemcpyPeer\"");
 	snprintf(extra, sizeof(extra), "%s  \"context\": {\"api\": []},\n", regex);
@@ -420,6 +420,24 @@ static void test_framework_folders(void)
 			"request setup 42."),
 		  "t/nvls");
 	check_str(first(rs, "request setup failed"), "(none)");
+	p2pg_ruleset_free(rs);
+
+	/* WSL 2 is named like a framework: a status with it finds a rule that needs it. */
+	rs = p2pg_ruleset_new();
+	add_ok(rs, entry("t/wsl", "[400]",
+			 "  \"match\": {\"api\": [\"cudaIpcOpenMemHandle\"], \"status\": [400]},\n"
+			 "  \"context\": {\"api\": [\"cudaIpcOpenMemHandle\"], \"framework\": "
+			 "[\"wsl\"]},\n"));
+	check_str(first(rs, "WSL2 not working ? RuntimeError: CUDA error: invalid resource handle"),
+		  "t/wsl");
+	check_str(first(rs,
+			"Linux 5.15.153.1-microsoft-standard-WSL2: CUDA error: invalid resource "
+			"handle"),
+		  "t/wsl");
+	check_str(first(rs, "Failed to deserialize from cached pooled CUDA IPC handle (CUDA error: "
+			    "invalid resource handle"),
+		  "t/wsl");
+	check_str(first(rs, "RuntimeError: CUDA error: invalid resource handle"), "(none)");
 	p2pg_ruleset_free(rs);
 }
 
