@@ -2,7 +2,8 @@
  * cudaMalloc buffer; the importer, a second process (on device 1 when there are two, else on
  * device 0), opens it with cudaIpcMemLazyEnablePeerAccess, reads it, copies it into its own
  * device memory and writes through the mapping, and the owner sees the writes. Each call is also
- * made with bad arguments: codes measured on an H100 (FACTS.md). */
+ * made with bad arguments: codes measured on an H100 (FACTS.md); at the end the owner frees the
+ * buffer and the importer opens its handle once more. */
 #include <cuda_runtime_api.h>
 
 #include <stdint.h>
@@ -77,6 +78,8 @@ static int owner(int sock)
 	xproc_say(sock, "done");
 	check(xproc_hear(sock, "closed"), "[owner] the importer closed its mapping");
 	check_code(cudaFree(buf), cudaSuccess, "[owner] cudaFree");
+	xproc_say(sock, "freed");
+	check(xproc_hear(sock, "reopened"), "[owner] the importer tried the freed handle");
 	free(pattern);
 	free(back);
 	return 0;
@@ -114,6 +117,8 @@ static int importer(int sock)
 		xproc_say(sock, "skipped");
 		xproc_hear(sock, "done");
 		xproc_say(sock, "closed");
+		xproc_hear(sock, "freed");
+		xproc_say(sock, "reopened");
 		free(host);
 		return tap_failed ? 1 : 0;
 	}
@@ -149,6 +154,12 @@ static int importer(int sock)
 	code(cudaIpcCloseMemHandle(p), cudaSuccess, "[importer] cudaIpcCloseMemHandle");
 	code(cudaIpcCloseMemHandle(p), cudaErrorInvalidValue, "[importer] closing it again");
 	xproc_say(sock, "closed");
+	/* Measured on an H200 (tests/gpu/ipc_status_facts.py): 1, not an invalid handle. */
+	xproc_hear(sock, "freed");
+	code(cudaIpcOpenMemHandle(&p, m.handle, cudaIpcMemLazyEnablePeerAccess),
+	     cudaErrorInvalidValue,
+	     "[importer] cudaIpcOpenMemHandle of an allocation the owner freed");
+	xproc_say(sock, "reopened");
 	free(host);
 	return tap_failed ? 1 : 0;
 }

@@ -7,7 +7,10 @@
  * without --pid=host) finds another process or none. The codes are the real driver's where they
  * were measured on an H100 (FACTS.md): a garbage or all-zero handle 1, a handle opened in the
  * process that made it 201, a pointer that is not cuMemAlloc memory (pinned host, a memory
- * pool's) 1, closing a pointer no IPC open returned 1. Assumed, not measured: an exporter that
+ * pool's) 1, closing a pointer no IPC open returned 1; on an H200 (tests/gpu/ipc_status_facts.py)
+ * a handle whose allocation the exporter freed 1. An exported allocation holds a memfd named after
+ * it, closed when it is freed, and its descriptor travels in the handle: the importer finds it
+ * through /proc/PID/fd or not. Assumed, not measured: an exporter that
  * cannot be found gives 201 as well (what users report across PID namespaces), and a lazy peer
  * enable towards a device the pair cannot reach gives 217, past the 8 peer slots 711. */
 #include "sim.h"
@@ -16,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define IPC_MAGIC "SIMIPC01"
@@ -23,9 +27,9 @@
 struct ipc_handle {
 	char magic[8];
 	int32_t pid;
-	int32_t fd;   /* the exporter's file of its device range */
-	int32_t phys; /* the physical device */
-	int32_t reserved;
+	int32_t fd;	     /* the exporter's file of its device range */
+	int32_t phys;	     /* the physical device */
+	int32_t export_fd;   /* the exporter's descriptor that lives as long as the allocation */
 	uint64_t start_time; /* the exporter's start, /proc/PID/stat field 22 */
 	uint64_t offset, size;
 	uint64_t alloc_id;
@@ -96,6 +100,21 @@ SIM_API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 	int fd = sim_mem_device_file(a->region, a->base, &offset);
 	if (fd < 0)
 		return CUDA_ERROR_NOT_SUPPORTED;
+	int export_fd = atomic_load(&a->ipc_export_fd) - 1;
+	if (export_fd < 0) {
+		char name[48];
+		snprintf(name, sizeof(name), "simipc-%llu", a->id);
+		int made = memfd_create(name, MFD_CLOEXEC);
+		if (made < 0)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		int none = 0;
+		if (atomic_compare_exchange_strong(&a->ipc_export_fd, &none, made + 1)) {
+			export_fd = made;
+		} else {
+			close(made);
+			export_fd = none - 1;
+		}
+	}
 	static uint64_t own_start;
 	if (!__atomic_load_n(&own_start, __ATOMIC_RELAXED))
 		__atomic_store_n(&own_start, start_time_of(getpid()), __ATOMIC_RELAXED);
@@ -103,6 +122,7 @@ SIM_API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 	    .pid = getpid(),
 	    .fd = fd,
 	    .phys = sim_cfg.phys[a->region],
+	    .export_fd = export_fd,
 	    .start_time = __atomic_load_n(&own_start, __ATOMIC_RELAXED),
 	    .offset = (uint64_t)offset,
 	    .size = a->size,
@@ -111,6 +131,20 @@ SIM_API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 	memcpy(h.magic, IPC_MAGIC, sizeof(h.magic));
 	memcpy(pHandle->reserved, &h, sizeof(h));
 	return CUDA_SUCCESS;
+}
+
+/* Whether the exporter still holds the allocation the handle names: its memfd, named after the
+ * allocation, is still open there. */
+static bool export_alive(const struct ipc_handle *h)
+{
+	char path[64], target[128], want[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)h->pid, (int)h->export_fd);
+	ssize_t n = readlink(path, target, sizeof(target) - 1);
+	if (n <= 0)
+		return false;
+	target[n] = '\0';
+	int w = snprintf(want, sizeof(want), "/memfd:simipc-%llu", (unsigned long long)h->alloc_id);
+	return strncmp(target, want, (size_t)w) == 0 && (target[w] == '\0' || target[w] == ' ');
 }
 
 static struct opened *find_opened(const struct ipc_handle *h, struct sim_ctx *ctx)
@@ -138,6 +172,8 @@ static CUresult open_handle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned 
 		return CUDA_ERROR_INVALID_CONTEXT;
 	if (start_time_of(h.pid) != h.start_time)
 		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!export_alive(&h))
+		return CUDA_ERROR_INVALID_VALUE;
 
 	pthread_mutex_lock(&ipc_mu);
 	struct opened *o = find_opened(&h, ctx);

@@ -266,6 +266,10 @@ static void rec_put(struct sim_alloc *a)
 	a->ctx = NULL;
 	a->phys = NULL;
 	a->ipc_dev = -1;
+	/* A freed allocation's IPC handles stop opening (drv_ipc.c). */
+	int export_fd = atomic_exchange(&a->ipc_export_fd, 0);
+	if (export_fd)
+		close(export_fd - 1);
 	__atomic_store_n(&a->access, 0, __ATOMIC_RELEASE);
 	a->next_free = free_recs;
 	free_recs = a;
