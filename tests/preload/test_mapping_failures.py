@@ -80,7 +80,8 @@ check(all("owner" in first_frame(f[3]) for f in rows), "  their backtraces start
 own = expect(db, "own handle", "cudaIpcOpenMemHandle", 201, "ipc/open-handle-of-own-process", "owner",
              {"pid_namespace_initial": True, "mapping_handle_type": "ipc"})
 garbage = [f for f in failures(db) if f[0] == "cudaIpcOpenMemHandle" and f[1] == 1]
-equal([f[2] for f in garbage], ["ipc/open-invalid-handle"] * 2, "garbage and all-zero handles: ipc/open-invalid-handle")
+equal([f[2] for f in garbage], ["ipc/open-invalid-handle"] * 3,
+      "garbage and all-zero handles, a freed allocation's handle: ipc/open-invalid-handle")
 check(all("importer" in first_frame(f[3]) for f in garbage), "  their backtraces start in importer()")
 closes = [f for f in failures(db) if f[0] == "cudaIpcCloseMemHandle"]
 equal([f[2] for f in closes], ["ipc/close-not-opened"] * 2, "closing memory no open returned, closing twice: ipc/close-not-opened")
