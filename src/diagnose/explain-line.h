@@ -30,6 +30,9 @@ enum framework {
 	FW_TRITON,
 	FW_FABRIC_MANAGER,
 	FW_WSL,
+	FW_NVSHMEM,
+	FW_MSCCLPP,
+	FW_DEEPEP,
 	FW_COUNT,
 };
 

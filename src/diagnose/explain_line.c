@@ -61,6 +61,9 @@ static const struct {
     [FW_FABRIC_MANAGER] = {"fabric-manager",
 			   {"fabricmanager", "fabric manager", "multicast team", NULL}},
     [FW_WSL] = {"wsl", {"WSL", "microsoft-standard", "Docker Desktop", NULL}},
+    [FW_NVSHMEM] = {"nvshmem", {"nvshmem", NULL}},
+    [FW_MSCCLPP] = {"mscclpp", {"mscclpp", "msccl++", NULL}},
+    [FW_DEEPEP] = {"deepep", {"deep_ep", "deepep", NULL}},
 };
 
 int explain_framework_lookup(const char *name)
@@ -197,6 +200,15 @@ static bool number_is_status(const char *text, const char *start, const char *en
 			     memchr(word + n, '=', (size_t)(start - word - n));
 	if (!introduced)
 		return false;
+	/* NVSHMEM's "non-zero status: N" carries its own codes (0 to 7: 3 "not supported", 7
+	 * "internal") as well as a failed CUDA call's status, which it prints with the call
+	 * ("non-zero status: 101 cuMemCreate failed"). */
+	if (m == 4 && strncasecmp(before, "zero", 4) == 0 && before > text + 4 &&
+	    strncasecmp(before - 4, "non-", 4) == 0 && strtol(start, NULL, 10) <= 7) {
+		while (*end == ' ')
+			end++;
+		return end[0] == 'c' && end[1] == 'u';
+	}
 	return !(m == 4 && strncasecmp(before, "nccl", 4) == 0);
 }
 

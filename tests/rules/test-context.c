@@ -92,7 +92,7 @@ static void test_messages(void)
 	expect_problem(entry("t/a", "[1]", extra), 7,
 		       "unknown framework \"torch\" (expected one of nccl, pytorch, vllm, sglang, "
 		       "tensorrt-llm, jax, tensorflow, cupy, pycuda, cuda-samples, nvbandwidth, "
-		       "nccl-tests, triton, fabric-manager, wsl)");
+		       "nccl-tests, triton, fabric-manager, wsl, nvshmem, mscclpp, deepep)");
 	snprintf(extra, sizeof(extra), "%s  \"context\": {\"api\": [\"MemcpyPeer\"]},\n", regex);
 	expect_problem(entry("t/a", "[1]", extra), 7, "invalid API name \"MemcpyPeer\"");
 	snprintf(extra, sizeof(extra), "%s  \"context\": {\"api\": []},\n", regex);
@@ -199,6 +199,20 @@ static void test_reading(void)
 	/* Open MPI's "return value: N" is a call's result; "value" alone is not. */
 	check_str(first(rs, "  cuIpcOpenMemHandle return value:   217"), "t/unsupported");
 	check_str(first(rs, "buffer value: 217"), "(none)");
+	/* NVSHMEM's "non-zero status: N" is its own code up to 7, a CUDA status beside a call. */
+	check_str(first(rs, "init.cu:998: non-zero status: 3 building transport map failed"),
+		  "(none)");
+	check_str(first(rs, "mem_heap.cpp:1510: non-zero status: 801 cuMemCreate failed"),
+		  "t/notsupported");
+	p2pg_ruleset_free(rs);
+	rs = p2pg_ruleset_new();
+	add_ok(rs,
+	       entry("t/transportmap", "[]", "  \"regex\": \"building transport map failed\",\n"));
+	check_str(first(rs, "init.cu:998: non-zero status: 3 building transport map failed"),
+		  "t/transportmap");
+	check_str(
+	    first(rs, "x.cu:1: non-zero status: 3 cuInit failed building transport map failed"),
+	    "(none)");
 	p2pg_ruleset_free(rs);
 }
 
