@@ -14,6 +14,8 @@ about P2P).
 Exits 1 when the corpus misses the goal (P2P lines right at the top) or when any non-P2P line of
 it gets P2P advice. The held-out set was gathered after the rules were written, from other
 threads; it is printed for comparison and never tuned on, so it does not decide the exit status.
+A held-out line may carry "seen": why it is not unseen (its thread or its text reached the corpus
+or a rule while the set was being gathered); the held-out set is then also scored without those.
 The same scoring checks tests/explain/variants.jsonl with --goal 1.0: lines this project wrote,
 each with "variant" (what it varies) instead of "source", not lines pasted by users.
 """
@@ -102,14 +104,22 @@ def main():
     args = ap.parse_args()
 
     main_result = score(args.binary, load(args.corpus), args.verbose, "corpus")
-    held_result = None
+    held_result = unseen_result = None
     if args.heldout:
-        held_result = score(args.binary, load(args.heldout), args.verbose, "held-out")
+        held = load(args.heldout)
+        held_result = score(args.binary, held, args.verbose, "held-out")
+        # Lines marked "seen" (their thread, or their very text, reached the corpus or a rule
+        # while the set was gathered) are scored again without them.
+        unseen = [row for row in held if "seen" not in row]
+        if len(unseen) < len(held):
+            unseen_result = score(args.binary, unseen, False, "held-out, unseen")
 
     table(f"Scored set ({args.corpus})", main_result)
     if held_result:
         table("Held-out set (tests/explain/heldout.jsonl, gathered after the rules; not tuned on)",
               held_result)
+    if unseen_result:
+        table("Held-out set without its lines marked \"seen\"", unseen_result)
 
     counts, p2p_total, _, _, advised = main_result
     right = counts["right"] / p2p_total if p2p_total else 0.0
