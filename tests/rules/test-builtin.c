@@ -64,7 +64,9 @@ static const int peer_codes[] = {1,   46,  101, 201, 205, 217, 220, 226,
 
 static bool is_peer_status(int status)
 {
-	static const int only_peer[] = {217, 220, 704, 705, 711, 802};
+	/* 226 (contained error) is defined by CUDA as an invalid access of peer memory over NVLink
+	 * or a hardware error; its rule explains both. */
+	static const int only_peer[] = {217, 220, 226, 704, 705, 711, 802};
 	for (size_t k = 0; k < sizeof(only_peer) / sizeof(only_peer[0]); k++)
 		if (only_peer[k] == status)
 			return true;
