@@ -4,10 +4,7 @@
 # (scripts/bench-idle.sh), then a PyTorch process's start, bare and guarded, medians of 5
 # interleaved.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-BUILD=${BUILD:-.carry/build}
-RESULTS=${RESULTS:-$(mktemp -d /tmp/gpu-idle.XXXXXX)}
+source "$(dirname "$0")/../gpu-part-env.sh" idle
 echo "### processes under the preload (bench-idle.sh, real driver)"
 BUILD=$BUILD REAL_CUDA=1 ROUNDS=7 RUNS=200 CUDA_RUNS=3 PYTHON=/usr/bin/python3 bash scripts/bench-idle.sh \
 	| tee "$RESULTS/bench-idle.md"

@@ -6,13 +6,7 @@
 # and `p2pguard explain` on the driver's own name for each status. Prints markdown.
 # Env: BUILD (the carried build, default .carry/build), RESULTS (output folder).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-ROOT=$PWD
-BUILD=${BUILD:-$ROOT/.carry/build}
-LIB=$BUILD/src/preload/libp2pguard.so
-RESULTS=${RESULTS:-$(mktemp -d /tmp/gpu-ipc-status.XXXXXX)}
-export LD_LIBRARY_PATH=$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+source "$(dirname "$0")/../gpu-part-env.sh" ipc-status
 if [ "${P2PG_GPU_CHECK_SIM:-}" = 1 ]; then
 	BUILD=$ROOT/build LIB=$ROOT/build/src/preload/libp2pguard.so
 	export LD_LIBRARY_PATH=$ROOT/build/tests/simcuda:$LD_LIBRARY_PATH SIMCUDA_DEVICES=1

@@ -10,13 +10,8 @@
 # Env: BUILD (the carried build, default .carry/build), RESULTS (output folder).
 # Prints a markdown summary on stdout; raw outputs in $RESULTS.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-ROOT=$PWD
-BUILD=${BUILD:-$ROOT/.carry/build}
-RESULTS=${RESULTS:-${OUT:-$(mktemp -d /tmp/kb-pcie.XXXXXX)}}
+source "$(dirname "$0")/../gpu-part-env.sh" kb-pcie
 mkdir -p "$RESULTS"
-export LD_LIBRARY_PATH=$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 {
 	echo "uid $(id -u)"

@@ -13,17 +13,11 @@
 # Env: BUILD (the carried build, .carry/build), RESULTS (output folder). Prints a markdown table;
 # the database and every output in $RESULTS/mapping-outputs.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-ROOT=$PWD
-BUILD=${BUILD:-$ROOT/.carry/build}
-LIB=$BUILD/src/preload/libp2pguard.so
+source "$(dirname "$0")/../gpu-part-env.sh" mapping-outputs
 CLI=$BUILD/src/cli/p2pguard
 XPROC=$BUILD/tests/programs/xproc_peer
-RESULTS=${RESULTS:-${OUT:-$(mktemp -d /tmp/gpu-mapping-outputs.XXXXXX)}}
 W=$RESULTS/mapping-outputs
 mkdir -p "$W"
-export LD_LIBRARY_PATH=$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 ROWS=()
 row() { ROWS+=("| $1 | $2 | $3 |"); echo "== $1: $2 ($3)" >&2; }
 q() { python3 -c "

@@ -13,16 +13,10 @@
 # Env: BUILD (the carried build, .carry/build), RESULTS (output folder). Prints a markdown table;
 # raw logs, JSON lines and databases in $RESULTS/nccl.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-ROOT=$PWD
-BUILD=${BUILD:-$ROOT/.carry/build}
-LIB=$BUILD/src/preload/libp2pguard.so
+source "$(dirname "$0")/../gpu-part-env.sh" nccl
 CLI=$BUILD/src/cli/p2pguard
-RESULTS=${RESULTS:-${OUT:-$(mktemp -d /tmp/gpu-nccl.XXXXXX)}}
 W=$RESULTS/nccl
 mkdir -p "$W"
-export LD_LIBRARY_PATH=$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 ROWS=()
 row() { ROWS+=("| $1 | $2 | $3 |"); echo "== $1: $2 ($3)" >&2; }
 q() { python3 -c "

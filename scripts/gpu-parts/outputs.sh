@@ -10,13 +10,8 @@
 # Env: BUILD (the carried build folder, default .carry/build), RESULTS (where raw files go).
 # Prints a markdown summary on stdout.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-ROOT=$PWD
-BUILD=${BUILD:-$ROOT/.carry/build}
-RESULTS=${RESULTS:-$(mktemp -d /tmp/gpu-outputs.XXXXXX)}
+source "$(dirname "$0")/../gpu-part-env.sh" outputs
 mkdir -p "$RESULTS"
-export LD_LIBRARY_PATH=$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 P2PGUARD=$BUILD/src/cli/p2pguard
 status=0
 

@@ -8,14 +8,8 @@
 #      `p2pguard recover` imports it with no record refused (records_invalid 0).
 # Env: BUILD (the carried build, .carry/build), RESULTS (output folder). Prints markdown tables.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-ROOT=$PWD
-BUILD=${BUILD:-$ROOT/.carry/build}
-RESULTS=${RESULTS:-$(mktemp -d /tmp/spool-limits.XXXXXX)}
+source "$(dirname "$0")/../gpu-part-env.sh" spool-limits
 mkdir -p "$RESULTS"
-export LD_LIBRARY_PATH=$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-LIB=$BUILD/src/preload/libp2pguard.so
 CLI=$BUILD/src/cli/p2pguard
 W=$RESULTS/work
 mkdir -p "$W"

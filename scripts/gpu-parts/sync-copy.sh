@@ -5,12 +5,7 @@
 # host_ns and gpu_ns can be set beside the events' GPU time. Prints a markdown table.
 # Env: BUILD (the carried build, default .carry/build), RESULTS (output folder).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-ROOT=$PWD
-BUILD=${BUILD:-$ROOT/.carry/build}
-LIB=$BUILD/src/preload/libp2pguard.so
-RESULTS=${RESULTS:-$(mktemp -d /tmp/gpu-sync.XXXXXX)}
+source "$(dirname "$0")/../gpu-part-env.sh" sync-copy
 W=$RESULTS/sync-copy
 mkdir -p "$W"
 export LD_LIBRARY_PATH=$ROOT/.carry/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

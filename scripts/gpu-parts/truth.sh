@@ -17,12 +17,7 @@
 # traceback writer; the debug-offsets walk is tested on the build machine's 3.13.0).
 # Env: BUILD (the carried build, default .carry/build), RESULTS (output folder).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-ROOT=$PWD
-BUILD=${BUILD:-$ROOT/.carry/build}
-LIB=$BUILD/src/preload/libp2pguard.so
-RESULTS=${RESULTS:-$(mktemp -d /tmp/gpu-truth.XXXXXX)}
+source "$(dirname "$0")/../gpu-part-env.sh" truth
 W=$RESULTS/truth
 mkdir -p "$W"
 CUDA_LIB=/usr/local/cuda/lib64

@@ -12,13 +12,8 @@
 # Env: BUILD (the carried build, default .carry/build), RESULTS (a folder for the raw files).
 # Prints markdown on stdout.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-ROOT=$PWD
-BUILD=${BUILD:-$ROOT/.carry/build}
-RESULTS=${RESULTS:-$(mktemp -d /tmp/gpu-xproc.XXXXXX)}
+source "$(dirname "$0")/../gpu-part-env.sh" xproc
 mkdir -p "$RESULTS"
-LIB=$BUILD/src/preload/libp2pguard.so
 CUDART_DIR=$(dirname "$(ls /usr/local/cuda/lib64/libcudart.so.13 2>/dev/null || python3 -c 'import nvidia.cu13, os; print(os.path.join(nvidia.cu13.__path__[0], "lib/libcudart.so.13"))' 2>/dev/null || echo /usr/local/cuda/lib64/x)")
 if [ "${P2PG_GPU_CHECK_SIM:-}" = 1 ]; then
 	# A dry run on a machine without GPUs, against the simulated CUDA.
