@@ -33,6 +33,8 @@ enum framework {
 	FW_NVSHMEM,
 	FW_MSCCLPP,
 	FW_DEEPEP,
+	FW_PADDLE,
+	FW_MXNET,
 	FW_COUNT,
 };
 

@@ -64,6 +64,8 @@ static const struct {
     [FW_NVSHMEM] = {"nvshmem", {"nvshmem", NULL}},
     [FW_MSCCLPP] = {"mscclpp", {"mscclpp", "msccl++", NULL}},
     [FW_DEEPEP] = {"deepep", {"deep_ep", "deepep", NULL}},
+    [FW_PADDLE] = {"paddle", {"paddle", "(External) CUDA error", NULL}},
+    [FW_MXNET] = {"mxnet", {"mxnet", "kvstore", NULL}},
 };
 
 int explain_framework_lookup(const char *name)

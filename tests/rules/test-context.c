@@ -89,10 +89,11 @@ static void test_messages(void)
 		       "invalid source file name \"notes.txt\" (expected a name such as shm.cc or "
 		       "custom_all_reduce.cuh, without folders)");
 	snprintf(extra, sizeof(extra), "%s  \"context\": {\"framework\": [\"torch\"]},\n", regex);
-	expect_problem(entry("t/a", "[1]", extra), 7,
-		       "unknown framework \"torch\" (expected one of nccl, pytorch, vllm, sglang, "
-		       "tensorrt-llm, jax, tensorflow, cupy, pycuda, cuda-samples, nvbandwidth, "
-		       "nccl-tests, triton, fabric-manager, wsl, nvshmem, mscclpp, deepep)");
+	expect_problem(
+	    entry("t/a", "[1]", extra), 7,
+	    "unknown framework \"torch\" (expected one of nccl, pytorch, vllm, sglang, "
+	    "tensorrt-llm, jax, tensorflow, cupy, pycuda, cuda-samples, nvbandwidth, "
+	    "nccl-tests, triton, fabric-manager, wsl, nvshmem, mscclpp, deepep, paddle, mxnet)");
 	snprintf(extra, sizeof(extra), "%s  \"context\": {\"api\": [\"MemcpyPeer\"]},\n", regex);
 	expect_problem(entry("t/a", "[1]", extra), 7, "invalid API name \"MemcpyPeer\"");
 	snprintf(extra, sizeof(extra), "%s  \"context\": {\"api\": []},\n", regex);
