@@ -96,11 +96,8 @@ static void process_info(struct p2pg_process_info *info)
 	info->mode = p2pg_rec.mode_name;
 	info->record = p2pg_rec.settings.record;
 	/* The run this process belongs to (`p2pguard run` sets it for the whole process tree it
-	 * starts): kept only when it looks like one, so that a stray value cannot pass for one. */
-	const char *run = getenv("P2PGUARD_RUN_ID");
-	size_t run_len = run ? strspn(run, "0123456789abcdefghijklmnopqrstuvwxyz-") : 0;
-	if (run && run_len > 0 && run_len < sizeof(info->run_id) && run[run_len] == '\0')
-		memcpy(info->run_id, run, run_len + 1);
+	 * starts), checked with the other settings. */
+	memcpy(info->run_id, p2pg_rec.settings.run_id, sizeof(p2pg_rec.settings.run_id));
 	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		ssize_t n = read(fd, info->cmdline, sizeof(info->cmdline) - 1);

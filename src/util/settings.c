@@ -220,6 +220,17 @@ static void parse_zeroed(struct p2pg_settings *s, char *(*get)(const char *name)
 			    "P2PGUARD_MODE=%s is not a mode (accepted: observe, fallback, staged)",
 			    v);
 	}
+	if ((v = get("P2PGUARD_RUN_ID")) && *v) {
+		/* What `p2pguard run` sets and `report --run` asks for; anything else would be
+		 * stored as a run that no report can select. */
+		if (strlen(v) == 16 && strspn(v, "0123456789abcdef") == 16)
+			memcpy(s->run_id, v, 17);
+		else
+			warnf(warn, "not recorded",
+			      "P2PGUARD_RUN_ID=%s is not a run id (16 hex digits in lower case, as "
+			      "p2pguard run sets it)",
+			      v);
+	}
 	if ((v = get("P2PGUARD_DB")) && *v) {
 		/* SQLite would keep ":memory:" in this process only, each connection its own, and
 		 * read "file:..." as a URI (another file, or memory again): the records would be

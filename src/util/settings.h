@@ -55,6 +55,7 @@ struct p2pg_settings {
 	/* P2PGUARD_PAIRS as a symmetric matrix; only read when !pairs_all */
 	unsigned char pairs[P2PG_MAX_DEVICES][P2PG_MAX_DEVICES];
 	char rules_dir[4096]; /* P2PGUARD_RULES, "" when unset */
+	char run_id[17];      /* P2PGUARD_RUN_ID: 16 hex digits from `p2pguard run`, "" otherwise */
 };
 
 /*

@@ -21,6 +21,20 @@ for value in ("tur\nbo", "\rall"):
     check(proc.stdout == bare and len(lines) == 1 and "\r" not in proc.stderr and "P2PGUARD_MODE=" in lines[0],
           "P2PGUARD_MODE=%r: one line, program unharmed (%r)" % (value, proc.stderr))
 
+# P2PGUARD_RUN_ID: what `p2pguard run` sets is stored; anything else is one line and no run, since
+# report --run could never select it.
+db = tempdb()
+proc = run([program("rt_peer"), "basic"], db=db, P2PGUARD_RUN_ID="0123456789abcdef")
+check(proc.stdout == bare and proc.stderr == "", "P2PGUARD_RUN_ID of 16 hex digits: silent")
+equal(scalar(db, "SELECT run_id FROM processes"), "0123456789abcdef", "  stored in processes.run_id")
+for value in ("job-1234", "0123456789ABCDEF", "0123456789abcdef0"):
+    db = tempdb()
+    proc = run([program("rt_peer"), "basic"], db=db, P2PGUARD_RUN_ID=value)
+    lines = proc.stderr.splitlines()
+    check(proc.stdout == bare and len(lines) == 1 and "P2PGUARD_RUN_ID=" + value in lines[0],
+          "P2PGUARD_RUN_ID=%s: one line naming it, program unharmed (%r)" % (value, proc.stderr))
+    equal(scalar(db, "SELECT run_id FROM processes"), None, "  no run stored")
+
 for var, value in (("P2PGUARD_RECORD", "some"), ("P2PGUARD_PAIRS", "0-0"), ("P2PGUARD_STAGING_MB", "-3"),
                    ("P2PGUARD_GPU_TIMING", "maybe")):
     db = tempdb()
