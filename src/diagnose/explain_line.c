@@ -361,6 +361,10 @@ static const struct {
     {"access mode (of|to|for) the virtual memory mapping", "cuMemSetAccess"},
     {"import(ing)?( the| an?)? (shareable|fabric) (memory )?handle",
      "cuMemImportFromShareableHandle"},
+    /* A line about IMEX channels or fabric handles is about fabric memory (cuMemCreate with
+     * CU_MEM_HANDLE_TYPE_FABRIC); "CUDA IPC" beside a status, about opening a handle. */
+    {"imex (channel|daemon|domain|stack)|fabric (memory )?handle", "cuMemCreate"},
+    {"cuda ?ipc", "cudaIpcOpenMemHandle"},
     /* PyTorch's own entry points of CUDA IPC, in the tracebacks users paste with the error:
      * storage._share_cuda_() exports (torch/multiprocessing/reductions.py), _new_shared_cuda
      * and rebuild_cuda_tensor open (torch/csrc/StorageSharing.cpp). */

@@ -402,6 +402,12 @@ static void test_calls_in_words(void)
 			"File \"torch/multiprocessing/reductions.py\", line 147, in "
 			"rebuild_cuda_tensor: RuntimeError: CUDA error: invalid resource handle"),
 		  "t/open400");
+	/* IMEX and fabric handles are about fabric memory; "CUDA IPC" with a status, an open. */
+	check_str(first(rs, "fabric handle allocation failed without an IMEX channel: "
+			    "CUDA_ERROR_NOT_PERMITTED"),
+		  "t/create800");
+	check_str(first(rs, "LMCache: CUDA IPC buffer import failed: CUDA_ERROR_INVALID_HANDLE"),
+		  "t/open400");
 	check_str(first(rs, "NvlinkTransport: cuMemCreate failed: 800"), "t/create800");
 	check_str(first(rs, "cuMemCreate failed 800 times"), "(none)");
 	p2pg_ruleset_free(rs);
