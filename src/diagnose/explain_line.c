@@ -324,7 +324,8 @@ static void add_name(char list[][LINE_NAME_LEN], size_t *n, const char *start, s
 static void read_apis(const char *text, struct line_clues *c)
 {
 	for (const char *p = text; *p; p++) {
-		if ((p > text && is_word_char(p[-1])) || strncmp(p, "cu", 2) != 0)
+		/* A wrapper's prefix ends in an underscore (pymapd's call_cuIpcOpenMemHandle). */
+		if ((p > text && is_word_char(p[-1]) && p[-1] != '_') || strncmp(p, "cu", 2) != 0)
 			continue;
 		const char *q = p + 2;
 		if (strncmp(q, "da", 2) == 0 && isupper((unsigned char)q[2]))

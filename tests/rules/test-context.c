@@ -277,6 +277,11 @@ static void test_context(void)
 	check_str(first(rs, "RuntimeError: CUDA error: invalid argument"), "(none)");
 	check_str(first(rs, "cudaMemcpyPeerAsync failed: invalid argument"), "t/copy");
 	check_str(first(rs, "cudaMemcpyPeerAsync_ptsz returned 1"), "t/copy");
+	/* A wrapper's name around the call (pymapd's call_cuIpcOpenMemHandle). */
+	check_str(first(rs, "Call to call_cudaMemcpyPeerAsync results in cudaErrorInvalidValue"),
+		  "t/copy");
+	check_str(first(rs, "Call to mycudaMemcpyPeerAsync results in cudaErrorInvalidValue"),
+		  "(none)");
 	check_str(first(rs, "cudaIpcOpenMemHandle failed: invalid argument"), "(none)");
 	/* The named file comes before the length of the match. */
 	check_str(first(rs, "host:1:2 [0] transport/shm.cc:590 NCCL WARN Cuda failure 217 'peer "
