@@ -8,4 +8,5 @@ ROOT=$PWD
 BUILD=${BUILD:-$ROOT/.carry/build}
 LIB=$BUILD/src/preload/libp2pguard.so
 RESULTS=${RESULTS:-${OUT:-$(mktemp -d "/tmp/gpu-$1.XXXXXX")}}
+mkdir -p "$RESULTS"
 export LD_LIBRARY_PATH=$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

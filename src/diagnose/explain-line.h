@@ -37,6 +37,7 @@ enum framework {
 	FW_MXNET,
 	FW_COUNT,
 };
+_Static_assert(FW_COUNT <= 32, "line_clues.frameworks holds one bit per framework");
 
 struct line_clues {
 	int statuses[LINE_STATUSES_MAX]; /* every status named, in no order, without repeats */

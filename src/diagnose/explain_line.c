@@ -35,7 +35,7 @@
  * the same kind of thing: CUDA IPC is not available there. */
 static const struct {
 	const char *name;
-	const char *markers[6];
+	const char *markers[8];
 } frameworks[FW_COUNT] = {
     [FW_NCCL] = {"nccl", {"nccl", "NVLink SHARP", NULL}},
     [FW_PYTORCH] = {"pytorch",
@@ -60,12 +60,14 @@ static const struct {
 		    NULL}},
     [FW_FABRIC_MANAGER] = {"fabric-manager",
 			   {"fabricmanager", "fabric manager", "multicast team", NULL}},
-    [FW_WSL] = {"wsl", {"WSL", "microsoft-standard", "Docker Desktop", NULL}},
+    [FW_WSL] = {"wsl",
+		{"WSL2", "WSL 2", "WSL ", " WSL", "(WSL", "microsoft-standard", "Docker Desktop",
+		 NULL}},
     [FW_NVSHMEM] = {"nvshmem", {"nvshmem", NULL}},
     [FW_MSCCLPP] = {"mscclpp", {"mscclpp", "msccl++", NULL}},
     [FW_DEEPEP] = {"deepep", {"deep_ep", "deepep", NULL}},
     [FW_PADDLE] = {"paddle", {"paddle", "(External) CUDA error", NULL}},
-    [FW_MXNET] = {"mxnet", {"mxnet", "kvstore", NULL}},
+    [FW_MXNET] = {"mxnet", {"mxnet", "kvstore/", NULL}},
 };
 
 int explain_framework_lookup(const char *name)
@@ -172,7 +174,30 @@ static size_t word_before(const char *text, const char *p, const char **ret_star
  * other numbers in a log line are device ordinals, bus ids and sizes. NCCL's own results ("NCCL
  * error 1") are not CUDA statuses.
  */
-static bool number_is_status(const char *text, const char *start, const char *end)
+/* Whether p starts a CUDA call's name: cuXxx or cudaXxx. */
+static bool starts_call_name(const char *p)
+{
+	if (strncmp(p, "cu", 2) != 0)
+		return false;
+	p += 2;
+	if (strncmp(p, "da", 2) == 0 && isupper((unsigned char)p[2]))
+		p += 2;
+	return isupper((unsigned char)*p);
+}
+
+/* Whether the identifier that ends just before word (spaces skipped) is a CUDA call's name. */
+static bool call_name_before(const char *text, const char *word)
+{
+	const char *p = word;
+	while (p > text && p[-1] == ' ')
+		p--;
+	const char *end = p;
+	while (p > text && is_word_char(p[-1]))
+		p--;
+	return p < end && starts_call_name(p);
+}
+
+static bool number_is_status(const char *text, const char *start, const char *end, long value)
 {
 	static const char *const words[] = {"error",  "err",	  "code", "status", "failure",
 					    "result", "returned", "rc",	  NULL};
@@ -195,21 +220,24 @@ static bool number_is_status(const char *text, const char *start, const char *en
 	 * and counts, after "return" only a call's result. */
 	if (!introduced && n == 5 && strncasecmp(word, "value", 5) == 0)
 		introduced = m == 6 && strncasecmp(before, "return", 6) == 0;
-	/* "cuMemCreate failed: 800" (Mooncake, many wrappers): after "failed" only with a colon or
-	 * an equals sign, since "failed 3 times" counts attempts. */
+	/* "cuMemCreate failed: 800" (Mooncake, many wrappers): after "failed" only where a CUDA
+	 * call failed and a colon or an equals sign follows, since "failed 3 times" counts
+	 * attempts and "mmap failed: 12" is an errno. */
 	if (!introduced && n == 6 && strncasecmp(word, "failed", 6) == 0)
-		introduced = memchr(word + n, ':', (size_t)(start - word - n)) ||
-			     memchr(word + n, '=', (size_t)(start - word - n));
+		introduced = call_name_before(text, word) &&
+			     (memchr(word + n, ':', (size_t)(start - word - n)) ||
+			      memchr(word + n, '=', (size_t)(start - word - n)));
 	if (!introduced)
 		return false;
 	/* NVSHMEM's "non-zero status: N" carries its own codes (0 to 7: 3 "not supported", 7
 	 * "internal") as well as a failed CUDA call's status, which it prints with the call
 	 * ("non-zero status: 101 cuMemCreate failed"). */
-	if (m == 4 && strncasecmp(before, "zero", 4) == 0 && before > text + 4 &&
-	    strncasecmp(before - 4, "non-", 4) == 0 && strtol(start, NULL, 10) <= 7) {
+	if (n == 6 && strncasecmp(word, "status", 6) == 0 && m == 4 &&
+	    strncasecmp(before, "zero", 4) == 0 && before >= text + 4 &&
+	    strncasecmp(before - 4, "non-", 4) == 0 && value <= 7) {
 		while (*end == ' ')
 			end++;
-		return end[0] == 'c' && end[1] == 'u';
+		return starts_call_name(end);
 	}
 	return !(m == 4 && strncasecmp(before, "nccl", 4) == 0);
 }
@@ -243,7 +271,7 @@ static void read_numbers(const char *text, struct line_clues *c)
 		if (p - start > (hex ? 10 : 6))
 			continue;
 		value = strtol(start, NULL, hex ? 16 : 10);
-		if (value > 0 && value < 100000 && number_is_status(text, start, p))
+		if (value > 0 && value < 100000 && number_is_status(text, start, p, value))
 			add_status(c, (int)value, (size_t)(p - start));
 	}
 }
@@ -365,7 +393,7 @@ static const struct {
     /* A line about IMEX channels or fabric handles is about fabric memory (cuMemCreate with
      * CU_MEM_HANDLE_TYPE_FABRIC); "CUDA IPC" beside a status, about opening a handle. */
     {"imex (channel|daemon|domain|stack)|fabric (memory )?handle", "cuMemCreate"},
-    {"cuda ?ipc", "cudaIpcOpenMemHandle"},
+    {"cuda ?ipc($|[^a-z0-9_])", "cudaIpcOpenMemHandle"},
     /* PyTorch's own entry points of CUDA IPC, in the tracebacks users paste with the error:
      * storage._share_cuda_() exports (torch/multiprocessing/reductions.py), _new_shared_cuda
      * and rebuild_cuda_tensor open (torch/csrc/StorageSharing.cpp). */

@@ -205,6 +205,9 @@ static void test_reading(void)
 		  "(none)");
 	check_str(first(rs, "mem_heap.cpp:1510: non-zero status: 801 cuMemCreate failed"),
 		  "t/notsupported");
+	/* At the start of the line too, and "cu" must start a call's name. */
+	check_str(first(rs, "non-zero status: 3 building transport map failed"), "(none)");
+	check_str(first(rs, "x: non-zero status: 3 current device"), "(none)");
 	p2pg_ruleset_free(rs);
 	rs = p2pg_ruleset_new();
 	add_ok(rs,
@@ -415,6 +418,12 @@ static void test_calls_in_words(void)
 		  "t/open400");
 	check_str(first(rs, "NvlinkTransport: cuMemCreate failed: 800"), "t/create800");
 	check_str(first(rs, "cuMemCreate failed 800 times"), "(none)");
+	/* "failed: N" is a status only after a CUDA call: "mmap failed: 12" is an errno. */
+	check_str(first(rs, "failed to open ipc mem handle after connect failed: 1"), "(none)");
+	/* Other IPC calls do not name the open: "CUDA IPC" inside an identifier is not the
+	 * phrase. */
+	check_str(first(rs, "cudaIpcCloseMemHandle failed: invalid resource handle"), "(none)");
+	check_str(first(rs, "cudaIpcGetEventHandle returned 400"), "(none)");
 	p2pg_ruleset_free(rs);
 }
 

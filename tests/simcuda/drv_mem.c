@@ -250,6 +250,10 @@ static struct sim_alloc *rec_get(void)
 		}
 	}
 	if (a) {
+		/* A get-handle that raced the record's last free may have left its descriptor. */
+		int export_fd = atomic_exchange(&a->ipc_export_fd, 0);
+		if (export_fd)
+			close(export_fd - 1);
 		a->live = true;
 		a->id = next_alloc_id++;
 	}
