@@ -51,8 +51,8 @@ const char *rules_kind_name(enum kind kind);
  * glibc computes, recursively, the closure of every branch over the ones that follow: a run of n
  * optional parts costs memory and time like n squared and stack like n ("(x?){1000}": 82 MB and a
  * stack deeper than 256 KiB; "(x?){5000}": 1.9 GB). So both are counted before regcomp() runs:
- * the copies are held to REGEX_MAX_SIZE, thirty-one times the largest built-in regex's (318), the
- * optional parts to REGEX_MAX_OPTIONAL, twenty-three times the built-ins' most (11), and groups
+ * the copies are held to REGEX_MAX_SIZE, thirty times the largest built-in regex's (323), the
+ * optional parts to REGEX_MAX_OPTIONAL, seventeen times the built-ins' most (15), and groups
  * nest at most REGEX_MAX_DEPTH deep. Within them regcomp() takes at most a few MB and milliseconds
  * (tests/rules/test-regex-cost.c measures it), and the guard compiles on a stack of its own.
  */
