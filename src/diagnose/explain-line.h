@@ -35,6 +35,8 @@ enum framework {
 	FW_DEEPEP,
 	FW_PADDLE,
 	FW_MXNET,
+	FW_CUTORCH,
+	FW_CAFFE2,
 	FW_COUNT,
 };
 _Static_assert(FW_COUNT <= 32, "line_clues.frameworks holds one bit per framework");

@@ -68,6 +68,8 @@ static const struct {
     [FW_DEEPEP] = {"deepep", {"deep_ep", "deepep", NULL}},
     [FW_PADDLE] = {"paddle", {"paddle", "(External) CUDA error", NULL}},
     [FW_MXNET] = {"mxnet", {"mxnet", "kvstore/", NULL}},
+    [FW_CUTORCH] = {"cutorch", {"cutorch", NULL}},
+    [FW_CAFFE2] = {"caffe2", {"caffe2", "data_parallel_model", NULL}},
 };
 
 int explain_framework_lookup(const char *name)
@@ -388,6 +390,10 @@ static const struct {
      "cudaIpcGetMemHandle"},
     {"(create|creating)( the| an?)? cuda shared memory handle", "cudaIpcGetMemHandle"},
     {"access mode (of|to|for) the virtual memory mapping", "cuMemSetAccess"},
+    /* A memory pool's access (cuMemPoolSetAccess, "pool access") is granted per device like a
+     * mapping's; Open MPI's smcuda reports a failed IPC open as registering remote memory. */
+    {"cuMemPoolSetAccess|pool (set )?access", "cuMemSetAccess"},
+    {"Failed to register remote memory, rc=", "cuIpcOpenMemHandle"},
     {"import(ing)?( the| an?)? (shareable|fabric) (memory )?handle",
      "cuMemImportFromShareableHandle"},
     /* A line about IMEX channels or fabric handles is about fabric memory (cuMemCreate with

@@ -89,11 +89,12 @@ static void test_messages(void)
 		       "invalid source file name \"notes.txt\" (expected a name such as shm.cc or "
 		       "custom_all_reduce.cuh, without folders)");
 	snprintf(extra, sizeof(extra), "%s  \"context\": {\"framework\": [\"torch\"]},\n", regex);
-	expect_problem(
-	    entry("t/a", "[1]", extra), 7,
-	    "unknown framework \"torch\" (expected one of nccl, pytorch, vllm, sglang, "
-	    "tensorrt-llm, jax, tensorflow, cupy, pycuda, cuda-samples, nvbandwidth, "
-	    "nccl-tests, triton, fabric-manager, wsl, nvshmem, mscclpp, deepep, paddle, mxnet)");
+	expect_problem(entry("t/a", "[1]", extra), 7,
+		       "unknown framework \"torch\" (expected one of nccl, pytorch, vllm, sglang, "
+		       "tensorrt-llm, jax, tensorflow, cupy, pycuda, cuda-samples, nvbandwidth, "
+		       "nccl-tests, triton, fabric-manager, wsl, nvshmem, mscclpp, deepep, paddle, "
+		       "mxnet, cutorch, "
+		       "caffe2)");
 	snprintf(extra, sizeof(extra), "%s  \"context\": {\"api\": [\"MemcpyPeer\"]},\n", regex);
 	expect_problem(entry("t/a", "[1]", extra), 7, "invalid API name \"MemcpyPeer\"");
 	snprintf(extra, sizeof(extra), "%s  \"context\": {\"api\": []},\n", regex);
@@ -393,6 +394,8 @@ static void test_calls_in_words(void)
 	check_str(first(rs, "uct_cuda_ipc: failed to open ipc mem handle: invalid argument"),
 		  "t/open1");
 	check_str(first(rs, "could not create the IPC memory handle: invalid argument"), "t/get1");
+	check_str(first(rs, "cuMemPoolSetAccess(pool, &desc, 1) failed: invalid argument"),
+		  "t/access1");
 	check_str(first(rs, "Failed setting the access mode to the virtual memory mapping to the "
 			    "range of size 4194304 bytes at 0x7f00: invalid argument"),
 		  "t/access1");
