@@ -37,6 +37,10 @@ enum framework {
 	FW_MXNET,
 	FW_CUTORCH,
 	FW_CAFFE2,
+	FW_FLASHINFER,
+	FW_TRANSFORMER_ENGINE,
+	FW_UCX,
+	FW_GDR,
 	FW_COUNT,
 };
 _Static_assert(FW_COUNT <= 32, "line_clues.frameworks holds one bit per framework");

@@ -70,6 +70,12 @@ static const struct {
     [FW_MXNET] = {"mxnet", {"mxnet", "kvstore/", NULL}},
     [FW_CUTORCH] = {"cutorch", {"cutorch", NULL}},
     [FW_CAFFE2] = {"caffe2", {"caffe2", "data_parallel_model", NULL}},
+    [FW_FLASHINFER] = {"flashinfer", {"flashinfer", NULL}},
+    [FW_TRANSFORMER_ENGINE] = {"transformer-engine",
+			       {"transformer_engine", "Transformer Engine", "TransformerEngine",
+				NULL}},
+    [FW_UCX] = {"ucx", {"UCX ", "ucp_", "uct_", NULL}},
+    [FW_GDR] = {"gdr", {"gdrcopy", "gdr_copy", "gdrdrv", "gdr_open", NULL}},
 };
 
 int explain_framework_lookup(const char *name)

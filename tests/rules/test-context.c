@@ -94,7 +94,7 @@ static void test_messages(void)
 		       "tensorrt-llm, jax, tensorflow, cupy, pycuda, cuda-samples, nvbandwidth, "
 		       "nccl-tests, triton, fabric-manager, wsl, nvshmem, mscclpp, deepep, paddle, "
 		       "mxnet, cutorch, "
-		       "caffe2)");
+		       "caffe2, flashinfer, transformer-engine, ucx, gdr)");
 	snprintf(extra, sizeof(extra), "%s  \"context\": {\"api\": [\"MemcpyPeer\"]},\n", regex);
 	expect_problem(entry("t/a", "[1]", extra), 7, "invalid API name \"MemcpyPeer\"");
 	snprintf(extra, sizeof(extra), "%s  \"context\": {\"api\": []},\n", regex);
