@@ -361,13 +361,11 @@ static void read_apis(const char *text, struct line_clues *c)
 {
 	for (const char *p = text; *p; p++) {
 		/* A wrapper's prefix ends in an underscore (pymapd's call_cuIpcOpenMemHandle). */
-		if ((p > text && is_word_char(p[-1]) && p[-1] != '_') || strncmp(p, "cu", 2) != 0)
+		if ((p > text && is_word_char(p[-1]) && p[-1] != '_') || !starts_call_name(p))
 			continue;
-		const char *q = p + 2;
-		if (strncmp(q, "da", 2) == 0 && isupper((unsigned char)q[2]))
-			q += 2;
-		if (!isupper((unsigned char)*q) || strncmp(q, "Error", 5) == 0 ||
-		    strncmp(q, "Success", 7) == 0)
+		const char *q =
+		    p + (strncmp(p, "cuda", 4) == 0 && isupper((unsigned char)p[4]) ? 4 : 2);
+		if (strncmp(q, "Error", 5) == 0 || strncmp(q, "Success", 7) == 0)
 			continue;
 		const char *end = q;
 		while (is_word_char(*end))

@@ -68,6 +68,9 @@ struct rules_regex_cost rules_regex_cost(const char *regex);
 
 /* The "context" object (rules_context.c) and the "notes" array (rules_notes.c), into r. */
 bool rules_parse_context(struct loader *ld, const struct p2pg_json *v, struct p2pg_rule *r);
+/* The framework whose folder holds the rule with this id (tensorrt-llm/..., nccl/...), as a bit of
+ * line_clues.frameworks; 0 for cuda/, ipc/ and the other folders that name no framework. */
+unsigned rules_folder_framework(const char *id);
 bool rules_parse_notes(struct loader *ld, const struct p2pg_json *v, struct p2pg_rule *r);
 
 /* The "examples" object: its matches and near misses, into r. */

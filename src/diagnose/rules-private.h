@@ -108,6 +108,7 @@ struct p2pg_rule {
 	char **context_files;
 	size_t n_context_files;
 	unsigned context_frameworks; /* bit k: enum framework k (explain-line.h) */
+	unsigned folder_framework; /* the framework whose folder holds the rule (nccl/...), or 0 */
 
 	struct note *notes;
 	size_t n_notes;

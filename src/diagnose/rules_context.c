@@ -10,6 +10,19 @@
 #include "explain-line.h"
 #include "rules-loader.h"
 
+unsigned rules_folder_framework(const char *id)
+{
+	char folder[32];
+	const char *slash = id ? strchr(id, '/') : NULL;
+	size_t n = slash ? (size_t)(slash - id) : 0;
+	if (n == 0 || n >= sizeof(folder))
+		return 0;
+	memcpy(folder, id, n);
+	folder[n] = '\0';
+	int k = explain_framework_lookup(folder);
+	return k < 0 ? 0 : 1u << k;
+}
+
 static bool parse_list(struct loader *ld, const struct p2pg_json *v, const char *path, char ***ret,
 		       size_t *ret_n)
 {

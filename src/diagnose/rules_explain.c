@@ -76,21 +76,6 @@ static struct context_found context_clues(const struct p2pg_rule *r, const struc
 	return f;
 }
 
-/* The framework whose folder holds the rule (tensorrt-llm/..., nccl/...), as a bit of
- * line_clues.frameworks; 0 for cuda/, ipc/ and the other folders that name no framework. */
-static unsigned folder_framework(const struct p2pg_rule *r)
-{
-	char folder[32];
-	const char *slash = strchr(r->id, '/');
-	size_t n = slash ? (size_t)(slash - r->id) : 0;
-	if (n == 0 || n >= sizeof(folder))
-		return 0;
-	memcpy(folder, r->id, n);
-	folder[n] = '\0';
-	int k = explain_framework_lookup(folder);
-	return k < 0 ? 0 : 1u << k;
-}
-
 /*
  * How much of the text the rule accounts for: the part its regex matches, its longest alias found
  * or, for a rule about a status (one with "match"), the longest spelling of a status it lists.
@@ -171,7 +156,7 @@ size_t p2pg_ruleset_explain(const struct p2pg_ruleset *rs, const char *text,
 		 * the general rules of the call, without making its other wordings need the
 		 * framework's name. */
 		if (!(r->context_frameworks & clues.frameworks) &&
-		    (folder_framework(r) & clues.frameworks))
+		    (r->folder_framework & clues.frameworks))
 			found.kinds++;
 		size_t score = wording_score(r, text, &clues);
 		int kinds = found.kinds;

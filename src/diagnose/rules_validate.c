@@ -668,6 +668,7 @@ static struct p2pg_rule *rule_from_json(struct loader *ld, const struct p2pg_jso
 			   v->string, id_path);
 	}
 	r->id = ld_copy(ld, v->string);
+	r->folder_framework = rules_folder_framework(r->id);
 	r->title = ld_copy(ld, member(root, "signature")->string);
 	r->root_cause = ld_copy(ld, member(root, "root_cause")->string);
 	v = member(root, "official_doc_url");
