@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "json-lines.h"
 #include "notice.h"
 
 /* Records the first error only. Always returns -EINVAL. */
@@ -36,15 +37,10 @@ static int fail(struct p2pg_json_error *error, int line, const char *fmt, ...)
 	return -EINVAL;
 }
 
-static bool is_blank(char c)
-{
-	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
-}
-
 /* Where a value cannot start: blanks and punctuation other than the containers' openings. */
 static bool is_separator(char c)
 {
-	if (is_blank(c))
+	if (json_is_blank(c))
 		return true;
 	switch (c) {
 	case ',':
@@ -58,11 +54,10 @@ static bool is_separator(char c)
 }
 
 /*
- * The line each value starts on, in document order, for text that is valid JSON. Every token
- * but punctuation and keys starts a value, and a string is a key when ':' follows it. Strings
- * hold no raw newline in valid JSON, so only blanks between tokens count lines.
+ * Every token but punctuation and keys starts a value, and a string is a key when ':' follows it.
+ * Strings hold no raw newline in valid JSON, so only blanks between tokens count lines.
  */
-static int value_lines(const char *p, const char *end, int **ret, size_t *ret_n)
+int json_value_lines(const char *p, const char *end, int **ret, size_t *ret_n)
 {
 	_cleanup_free_ int *lines = NULL;
 	size_t n = 0, cap = 0;
@@ -74,11 +69,14 @@ static int value_lines(const char *p, const char *end, int **ret, size_t *ret_n)
 			continue;
 		}
 		if (*p == '"') {
-			do
-				p += *p == '\\' ? 2 : 1;
-			while (*p != '"');
+			const char *close = p + 1;
+			while (close < end && *close != '"')
+				close += *close == '\\' && close + 1 < end ? 2 : 1;
+			if (close >= end)
+				break; /* unterminated: not a value */
+			p = close;
 			const char *next = p + 1;
-			while (next < end && is_blank(*next))
+			while (next < end && json_is_blank(*next))
 				next++;
 			if (next < end && *next == ':')
 				continue;
@@ -86,6 +84,10 @@ static int value_lines(const char *p, const char *end, int **ret, size_t *ret_n)
 			/* A number or a literal: its last character. */
 			while (p + 1 < end && !is_separator(p[1]))
 				p++;
+		}
+		if (!ret) {
+			n++;
+			continue;
 		}
 		if (n == cap) {
 			cap = cap ? 2 * cap : 64;
@@ -96,35 +98,18 @@ static int value_lines(const char *p, const char *end, int **ret, size_t *ret_n)
 		}
 		lines[n++] = line;
 	}
-	*ret = lines;
-	lines = NULL;
+	if (ret) {
+		*ret = lines;
+		lines = NULL;
+	}
 	*ret_n = n;
 	return 0;
 }
 
-/* A node's own allocations; its children are elements of the same array. */
-static void free_fields(struct p2pg_json *v)
-{
-	for (size_t k = 0; v->keys && k < v->count; k++)
-		free(v->keys[k]);
-	free(v->items);
-	free(v->keys);
-	free(v->string);
-}
-
-static void free_tree(struct p2pg_json *v)
-{
-	for (size_t k = 0; k < v->count; k++)
-		free_tree(v->items[k]);
-	free_fields(v);
-}
-
-/* The whole tree lives in one array whose first element is the root. */
+/* A tree is one allocation: the nodes (the root first), then every container's item and key
+ * pointers, then the bytes of every string and key. A copy makes no allocation of its own. */
 void p2pg_json_free(struct p2pg_json *value)
 {
-	if (!value)
-		return;
-	free_tree(value);
 	free(value);
 }
 
@@ -133,18 +118,36 @@ struct builder {
 	const int *lines;
 	size_t n_nodes;
 	size_t next; /* the node the next value copied becomes */
+	struct p2pg_json **items;
+	char **keys;
+	size_t n_slots; /* items and keys handed out; at most n_nodes - 1, one per non-root node */
+	char *bytes, *bytes_end;
 	struct p2pg_json_error *error;
 };
+
+/* A copy of s (n bytes) in the tree's own storage, or NULL when the storage is used up. */
+static char *keep_string(struct builder *b, const char *s, size_t n)
+{
+	if ((size_t)(b->bytes_end - b->bytes) < n + 1)
+		return NULL;
+	char *kept = b->bytes;
+	memcpy(kept, s, n);
+	kept[n] = '\0';
+	b->bytes += n + 1;
+	return kept;
+}
 
 static int copy_value(struct builder *b, json_t *in, int depth, struct p2pg_json **ret);
 
 static int copy_members(struct builder *b, json_t *in, int depth, struct p2pg_json *v)
 {
 	size_t count = json_is_object(in) ? json_object_size(in) : json_array_size(in);
-	/* At least one slot: calloc(0) may answer NULL, which is not out of memory. */
-	v->items = calloc(count + 1, sizeof(*v->items));
-	if (!v->items)
-		return -ENOMEM;
+	if (count > b->n_nodes - 1 - b->n_slots)
+		return fail(b->error, v->line, "the JSON reader lost count of the values here");
+	v->items = b->items + b->n_slots;
+	if (json_is_object(in))
+		v->keys = b->keys + b->n_slots;
+	b->n_slots += count;
 	if (json_is_array(in)) {
 		for (; v->count < count; v->count++) {
 			int r = copy_value(b, json_array_get(in, v->count), depth + 1,
@@ -154,16 +157,14 @@ static int copy_members(struct builder *b, json_t *in, int depth, struct p2pg_js
 		}
 		return 0;
 	}
-	v->keys = calloc(count + 1, sizeof(*v->keys));
-	if (!v->keys)
-		return -ENOMEM;
 	const char *key;
 	json_t *member;
 	json_object_foreach(in, key, member)
 	{
-		if (!(v->keys[v->count] = strdup(key)))
-			return -ENOMEM;
-		v->count++; /* the key is owned now, whatever happens to the value */
+		if (!(v->keys[v->count] = keep_string(b, key, strlen(key))))
+			return fail(b->error, v->line,
+				    "the JSON reader lost count of the values here");
+		v->count++;
 		int r = copy_value(b, member, depth + 1, &v->items[v->count - 1]);
 		if (r < 0)
 			return r;
@@ -198,8 +199,9 @@ static int copy_value(struct builder *b, json_t *in, int depth, struct p2pg_json
 		 * reader's own words, rather than as a jansson flag's name. */
 		if (memchr(json_string_value(in), '\0', v->length))
 			return fail(b->error, v->line, "\\u0000 is not allowed in strings");
-		if (!(v->string = strdup(json_string_value(in))))
-			return -ENOMEM;
+		if (!(v->string = keep_string(b, json_string_value(in), v->length)))
+			return fail(b->error, v->line,
+				    "the JSON reader lost count of the values here");
 		return 0;
 	case JSON_INTEGER:
 		v->type = P2PG_JSON_NUMBER;
@@ -247,11 +249,22 @@ int p2pg_json_parse(const char *text, size_t len, struct p2pg_json **ret,
 
 	_cleanup_free_ int *lines = NULL;
 	struct builder b = {.error = error};
-	int r = value_lines(text, text + len, &lines, &b.n_nodes);
+	int r = json_value_lines(text, text + len, &lines, &b.n_nodes);
+	if (r == 0 && b.n_nodes == 0)
+		r = fail(error, 1, "the JSON reader lost count of the values here");
 	if (r == 0) {
+		/* No string or key, unescaped, is longer than its quoted text, so len bytes hold
+		 * them all with their NULs. */
+		size_t n = b.n_nodes;
 		b.lines = lines;
-		b.nodes = calloc(b.n_nodes, sizeof(*b.nodes));
+		b.nodes = calloc(1, n * sizeof(*b.nodes) + 2 * n * sizeof(void *) + len + 1);
 		r = b.nodes ? 0 : -ENOMEM;
+		if (r == 0) {
+			b.items = (struct p2pg_json **)(b.nodes + n);
+			b.keys = (char **)(b.items + n);
+			b.bytes = (char *)(b.keys + n);
+			b.bytes_end = b.bytes + len + 1;
+		}
 	}
 	struct p2pg_json *tree = NULL;
 	if (r == 0)
@@ -260,8 +273,6 @@ int p2pg_json_parse(const char *text, size_t len, struct p2pg_json **ret,
 		r = fail(error, lines[b.next], "the JSON reader lost count of the values here");
 	json_decref(root);
 	if (r < 0) {
-		for (size_t k = 0; b.nodes && k < b.next; k++)
-			free_fields(&b.nodes[k]);
 		free(b.nodes);
 		return r;
 	}
