@@ -13,8 +13,72 @@ Standard library only: the build must not need anything beyond Python 3.
 """
 
 import argparse
+import json
 import os
 import sys
+
+DEPTH_MAX = 64  # P2PG_JSON_MAX_DEPTH
+LONG_LONG = (-(2**63), 2**63 - 1)
+
+
+class NotChecked(ValueError):
+    pass
+
+
+def reject_duplicates(pairs):
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise NotChecked("duplicate key")
+    return dict(pairs)
+
+
+def check_int(text):
+    if not LONG_LONG[0] <= int(text) <= LONG_LONG[1]:
+        raise NotChecked("integer out of range")
+    return int(text)
+
+
+def check_real(text):
+    if float(text) in (float("inf"), float("-inf")):
+        raise NotChecked("real number overflow")
+    return float(text)
+
+
+def reject_constant(name):
+    raise NotChecked(name + " is not JSON")
+
+
+def check_tree(value, depth):
+    """Nesting, NULs and lone surrogates (which json.loads lets through from \\u escapes)."""
+    if isinstance(value, (dict, list)):
+        if depth == DEPTH_MAX:
+            raise NotChecked("nesting too deep")
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if isinstance(key, str):
+                check_tree(key, depth + 1)
+            check_tree(item, depth + 1)
+    elif isinstance(value, str):
+        if "\0" in value:
+            raise NotChecked("NUL in a string")
+        value.encode("utf-8")  # a lone surrogate cannot be encoded
+
+
+def strict_json(data):
+    """True when the C reader for checked text may read data (json_checked.c): everything jansson
+    would refuse, the checks here refuse too. A file that fails is still compiled in, marked
+    unchecked, so that the loader's strict reader reports what is wrong with it."""
+    try:
+        text = data.decode("utf-8")
+        if text.startswith("\ufeff"):
+            text = text[1:]
+        value = json.loads(text, object_pairs_hook=reject_duplicates,
+                           parse_int=check_int, parse_float=check_real,
+                           parse_constant=reject_constant)
+        check_tree(value, 0)
+    except (ValueError, UnicodeError, RecursionError):
+        return False
+    return True
 
 
 def c_string_lines(data):
@@ -91,7 +155,7 @@ def main():
         parts.append("\t{\n\t\t\"%s\",\n" % rel.replace(os.sep, "/"))
         for literal in c_string_lines(data):
             parts.append("\t\t%s\n" % literal)
-        parts.append("\t\t,%d,\n\t},\n" % len(data))
+        parts.append("\t\t,%d, %s,\n\t},\n" % (len(data), "true" if strict_json(data) else "false"))
     if not listed:
         # An empty initializer list is not C11.
         parts.append("\t{0},\n")

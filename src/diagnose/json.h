@@ -53,6 +53,12 @@ struct p2pg_json_error {
 int p2pg_json_parse(const char *text, size_t len, struct p2pg_json **ret,
 		    struct p2pg_json_error *error);
 
+/*
+ * The same tree for text the build has checked (json_checked.c): faster, with no message. -EINVAL
+ * for anything it does not expect, and the caller then asks p2pg_json_parse why; -ENOMEM.
+ */
+int p2pg_json_parse_checked(const char *text, size_t len, struct p2pg_json **ret);
+
 void p2pg_json_free(struct p2pg_json *value); /* accepts NULL */
 
 /* The value of member key of object, or NULL when object is not an object or has no such key. */

@@ -5,12 +5,14 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct p2pg_builtin_rule {
 	const char *path; /* relative to rules/, e.g. "cuda/too-many-peers.json" */
 	const char *text; /* the file's bytes, NUL-terminated */
 	size_t len;	  /* without the NUL */
+	bool checked;	  /* strict JSON, as scripts/embed-rules.py checks it */
 };
 
 extern const struct p2pg_builtin_rule p2pg_builtin_rules[];

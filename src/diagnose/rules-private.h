@@ -80,6 +80,7 @@ struct p2pg_rule {
 	char *doc_url;
 	char *file;
 	char *json;
+	bool json_is_builtin; /* json is the compiled-in text, not a copy to free */
 	char *advice;
 	char *dead_ends_text;
 	double confidence;
@@ -155,3 +156,9 @@ void rules_report(p2pg_rules_report_fn report, void *userdata, const char *file,
  */
 int rules_add_text(struct p2pg_ruleset *rs, const char *file, const char *id_path, const char *text,
 		   size_t len, p2pg_rules_report_fn report, void *userdata, int *problems);
+/* The same for a built-in rule: text the build has checked, which lives as long as the program. It
+ * is read without jansson unless the faster reader finds it is not what the build passed, and the
+ * rule keeps it rather than a copy. */
+int rules_add_builtin_text(struct p2pg_ruleset *rs, const char *file, const char *id_path,
+			   const char *text, size_t len, p2pg_rules_report_fn report,
+			   void *userdata, int *problems);

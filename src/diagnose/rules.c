@@ -63,7 +63,8 @@ void rules_rule_free(struct p2pg_rule *r)
 	free(r->root_cause);
 	free(r->doc_url);
 	free(r->file);
-	free(r->json);
+	if (!r->json_is_builtin)
+		free(r->json);
 	free(r->advice);
 	free(r->dead_ends_text);
 	free(r->codes);

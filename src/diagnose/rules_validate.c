@@ -761,14 +761,17 @@ static int ruleset_append(struct p2pg_ruleset *rs, struct p2pg_rule *r)
 }
 
 static int add_entry(struct p2pg_ruleset *rs, struct loader *ld, const char *id_path,
-		     const char *text, size_t len)
+		     const char *text, size_t len, bool builtin)
 {
 	_cleanup_json_ struct p2pg_json *root = NULL;
 	struct p2pg_json_error error;
 	struct p2pg_rule *r;
-	int rc;
+	int rc = -EINVAL;
 
-	rc = p2pg_json_parse(text, len, &root, &error);
+	if (builtin)
+		rc = p2pg_json_parse_checked(text, len, &root);
+	if (rc == -EINVAL)
+		rc = p2pg_json_parse(text, len, &root, &error);
 	if (rc == -ENOMEM)
 		return rc;
 	if (rc < 0) {
@@ -787,23 +790,40 @@ static int add_entry(struct p2pg_ruleset *rs, struct loader *ld, const char *id_
 		return -EEXIST;
 	}
 	r->file = strdup(ld->file);
-	r->json = malloc(len + 1);
+	r->json_is_builtin = builtin;
+	r->json = builtin ? (char *)text : malloc(len + 1);
 	if (!r->file || !r->json || ruleset_append(rs, r) < 0) {
 		rules_rule_free(r);
 		return -ENOMEM;
 	}
-	memcpy(r->json, text, len);
-	r->json[len] = '\0';
+	if (!builtin) {
+		memcpy(r->json, text, len);
+		r->json[len] = '\0';
+	}
 	return 0;
 }
 
 /* Adds one entry; *problems grows by the number of problems reported. */
-int rules_add_text(struct p2pg_ruleset *rs, const char *file, const char *id_path, const char *text,
-		   size_t len, p2pg_rules_report_fn report, void *userdata, int *problems)
+static int add_text(struct p2pg_ruleset *rs, const char *file, const char *id_path,
+		    const char *text, size_t len, bool builtin, p2pg_rules_report_fn report,
+		    void *userdata, int *problems)
 {
 	struct loader ld = {.file = file, .report = report, .userdata = userdata};
-	int rc = add_entry(rs, &ld, id_path, text, len);
+	int rc = add_entry(rs, &ld, id_path, text, len, builtin);
 	if (problems)
 		*problems += ld.problems;
 	return rc;
+}
+
+int rules_add_text(struct p2pg_ruleset *rs, const char *file, const char *id_path, const char *text,
+		   size_t len, p2pg_rules_report_fn report, void *userdata, int *problems)
+{
+	return add_text(rs, file, id_path, text, len, false, report, userdata, problems);
+}
+
+int rules_add_builtin_text(struct p2pg_ruleset *rs, const char *file, const char *id_path,
+			   const char *text, size_t len, p2pg_rules_report_fn report,
+			   void *userdata, int *problems)
+{
+	return add_text(rs, file, id_path, text, len, true, report, userdata, problems);
 }

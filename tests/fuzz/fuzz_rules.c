@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* libFuzzer target: one rule file's text through the public loader, then the set it made used the
- * way the guard and the CLI use it. */
+ * way the guard and the CLI use it; and the same bytes through both JSON readers, which must build
+ * the same tree wherever both accept the text. */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
+#include "../rules/json-same.h"
+#include "json.h"
 #include "p2pguard/rules.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -12,8 +16,20 @@ static void ignore(void *userdata, const char *file, int line, const char *messa
 {
 }
 
+static void compare_readers(const uint8_t *data, size_t size)
+{
+	struct p2pg_json *strict = NULL, *checked = NULL;
+	int a = p2pg_json_parse((const char *)data, size, &strict, NULL);
+	int b = p2pg_json_parse_checked((const char *)data, size, &checked);
+	if (a == 0 && b == 0 && json_first_difference(strict, checked) != 0)
+		abort();
+	p2pg_json_free(strict);
+	p2pg_json_free(checked);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	compare_readers(data, size);
 	struct p2pg_ruleset *rs = p2pg_ruleset_new();
 	if (!rs)
 		return 0;

@@ -6,7 +6,9 @@
  */
 #include <errno.h>
 
+#include "json-same.h"
 #include "p2pguard/rules.h"
+#include "rules-builtin.h"
 #include "rules-test.h"
 
 static void report(void *userdata, const char *file, int line, const char *message)
@@ -30,6 +32,27 @@ static void test_load(void)
 	size_t n = p2pg_ruleset_count(rs);
 	check_int(p2pg_ruleset_load_builtin(rs, NULL, NULL), (int)n);
 	check_int(p2pg_ruleset_count(rs), n);
+}
+
+/* Every shipped rule passed the build's JSON check, so it is read by the faster reader, and that
+ * reader gives the strict reader's tree for each. */
+static void test_checked_at_build(void)
+{
+	for (size_t k = 0; k < p2pg_builtin_rule_count; k++) {
+		const struct p2pg_builtin_rule *b = &p2pg_builtin_rules[k];
+		struct p2pg_json *strict = NULL, *checked = NULL;
+		if (!b->checked)
+			fprintf(stderr, "rules/%s: not marked checked by the build\n", b->path);
+		check(b->checked);
+		check_int(p2pg_json_parse(b->text, b->len, &strict, NULL), 0);
+		check_int(p2pg_json_parse_checked(b->text, b->len, &checked), 0);
+		int d = json_first_difference(strict, checked);
+		if (d)
+			fprintf(stderr, "rules/%s:%d: the two readers differ\n", b->path, d);
+		check_int(d, 0);
+		p2pg_json_free(strict);
+		p2pg_json_free(checked);
+	}
 }
 
 static void test_examples(void)
@@ -200,6 +223,7 @@ static void test_readme(void)
 int main(void)
 {
 	RUN(test_load);
+	RUN(test_checked_at_build);
 	RUN(test_examples);
 	RUN(test_quality);
 	RUN(test_coverage);

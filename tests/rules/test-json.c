@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "json-same.h"
 #include "json.h"
 #include "rules-test.h"
 
@@ -220,6 +221,113 @@ static void test_fork(void)
 	check(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* The reader for build-checked text gives p2pg_json_parse's tree, and refuses, without reading past
+ * the text, what it cannot read. */
+static void expect_same_tree(const char *text)
+{
+	struct p2pg_json *strict = NULL, *checked = NULL;
+	check_int(p2pg_json_parse(text, strlen(text), &strict, NULL), 0);
+	check_int(p2pg_json_parse_checked(text, strlen(text), &checked), 0);
+	int d = json_first_difference(strict, checked);
+	if (d)
+		fprintf(stderr, "the readers differ at line %d of: %s\n", d, text);
+	check_int(d, 0);
+	p2pg_json_free(strict);
+	p2pg_json_free(checked);
+}
+
+static void expect_checked_refuses(const char *text, size_t len)
+{
+	struct p2pg_json *v = NULL;
+	/* A copy of exactly len bytes, so that a read past the end is one the sanitizers see. */
+	char *copy = malloc(len ? len : 1);
+	memcpy(copy, text, len);
+	check_int(p2pg_json_parse_checked(copy, len, &v), -EINVAL);
+	check(v == NULL);
+	free(copy);
+}
+
+static void test_checked_reader(void)
+{
+	expect_same_tree("{\"a\": [1, -2.5, 3e2, true, false, null, \"x\"],\n"
+			 " \"b\": {\"c\": 9007199254740993}, \"d\": -0, \"e\": -0.0,\n"
+			 " \"f\": 1E-400, \"g\": 0.95, \"h\": -9223372036854775808}");
+	expect_same_tree("{\n  \"a\": 1,\n\n  \"b\": [\n    true,\n    \"s\"\n  ]\n}\n");
+	expect_same_tree("\xef\xbb\xbf{\"z\": \"a\\\": b\",\n"
+			 "\"m\":\n\n  [\"k\", \":\", {}, [],\n   -1.5e+3, null],\n"
+			 "\"a\" : {\"x\\\"y\" :\n false},\n"
+			 "\"q\": \"\\\\\"\n}");
+	expect_same_tree(
+	    "[\"a\\\"b\\\\c\\/d\\b\\f\\n\\r\\t\", \"\\u00e9\\u20ac\", "
+	    "\"\\ud83d\\ude00\", \"\xc3\xa9\xe2\x82\xac\", \"\\u007f\\u0080\\u07FF\"]");
+	expect_same_tree("\"top\"");
+	expect_same_tree(" 12 ");
+	expect_same_tree("[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+			 "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]");
+
+	/* What jansson refuses, except the two faults the build checks for it (a duplicate key,
+	 * bytes that are not UTF-8), this reader refuses too. */
+	static const char *const refused[] = {
+	    "",
+	    "[1 2]",
+	    "{\"a\" 1}",
+	    "{a: 1}",
+	    "[01]",
+	    "[1.]",
+	    "[-]",
+	    "[1e]",
+	    "[1e+]",
+	    "[99999999999999999999]",
+	    "[1.5e400]",
+	    "{\"a\": 1\n\n",
+	    "[\"\\x\"]",
+	    "[\"\\u12g4\"]",
+	    "[\"\\ud800\"]",
+	    "[\"\\udc00\"]",
+	    "[\"\\ud800\\u0041\"]",
+	    "[\"a\tb\"]",
+	    "{\n\"a\": \"open\n}",
+	    "[\"open",
+	    "[\"open\\",
+	    "[tru]",
+	    "[nulls]",
+	    "{} {}",
+	    "[1,]",
+	    "[,1]",
+	    "{\"a\":1,}",
+	    "\n\n@",
+	    "[\x01]",
+	    "{\"a\": [1,\n",
+	    "{\"k\\u0000\": 1}",
+	    "[\"\\u0000\"]",
+	    "[\"\\u00",
+	    "{\"a\"",
+	    "{\"a\":",
+	    "[true",
+	    "-",
+	    "1x",
+	    "[+1]",
+	    "[.5]",
+	    "[0x10]",
+	    "{\"a\":1 \"b\":2}",
+	    "{1: 2}",
+	    "]",
+	};
+	for (size_t k = 0; k < sizeof(refused) / sizeof(refused[0]); k++)
+		expect_checked_refuses(refused[k], strlen(refused[k]));
+	char deep[130];
+	memset(deep, '[', 65);
+	memset(deep + 65, ']', 65);
+	expect_checked_refuses(deep, sizeof(deep));
+	/* The text need not be NUL-terminated, and a length cuts it. */
+	struct p2pg_json *v = NULL;
+	check_int(p2pg_json_parse_checked("[1]xxx", 3, &v), 0);
+	check(v && v->count == 1 && v->items[0]->integer == 1);
+	p2pg_json_free(v);
+	expect_checked_refuses("[\"ab\"]", 4);
+	expect_checked_refuses("123", 0);
+}
+
 int main(void)
 {
 	RUN(test_values);
@@ -227,5 +335,6 @@ int main(void)
 	RUN(test_strings);
 	RUN(test_errors);
 	RUN(test_fork);
+	RUN(test_checked_reader);
 	return test_failures ? 1 : 0;
 }

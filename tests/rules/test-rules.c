@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "p2pguard/rules.h"
+#include "rules-private.h"
 #include "rules-test.h"
 
 /* A valid entry, one field a line, so that tests can name lines. */
@@ -181,6 +182,47 @@ static void test_regex_size(void)
 			  "\"regex\": \"sample (failure|fault){833}\"");
 	expect_size_limit("\"regex\": \"sample failure x*y?z{9982,}\"",
 			  "\"regex\": \"sample failure x*y?z{9983,}\"");
+}
+
+/* A built-in rule is read by the reader for build-checked text and keeps the compiled-in text; what
+ * it makes, and what is reported when that reader cannot read it, is what a rule file gives. */
+static void test_builtin_path(void)
+{
+	struct p2pg_ruleset *from_file = p2pg_ruleset_new(), *builtin = p2pg_ruleset_new();
+	check_int(p2pg_ruleset_add_text(from_file, "t.json", base, strlen(base), NULL, NULL), 0);
+	check_int(rules_add_builtin_text(builtin, "rules/test/sample.json", "test/sample", base,
+					 strlen(base), NULL, NULL, NULL),
+		  0);
+	const struct p2pg_rule *a = p2pg_ruleset_at(from_file, 0), *b = p2pg_ruleset_at(builtin, 0);
+	check(a && b);
+	if (a && b) {
+		check_str(p2pg_rule_id(b), p2pg_rule_id(a));
+		check_str(p2pg_rule_advice(b), p2pg_rule_advice(a));
+		check_str(p2pg_rule_dead_ends(b), p2pg_rule_dead_ends(a));
+		check_int(p2pg_rule_specificity(b), p2pg_rule_specificity(a));
+		check(p2pg_rule_confidence(b) == p2pg_rule_confidence(a));
+		check(p2pg_rule_json(b) == base);
+		check(p2pg_rule_json(a) != base);
+		check_str(p2pg_rule_json(a), base);
+		const struct p2pg_rule *found[2] = {0};
+		check_int(p2pg_ruleset_explain(builtin, "sample failure", found, 2), 1);
+		check(found[0] == b);
+	}
+	p2pg_ruleset_free(from_file);
+	p2pg_ruleset_free(builtin);
+
+	struct captured c = {0};
+	struct p2pg_ruleset *rs = p2pg_ruleset_new();
+	const char *broken = with(base, "\"sample failure\",\n", "\"sample failure\"\n");
+	int problems = 0;
+	check_int(rules_add_builtin_text(rs, "rules/test/sample.json", "test/sample", broken,
+					 strlen(broken), capture, &c, &problems),
+		  -EINVAL);
+	check_int(problems, 1);
+	check_int(c.line, 4);
+	check_str(c.message, "syntax error: '}' expected near '\"root_cause\"'");
+	check_int(p2pg_ruleset_count(rs), 0);
+	p2pg_ruleset_free(rs);
 }
 
 /* Every message of rules/README.md, "Validator messages", in its order. */
@@ -612,6 +654,7 @@ int main(void)
 	RUN(test_valid);
 	RUN(test_regex_size);
 	RUN(test_malformed);
+	RUN(test_builtin_path);
 	RUN(test_null_and_seed_fields);
 	RUN(test_duplicate);
 	RUN(test_match);
