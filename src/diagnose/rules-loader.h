@@ -17,6 +17,7 @@ struct loader {
 	void *userdata;
 	int problems;
 	bool nomem;
+	bool builtin; /* a built-in rule: its regex is compiled at first use */
 };
 
 void ld_problem(struct loader *ld, int line, const char *fmt, ...)

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <regex.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -97,8 +98,13 @@ struct p2pg_rule {
 	size_t n_conditions;
 	int specificity;
 
-	bool has_regex;
-	regex_t regex;
+	/* A rule file's regex is compiled when it is read, so that the validator can say what is
+	 * wrong with it; a built-in rule's when explain first needs it (p2pg_rule_regex), since
+	 * the guard's process, which reads the rules at a failure, never explains text, and the
+	 * build's tests compiled it (p2pg_ruleset_check_examples compiles them all). */
+	char *regex_text;
+	int regex_line;
+	_Atomic(regex_t *) regex; /* NULL until compiled; rules_regex_broken when it did not */
 	char **aliases;
 	size_t n_aliases;
 
@@ -131,6 +137,15 @@ struct p2pg_ruleset {
 };
 
 void rules_rule_free(struct p2pg_rule *r); /* accepts NULL */
+
+/* The rule's regex compiled (at its first use for a built-in rule), or NULL when it has none or
+ * it does not compile. Safe from several threads at once and in a forked child: no lock, the first
+ * compilation stored wins. glibc's regcomp() recurses: the caller's stack must be a CLI's. */
+const regex_t *rules_rule_regex(const struct p2pg_rule *r);
+/* Compiles the regex now if it is not yet; reports a regex that does not compile or that matches
+ * the empty string. Returns the number of problems (0 or 1). */
+int rules_check_regex(const struct p2pg_rule *r, p2pg_rules_report_fn report, void *userdata);
+extern regex_t rules_regex_broken;
 void rules_conditions_free(struct condition *c, size_t n);
 
 /* listed is a rule's plain call name; api may carry its ABI suffix (_ptds, _ptsz, _v2). */

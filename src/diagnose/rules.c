@@ -78,8 +78,12 @@ void rules_rule_free(struct p2pg_rule *r)
 		free(r->notes[k].text);
 	}
 	free(r->notes);
-	if (r->has_regex)
-		regfree(&r->regex);
+	regex_t *re = atomic_load(&r->regex);
+	if (re && re != &rules_regex_broken) {
+		regfree(re);
+		free(re);
+	}
+	free(r->regex_text);
 	rules_strings_free(r->aliases, r->n_aliases);
 	workarounds_free(r->workarounds, r->n_workarounds);
 	workarounds_free(r->dead_ends, r->n_dead_ends);

@@ -205,6 +205,10 @@ int p2pg_ruleset_check_examples(const struct p2pg_ruleset *rs, p2pg_rules_report
 
 	if (!rs)
 		return -EINVAL;
+	/* The built-in rules' regexes, compiled at first use otherwise, are checked here as a rule
+	 * file's are when it is read. */
+	for (size_t k = 0; k < rs->count; k++)
+		problems += rules_check_regex(rs->rules[k], report, userdata);
 	for (size_t k = 0; k < rs->count; k++) {
 		const struct p2pg_rule *r = rs->rules[k];
 		for (size_t e = 0; e < r->n_matches; e++) {

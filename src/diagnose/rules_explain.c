@@ -86,7 +86,8 @@ static size_t wording_score(const struct p2pg_rule *r, const char *text,
 	size_t score = 0;
 	regmatch_t m;
 
-	if (r->has_regex && regexec(&r->regex, text, 1, &m, 0) == 0 && m.rm_eo > m.rm_so)
+	const regex_t *re = rules_rule_regex(r);
+	if (re && regexec(re, text, 1, &m, 0) == 0 && m.rm_eo > m.rm_so)
 		score = (size_t)(m.rm_eo - m.rm_so);
 	for (size_t k = 0; k < r->n_aliases; k++)
 		if (strlen(r->aliases[k]) > score && strcasestr(text, r->aliases[k]))

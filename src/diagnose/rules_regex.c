@@ -1,11 +1,80 @@
 /* SPDX-License-Identifier: MIT */
-/* The cost check run before regcomp() on a rule's regex. */
+/* A rule's regex: the cost check run before regcomp(), and its compilation, at first use for a
+ * built-in rule. */
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rules-loader.h"
+#include "rules-private.h"
+
+/* Stands for a regex that did not compile; never passed to regexec. */
+regex_t rules_regex_broken;
+
+/* Compiles r's regex into a new regex_t, or answers &rules_regex_broken with regerror's words in
+ * why (when not NULL); NULL when out of memory (tried again at the next use). */
+static regex_t *compile(const struct p2pg_rule *r, char *why, size_t why_size)
+{
+	regex_t *re = malloc(sizeof(*re));
+	if (!re)
+		return NULL;
+	int rc = regcomp(re, r->regex_text, REG_EXTENDED | REG_ICASE);
+	if (rc == 0)
+		return re;
+	if (why)
+		regerror(rc, re, why, why_size);
+	free(re);
+	return &rules_regex_broken;
+}
+
+/* Keeps re as r's regex unless another thread stored one first; answers the one kept. */
+static regex_t *keep(const struct p2pg_rule *r, regex_t *re)
+{
+	regex_t *expected = NULL;
+	/* The compiled regex is a cache of the rule's text: storing it does not change the rule
+	 * that callers hold as const. */
+	if (atomic_compare_exchange_strong(&((struct p2pg_rule *)r)->regex, &expected, re))
+		return re;
+	if (re != &rules_regex_broken) {
+		regfree(re);
+		free(re);
+	}
+	return expected;
+}
+
+const regex_t *rules_rule_regex(const struct p2pg_rule *r)
+{
+	regex_t *re = atomic_load(&r->regex);
+	if (!re && r->regex_text && (re = compile(r, NULL, 0)))
+		re = keep(r, re);
+	return re == &rules_regex_broken ? NULL : re;
+}
+
+int rules_check_regex(const struct p2pg_rule *r, p2pg_rules_report_fn report, void *userdata)
+{
+	char why[160] = "";
+	if (!r->regex_text)
+		return 0;
+	regex_t *re = atomic_load(&r->regex);
+	if (!re) {
+		if (!(re = compile(r, why, sizeof(why))))
+			return 0; /* out of memory: nothing is known about the regex */
+		re = keep(r, re);
+	}
+	if (re == &rules_regex_broken) {
+		if (!why[0])
+			compile(r, why, sizeof(why)); /* for regerror's words */
+		rules_report(report, userdata, r->file, r->regex_line, "invalid regex: %s", why);
+		return 1;
+	}
+	if (regexec(re, "", 0, NULL, 0) == 0) {
+		rules_report(report, userdata, r->file, r->regex_line,
+			     "regex matches the empty string");
+		return 1;
+	}
+	return 0;
+}
 
 /* p is on a bracket expression's '['; returns the character after its ']'. */
 static const char *skip_bracket(const char *p)

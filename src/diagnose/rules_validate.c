@@ -578,15 +578,25 @@ static bool parse_regex(struct loader *ld, const struct p2pg_json *v, struct p2p
 		    cost.optional, REGEX_MAX_OPTIONAL);
 		return false;
 	}
-	int rc = regcomp(&r->regex, v->string, REG_EXTENDED | REG_ICASE);
+	r->regex_text = ld_copy(ld, v->string);
+	r->regex_line = v->line;
+	if (!r->regex_text || ld->builtin)
+		return r->regex_text != NULL;
+	regex_t *re = malloc(sizeof(*re));
+	if (!re) {
+		ld->nomem = true;
+		return false;
+	}
+	int rc = regcomp(re, v->string, REG_EXTENDED | REG_ICASE);
 	if (rc != 0) {
 		char buf[160];
-		regerror(rc, &r->regex, buf, sizeof(buf));
+		regerror(rc, re, buf, sizeof(buf));
+		free(re);
 		ld_problem(ld, v->line, "invalid regex: %s", buf);
 		return false;
 	}
-	r->has_regex = true;
-	if (regexec(&r->regex, "", 0, NULL, 0) == 0) {
+	atomic_store(&r->regex, re);
+	if (regexec(re, "", 0, NULL, 0) == 0) {
 		/* It would "explain" every line anyone pastes. */
 		ld_problem(ld, v->line, "regex matches the empty string");
 		return false;
@@ -808,7 +818,8 @@ static int add_text(struct p2pg_ruleset *rs, const char *file, const char *id_pa
 		    const char *text, size_t len, bool builtin, p2pg_rules_report_fn report,
 		    void *userdata, int *problems)
 {
-	struct loader ld = {.file = file, .report = report, .userdata = userdata};
+	struct loader ld = {
+	    .file = file, .report = report, .userdata = userdata, .builtin = builtin};
 	int rc = add_entry(rs, &ld, id_path, text, len, builtin);
 	if (problems)
 		*problems += ld.problems;

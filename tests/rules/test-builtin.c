@@ -5,6 +5,7 @@
  * fact key and every validator message.
  */
 #include <errno.h>
+#include <pthread.h>
 
 #include "json-same.h"
 #include "p2pguard/rules.h"
@@ -53,6 +54,69 @@ static void test_checked_at_build(void)
 		p2pg_json_free(strict);
 		p2pg_json_free(checked);
 	}
+}
+
+/* Lines whose answers need several rules' regexes, explained by many threads at once on a fresh
+ * set (the regexes compiled at their first use, by whichever thread comes first), give the answers
+ * of one thread on another set. scripts/tsan.sh runs this test. */
+static const char *const thread_lines[] = {
+    "cudaErrorPeerAccessUnsupported: peer access is not supported between these two devices",
+    "RuntimeError: CUDA error: peer mapping resources exhausted",
+    "NCCL WARN Cuda failure 'peer access is not supported between these two devices'",
+    "cudaIpcOpenMemHandle failed: invalid argument",
+    "misc/shmutils.cc:87 NCCL WARN Error: failed to extend /dev/shm/nccl-x to 9637892 bytes",
+    "Custom allreduce is disabled because your platform lacks GPU P2P capability",
+    "CUDA_ERROR_TOO_MANY_PEERS",
+    "a line that names nothing",
+};
+#define THREAD_LINES (sizeof(thread_lines) / sizeof(thread_lines[0]))
+#define THREADS	     8
+
+struct explainer {
+	const struct p2pg_ruleset *rs;
+	const struct p2pg_rule *top[THREAD_LINES];
+};
+
+static void *explain_lines(void *arg)
+{
+	struct explainer *e = arg;
+	for (size_t k = 0; k < THREAD_LINES; k++) {
+		e->top[k] = NULL;
+		p2pg_ruleset_explain(e->rs, thread_lines[k], &e->top[k], 1);
+	}
+	return NULL;
+}
+
+static void test_regex_threads(void)
+{
+	struct p2pg_ruleset *once = p2pg_ruleset_new(), *shared = p2pg_ruleset_new();
+	check_int(p2pg_ruleset_load_builtin(once, NULL, NULL), 0);
+	check_int(p2pg_ruleset_load_builtin(shared, NULL, NULL), 0);
+	struct explainer alone = {.rs = once}, many[THREADS];
+	explain_lines(&alone);
+	pthread_t t[THREADS];
+	for (int k = 0; k < THREADS; k++) {
+		many[k].rs = shared;
+		check_int(pthread_create(&t[k], NULL, explain_lines, &many[k]), 0);
+	}
+	size_t answered = 0;
+	for (int k = 0; k < THREADS; k++) {
+		pthread_join(t[k], NULL);
+		for (size_t l = 0; l < THREAD_LINES; l++) {
+			const struct p2pg_rule *a = alone.top[l], *b = many[k].top[l];
+			check((a == NULL) == (b == NULL));
+			if (a && b)
+				check_str(p2pg_rule_id(b), p2pg_rule_id(a));
+			answered += b != NULL;
+		}
+	}
+	size_t alone_answered = 0;
+	for (size_t l = 0; l < THREAD_LINES; l++)
+		alone_answered += alone.top[l] != NULL;
+	check(alone_answered >= THREAD_LINES - 2); /* the regexes were needed */
+	check_int(answered, THREADS * alone_answered);
+	p2pg_ruleset_free(once);
+	p2pg_ruleset_free(shared);
 }
 
 static void test_examples(void)
@@ -224,6 +288,7 @@ int main(void)
 {
 	RUN(test_load);
 	RUN(test_checked_at_build);
+	RUN(test_regex_threads);
 	RUN(test_examples);
 	RUN(test_quality);
 	RUN(test_coverage);

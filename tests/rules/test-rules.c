@@ -4,6 +4,8 @@
  * asserting the exact message and line; then matching, explain and folder loading.
  */
 #include <errno.h>
+#include <regex.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -223,6 +225,68 @@ static void test_builtin_path(void)
 	check_str(c.message, "syntax error: '}' expected near '\"root_cause\"'");
 	check_int(p2pg_ruleset_count(rs), 0);
 	p2pg_ruleset_free(rs);
+}
+
+/* A built-in rule's regex is compiled at its first use (the guard's process never explains text),
+ * and p2pg_ruleset_check_examples, which `rules validate` runs, says what a rule file's read would
+ * have said of it. */
+static void expect_builtin_regex_problem(const char *text, const char *message)
+{
+	struct p2pg_ruleset *rs = p2pg_ruleset_new();
+	struct all all = {0};
+	check_int(rules_add_builtin_text(rs, "rules/test/sample.json", "test/sample", text,
+					 strlen(text), capture_all, &all, NULL),
+		  0);
+	check_int(all.n, 0);
+	const struct p2pg_rule *r = p2pg_ruleset_at(rs, 0), *found[2];
+	check(r && atomic_load(&r->regex) == NULL); /* not compiled when read */
+	check_int(p2pg_ruleset_explain(rs, "a line naming nothing", found, 2), 0);
+	check(p2pg_ruleset_check_examples(rs, capture_all, &all) >= 1);
+	check(all.n >= 1);
+	check_str(all.files[0], "rules/test/sample.json");
+	check_int(all.lines[0], 7);
+	check_str(all.messages[0], message);
+	p2pg_ruleset_free(rs);
+
+	/* The same text as a rule file: the same message, when it is read. */
+	struct captured c = {0};
+	rs = p2pg_ruleset_new();
+	check_int(p2pg_ruleset_add_text(rs, "t.json", text, strlen(text), capture, &c), -EINVAL);
+	check_int(c.line, 7);
+	check_str(c.message, message);
+	p2pg_ruleset_free(rs);
+}
+
+static void test_builtin_regex(void)
+{
+	struct p2pg_ruleset *rs = p2pg_ruleset_new();
+	check_int(rules_add_builtin_text(rs, "rules/test/sample.json", "test/sample", base,
+					 strlen(base), NULL, NULL, NULL),
+		  0);
+	const struct p2pg_rule *r = p2pg_ruleset_at(rs, 0), *found[2];
+	check(r && atomic_load(&r->regex) == NULL);
+	check_int(p2pg_ruleset_explain(rs, "it was a sample failure", found, 2), 1);
+	const regex_t *compiled = r ? atomic_load(&r->regex) : NULL;
+	check(compiled != NULL && compiled != &rules_regex_broken);
+	check(rules_rule_regex(r) == compiled); /* compiled once */
+	check_int(p2pg_ruleset_check_examples(rs, NULL, NULL), 0);
+	p2pg_ruleset_free(rs);
+
+	/* Without its alias, so that only the regex could explain a line. */
+	const char *no_alias = with(base, "  \"aliases\": [\"SAMPLE\"],\n", "");
+	char broken[4096], empty[4096];
+	snprintf(broken, sizeof(broken), "%s",
+		 with(no_alias, "\"regex\": \"sample failure\"", "\"regex\": \"sample (failure\""));
+	snprintf(empty, sizeof(empty), "%s",
+		 with(no_alias, "\"regex\": \"sample failure\"", "\"regex\": \"(sample)?\""));
+	char why[160];
+	regex_t scratch;
+	regerror(regcomp(&scratch, "sample (failure", REG_EXTENDED | REG_ICASE), &scratch, why,
+		 sizeof(why));
+	char want[200];
+	snprintf(want, sizeof(want), "invalid regex: %s", why);
+	expect_builtin_regex_problem(broken, want);
+	expect_builtin_regex_problem(empty, "regex matches the empty string");
 }
 
 /* Every message of rules/README.md, "Validator messages", in its order. */
@@ -655,6 +719,7 @@ int main(void)
 	RUN(test_regex_size);
 	RUN(test_malformed);
 	RUN(test_builtin_path);
+	RUN(test_builtin_regex);
 	RUN(test_null_and_seed_fields);
 	RUN(test_duplicate);
 	RUN(test_match);
