@@ -64,6 +64,11 @@ struct rules_regex_cost {
 	double size;	 /* copies of its atoms once repetitions are spelt out */
 	double optional; /* optional parts once repetitions are spelt out */
 };
+/* p is on a bracket expression's '['; returns the character after its ']' (or the NUL). */
+const char *rules_regex_skip_bracket(const char *p);
+/* The literals one of which every line the regex matches contains, case aside
+ * (rules_regex_literal.c): 0 and none when it cannot tell; -ENOMEM. */
+int rules_regex_literals(const char *regex, char ***ret, size_t *ret_n);
 /* What an extended regex costs regcomp(); both HUGE_VAL for groups nested too deep. */
 struct rules_regex_cost rules_regex_cost(const char *regex);
 

@@ -105,6 +105,9 @@ struct p2pg_rule {
 	char *regex_text;
 	int regex_line;
 	_Atomic(regex_t *) regex; /* NULL until compiled; rules_regex_broken when it did not */
+	/* A line the regex matches holds one of these, case aside (none: it cannot be told). */
+	char **regex_literals;
+	size_t n_regex_literals;
 	char **aliases;
 	size_t n_aliases;
 

@@ -84,6 +84,7 @@ void rules_rule_free(struct p2pg_rule *r)
 		free(re);
 	}
 	free(r->regex_text);
+	rules_strings_free(r->regex_literals, r->n_regex_literals);
 	rules_strings_free(r->aliases, r->n_aliases);
 	workarounds_free(r->workarounds, r->n_workarounds);
 	workarounds_free(r->dead_ends, r->n_dead_ends);

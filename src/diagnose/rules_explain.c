@@ -76,6 +76,18 @@ static struct context_found context_clues(const struct p2pg_rule *r, const struc
 	return f;
 }
 
+/* False when the text lacks every word the rule's regex needs (rules_regex_literal.c): the regex
+ * is then neither compiled nor run. */
+static bool regex_may_match(const struct p2pg_rule *r, const char *text)
+{
+	if (r->n_regex_literals == 0)
+		return true;
+	for (size_t k = 0; k < r->n_regex_literals; k++)
+		if (strcasestr(text, r->regex_literals[k]))
+			return true;
+	return false;
+}
+
 /*
  * How much of the text the rule accounts for: the part its regex matches, its longest alias found
  * or, for a rule about a status (one with "match"), the longest spelling of a status it lists.
@@ -86,7 +98,7 @@ static size_t wording_score(const struct p2pg_rule *r, const char *text,
 	size_t score = 0;
 	regmatch_t m;
 
-	const regex_t *re = rules_rule_regex(r);
+	const regex_t *re = regex_may_match(r, text) ? rules_rule_regex(r) : NULL;
 	if (re && regexec(re, text, 1, &m, 0) == 0 && m.rm_eo > m.rm_so)
 		score = (size_t)(m.rm_eo - m.rm_so);
 	for (size_t k = 0; k < r->n_aliases; k++)

@@ -76,8 +76,7 @@ int rules_check_regex(const struct p2pg_rule *r, p2pg_rules_report_fn report, vo
 	return 0;
 }
 
-/* p is on a bracket expression's '['; returns the character after its ']'. */
-static const char *skip_bracket(const char *p)
+const char *rules_regex_skip_bracket(const char *p)
 {
 	p++;
 	if (*p == '^')
@@ -202,7 +201,7 @@ struct rules_regex_cost rules_regex_cost(const char *p)
 		}
 		/* An atom: a character, an escaped one, or a bracket expression. */
 		if (*p == '[')
-			p = skip_bracket(p);
+			p = rules_regex_skip_bracket(p);
 		else
 			p += p[0] == '\\' && p[1] ? 2 : 1;
 		g->branch.size += 1;

@@ -580,6 +580,8 @@ static bool parse_regex(struct loader *ld, const struct p2pg_json *v, struct p2p
 	}
 	r->regex_text = ld_copy(ld, v->string);
 	r->regex_line = v->line;
+	if (rules_regex_literals(v->string, &r->regex_literals, &r->n_regex_literals) < 0)
+		ld->nomem = true;
 	if (!r->regex_text || ld->builtin)
 		return r->regex_text != NULL;
 	regex_t *re = malloc(sizeof(*re));

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* libFuzzer target: a text pasted into `p2pguard explain`, against the shipped rules, printed the
- * way the command prints it. */
+ * way the command prints it; and the words explain looks for before it runs a rule's regex are in
+ * every text that regex matches. */
+#include <regex.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -9,6 +12,7 @@
 
 #include "explain_text.h"
 #include "p2pguard/rules.h"
+#include "rules-private.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -29,6 +33,23 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
+static void check_regex_words(const char *text)
+{
+	for (size_t k = 0; k < p2pg_ruleset_count(rules); k++) {
+		const struct p2pg_rule *r = p2pg_ruleset_at(rules, k);
+		if (r->n_regex_literals == 0)
+			continue;
+		const regex_t *re = rules_rule_regex(r);
+		if (!re || regexec(re, text, 0, NULL, 0) != 0)
+			continue;
+		bool has_word = false;
+		for (size_t w = 0; w < r->n_regex_literals && !has_word; w++)
+			has_word = strcasestr(text, r->regex_literals[w]) != NULL;
+		if (!has_word)
+			abort();
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *text = malloc(size + 1);
@@ -37,6 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(text, data, size);
 	text[size] = '\0';
 	p2pg_explain_text(devnull, rules, text, size > 0 && (data[0] & 1));
+	check_regex_words(text);
 	free(text);
 	return 0;
 }
