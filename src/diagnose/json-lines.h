@@ -16,3 +16,18 @@ static inline bool json_is_blank(char c)
 {
 	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
 }
+
+/* Where a value cannot start, and where a number or a literal ends: blanks and punctuation other
+ * than the containers' openings. */
+static inline bool json_is_separator(char c)
+{
+	switch (c) {
+	case ',':
+	case ':':
+	case ']':
+	case '}':
+		return true;
+	default:
+		return json_is_blank(c);
+	}
+}

@@ -37,22 +37,6 @@ static int fail(struct p2pg_json_error *error, int line, const char *fmt, ...)
 	return -EINVAL;
 }
 
-/* Where a value cannot start: blanks and punctuation other than the containers' openings. */
-static bool is_separator(char c)
-{
-	if (json_is_blank(c))
-		return true;
-	switch (c) {
-	case ',':
-	case ':':
-	case ']':
-	case '}':
-		return true;
-	default:
-		return false;
-	}
-}
-
 /*
  * Every token but punctuation and keys starts a value, and a string is a key when ':' follows it.
  * Strings hold no raw newline in valid JSON, so only blanks between tokens count lines.
@@ -64,7 +48,7 @@ int json_value_lines(const char *p, const char *end, int **ret, size_t *ret_n)
 	int line = 1;
 
 	for (; p < end; p++) {
-		if (is_separator(*p)) {
+		if (json_is_separator(*p)) {
 			line += *p == '\n';
 			continue;
 		}
@@ -82,7 +66,7 @@ int json_value_lines(const char *p, const char *end, int **ret, size_t *ret_n)
 				continue;
 		} else if (*p != '{' && *p != '[') {
 			/* A number or a literal: its last character. */
-			while (p + 1 < end && !is_separator(p[1]))
+			while (p + 1 < end && !json_is_separator(p[1]))
 				p++;
 		}
 		if (!ret) {

@@ -47,17 +47,7 @@ static void skip_blanks(struct reader *rd)
 
 static bool ends_token(const struct reader *rd)
 {
-	if (rd->p == rd->end)
-		return true;
-	switch (*rd->p) {
-	case ',':
-	case ':':
-	case ']':
-	case '}':
-		return true;
-	default:
-		return json_is_blank(*rd->p);
-	}
+	return rd->p == rd->end || json_is_separator(*rd->p);
 }
 
 static bool put_bytes(struct reader *rd, char **out, const char *s, size_t n)
