@@ -205,6 +205,38 @@ static bool call_name_before(const char *text, const char *word)
 	return p < end && starts_call_name(p);
 }
 
+/*
+ * Whether the last call the text names before p is one of a library outside CUDA whose numbers are
+ * errno values: GDRCopy (gdr_pin_buffer's "code=22"), libgdsync (gds_), verbs (ibv_, mlx5),
+ * libfabric (fi_), librdmacm, the kernel's peer-memory API (nvidia_p2p_get_pages). A CUDA call
+ * named after it takes the number back.
+ */
+static bool foreign_call_before(const char *text, const char *p)
+{
+	static const char *const prefixes[] = {"gdr_", "gds_",	"ibv_",	       "mlx5",
+					       "fi_",  "rdma_", "nvidia_p2p_", NULL};
+	bool foreign = false;
+	for (const char *q = text; q < p;) {
+		if (!is_word_char(*q) || (q > text && is_word_char(q[-1]))) {
+			q++;
+			continue;
+		}
+		const char *end = q;
+		while (end < p && is_word_char(*end))
+			end++;
+		if (starts_call_name(q)) {
+			foreign = false;
+		} else {
+			for (size_t k = 0; prefixes[k]; k++)
+				if (strncasecmp(q, prefixes[k], strlen(prefixes[k])) == 0 &&
+				    (size_t)(end - q) > strlen(prefixes[k]))
+					foreign = true;
+		}
+		q = end;
+	}
+	return foreign;
+}
+
 static bool number_is_status(const char *text, const char *start, const char *end, long value)
 {
 	static const char *const words[] = {"error",  "err",	  "code", "status", "failure",
@@ -222,7 +254,9 @@ static bool number_is_status(const char *text, const char *start, const char *en
 	size_t n = word_before(text, start, &word);
 	size_t m = word_before(text, word, &before);
 	bool introduced = false;
-	for (size_t k = 0; words[k] && !introduced; k++)
+	/* A whole word: verbs' "vendor_err 0x51" is the NIC's own code. */
+	bool whole = word == text || !is_word_char(word[-1]);
+	for (size_t k = 0; words[k] && !introduced && whole; k++)
 		introduced = n == strlen(words[k]) && strncasecmp(word, words[k], n) == 0;
 	/* Open MPI's "cuIpcOpenMemHandle return value:   217": "value" alone introduces sizes
 	 * and counts, after "return" only a call's result. */
@@ -247,6 +281,8 @@ static bool number_is_status(const char *text, const char *start, const char *en
 			end++;
 		return starts_call_name(end);
 	}
+	if (foreign_call_before(text, start))
+		return false;
 	return !(m == 4 && strncasecmp(before, "nccl", 4) == 0);
 }
 

@@ -206,6 +206,18 @@ static void test_reading(void)
 		  "(none)");
 	check_str(first(rs, "mem_heap.cpp:1510: non-zero status: 801 cuMemCreate failed"),
 		  "t/notsupported");
+	/* After a call of a library outside CUDA the number is an errno (GDRCopy's code=22 is
+	 * EINVAL, libgdsync's error 14 EFAULT); a CUDA call named after it takes it back. */
+	check_str(first(rs, "error in gdr_pin_buffer with code=801"), "(none)");
+	check_str(first(rs, "gds_create_cp() error 801 in ibv_exp_create_cq, old errno 22"),
+		  "(none)");
+	check_str(first(rs, "ibv_reg_mr failed, then cuMemMap returned error 801"),
+		  "t/notsupported");
+	check_str(first(rs, "nvidia_p2p_get_pages failed: status 801"), "(none)");
+	check_str(first(rs, "my_gdr_pin error 801"), "t/notsupported"); /* not the prefix */
+	/* A status word inside an identifier introduces nothing: verbs' vendor_err is the NIC's. */
+	check_str(first(rs, "local protection error (syndrome 0x4, vendor_err 0x321)"), "(none)");
+	check_str(first(rs, "local protection error (err 0x321)"), "t/notsupported");
 	/* At the start of the line too, and "cu" must start a call's name. */
 	check_str(first(rs, "non-zero status: 3 building transport map failed"), "(none)");
 	check_str(first(rs, "x: non-zero status: 3 current device"), "(none)");
