@@ -22,7 +22,10 @@
 #define REPORT_NCCL_STALL_GROUPS_SQL                                                              \
 	"SELECT min(s.id) AS first_id, count(*) AS stalls, s.comm_hash, s.kind, s.func, "         \
 	"s.op_seq, "                                                                              \
-	"s.peer_state, s.rule_id, max(s.nranks) AS nranks, group_concat(s.rank, ',') AS ranks, "  \
+	"s.peer_state, s.rule_id, max(s.nranks) AS nranks, (SELECT group_concat(rank, ',') FROM " \
+	"(SELECT o.rank FROM nccl_stalls o WHERE o.comm_hash IS s.comm_hash AND o.kind "          \
+	"IS s.kind AND o.func IS s.func AND o.op_seq IS s.op_seq AND o.peer_state IS "            \
+	"s.peer_state AND o.rule_id IS s.rule_id ORDER BY o.rank)) AS ranks, "                    \
 	"group_concat(p.pid, ', ') AS pids, group_concat(DISTINCT p.hostname) AS hosts, "         \
 	"group_concat(s.rank || '->' || s.peer, ', ') AS sends, max(s.bytes) AS bytes, "          \
 	"max(s.waited_ns) AS waited_ns, min(s.started_ns) AS started_ns FROM nccl_stalls s JOIN " \
