@@ -94,9 +94,10 @@ static void *load_rules_thread(void *arg)
 /*
  * The rules are read once per process, where the stack is big enough: the regexes of the rule
  * files in P2PGUARD_RULES are compiled as they are read (the built-in rules' never are in the
- * guard's process: only explain uses them), and glibc's regcomp() recurses as deep as a regex's
- * optional parts are long (rules-loader.h bounds that within 256 KiB, but a program's thread may
- * be smaller still, and the bound is a margin, not a promise). A thread whose
+ * guard's process: only explain uses them, so without P2PGUARD_RULES the calling thread reads
+ * them), and glibc's regcomp() recurses as deep as a regex's optional parts are long
+ * (rules-loader.h bounds that within 256 KiB, but a program's thread may be smaller still, and
+ * the bound is a margin, not a promise). A thread whose
  * stack is at least RULES_STACK_HERE (the drainer's 4 MiB, a main thread's) reads them itself; a
  * smaller one has a thread of RULES_STACK made for it, its signals blocked (they are the
  * program's). A stack is address space: only what is used becomes memory.
@@ -120,7 +121,8 @@ static void load_rules(void)
 	ruleset = p2pg_ruleset_new();
 	if (!ruleset)
 		return;
-	if (stack_is_big()) {
+	/* The built-in rules alone compile no regex here: any thread's stack reads them. */
+	if (!user_rules[0] || stack_is_big()) {
 		load_rules_thread(NULL);
 		return;
 	}

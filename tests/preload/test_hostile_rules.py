@@ -72,6 +72,13 @@ proc = run([sys.executable, "-c", script], db=db, check=False, P2PGUARD_RULES=fo
 equal(proc.returncode, 0, "a 64 KiB thread's failure with a user rule: the program exits 0 (%s)" % proc.stderr.strip()[-200:])
 check("status 217" in proc.stdout and "done" in proc.stdout, "and its call got the driver's answer")
 equal(scalar(db, "SELECT rule_id FROM failures"), "cuda/peer-access-to-own-device", "and the failure is diagnosed")
+# Without a user's folder the 64 KiB thread reads the built-in rules itself: they compile no regex
+# in the guard's process.
+db = tempdb()
+proc = run([sys.executable, "-c", script], db=db, check=False, timeout=60)
+equal(proc.returncode, 0, "a 64 KiB thread's failure, built-in rules only: the program exits 0 (%s)" % proc.stderr.strip()[-200:])
+check("status 217" in proc.stdout and "done" in proc.stdout, "and its call got the driver's answer")
+equal(scalar(db, "SELECT rule_id FROM failures"), "cuda/peer-access-to-own-device", "and the failure is diagnosed")
 
 # Four links back to the folder itself: 4^16 folder visits before; the job hung, and fork() in it.
 folder = tempfolder()
