@@ -99,7 +99,7 @@ struct p2pg_rule {
 	int specificity;
 
 	/* A rule file's regex is compiled when it is read, so that the validator can say what is
-	 * wrong with it; a built-in rule's when explain first needs it (p2pg_rule_regex), since
+	 * wrong with it; a built-in rule's when explain first needs it (rules_rule_regex), since
 	 * the guard's process, which reads the rules at a failure, never explains text, and the
 	 * build's tests compiled it (p2pg_ruleset_check_examples compiles them all). */
 	char *regex_text;
@@ -174,9 +174,9 @@ void rules_report(p2pg_rules_report_fn report, void *userdata, const char *file,
  */
 int rules_add_text(struct p2pg_ruleset *rs, const char *file, const char *id_path, const char *text,
 		   size_t len, p2pg_rules_report_fn report, void *userdata, int *problems);
-/* The same for a built-in rule: text the build has checked, which lives as long as the program. It
- * is read without jansson unless the faster reader finds it is not what the build passed, and the
- * rule keeps it rather than a copy. */
+/* The same for a built-in rule: text the build has checked, NUL-terminated, which lives as long as
+ * the program. It is read without jansson unless the faster reader finds it is not what the build
+ * passed, and the rule keeps it rather than a copy. */
 int rules_add_builtin_text(struct p2pg_ruleset *rs, const char *file, const char *id_path,
 			   const char *text, size_t len, p2pg_rules_report_fn report,
 			   void *userdata, int *problems);
