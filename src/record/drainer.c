@@ -346,8 +346,11 @@ static void *drainer_main(void *arg)
 		struct p2pg_exit_report report = {0};
 		/* GPU times before the housekeeping below (the first pass writes the rules): a
 		 * short program's copies are read while it still runs. */
-		if (p2pg_rec.npending && !stopping && !no_cuda)
+		if (p2pg_rec.npending && !stopping && !no_cuda) {
 			p2pg_drainer_poll_timings(db, flush ? &report : NULL);
+			if (flush)
+				p2pg_drainer_finish_timings(db, &report);
+		}
 		if (p2pg_rec.match)
 			p2pg_drainer_collect_cupti(db, stopping || no_cuda, flush ? &report : NULL);
 		if (rc >= 0)

@@ -5,6 +5,7 @@
  * and NCCL's operations in flight.
  */
 #include <stdlib.h>
+#include <time.h>
 
 #include "cleanup.h"
 #include "clock.h"
@@ -199,6 +200,32 @@ void p2pg_drainer_poll_timings(sqlite3 *db, struct p2pg_exit_report *report)
 		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 	}
 	p2pg_rec.npending = kept;
+}
+
+/*
+ * A copy may still run when the program ends without synchronising its device (a peer copy's
+ * stream on one device, the program's last wait on another): the runtime's teardown, which comes
+ * next, destroys its events, and the GPU time with them. So the exit asks again, each
+ * millisecond, for at most this long: a copy about to finish costs the exit the time it still
+ * runs; one that never finishes (a hang) costs it this much and keeps no time.
+ */
+#define EXIT_TIMING_WAIT_NS (100 * 1000000ull)
+
+void p2pg_drainer_finish_timings(sqlite3 *db, struct p2pg_exit_report *report)
+{
+	uint64_t until = p2pg_now_ns() + EXIT_TIMING_WAIT_NS;
+	while (report->unfinished > 0 && p2pg_rec.npending > 0 && p2pg_now_ns() < until &&
+	       !atomic_load(&p2pg_rec.exiting)) {
+		struct timespec ms = {0, 1000000};
+		nanosleep(&ms, NULL);
+		struct p2pg_exit_report again = {0};
+		p2pg_drainer_poll_timings(db, &again);
+		report->resolved += again.resolved;
+		report->unfinished = again.unfinished;
+		if (again.failed && !report->failed)
+			report->first_error = again.first_error;
+		report->failed += again.failed;
+	}
 }
 
 struct cupti_pass {

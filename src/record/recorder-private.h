@@ -88,5 +88,8 @@ void p2pg_drainer_match_needed(void);
 /* The importer's on_timed: a row waits for its GPU time (events or CUPTI). */
 void p2pg_drainer_on_timed(void *userdata, const struct p2pg_pending_timing *t);
 void p2pg_drainer_poll_timings(sqlite3 *db, struct p2pg_exit_report *report);
+/* The exit's last pass: the copies the first poll found still running are asked again, for at
+ * most EXIT_TIMING_WAIT_NS. */
+void p2pg_drainer_finish_timings(sqlite3 *db, struct p2pg_exit_report *report);
 void p2pg_drainer_collect_cupti(sqlite3 *db, bool final, struct p2pg_exit_report *report);
 void p2pg_drainer_watch_nccl(sqlite3 *db, int64_t process_id, bool final);

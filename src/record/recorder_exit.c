@@ -34,8 +34,9 @@ static void report_exit(const struct p2pg_exit_report *r, bool answered, uint64_
  * (registered after it: see p2pg_recorder_arm_exit). The runtime's handler destroys the primary
  * contexts, and their events with them; a program that synchronised and returned from main has
  * its copies finished, so their events answer now. The drainer imports what is published, asks
- * every event (never waits for one), hands CUPTI's finished buffers over, writes what it found
- * and stops calling CUDA. Bounded: one second, then the exit goes on without it.
+ * every event, asks those of copies still running again for up to 100 ms (the teardown destroys
+ * their events), hands CUPTI's finished buffers over, writes what it found and stops calling
+ * CUDA. Bounded: one second, then the exit goes on without it.
  */
 static void exit_flush(void)
 {

@@ -42,6 +42,16 @@ for timing in ("all", "cupti"):
     equal(rows[0], 50, "%s: no synchronise before returning: every row is there" % timing)
     check(took < 10, "%s: ... and the exit did not wait for the GPU (%.1f s)" % (timing, took))
 
+# Copies still running when main returns without synchronising, done well within the exit's 100 ms
+# (50 x 1 MiB at 0.2 ns a byte: 10 ms on the simulated copy engine): the exit asks their events
+# again until they answer, so every one keeps its GPU time, where the first ask alone lost those
+# still running.
+db, proc, took, rows = copies("nosync", "all", SIMCUDA_COPY_NS_PER_BYTE=0.2, P2PGUARD_TEST="exit-report")
+equal(rows, (50, 50, 50), "copies still running at exit, finishing within 100 ms: 50 of 50 with "
+      "their GPU time (%s)" % proc.stderr.strip())
+check(re.search(r"still running 0,", proc.stderr) is not None,
+      "... and none left running when the exit pass ended (%s)" % proc.stderr.strip())
+
 # Registered before the runtime's, the same pass finds the primary contexts gone: this is what the
 # simulated runtime's teardown does to events, and why the order matters. (What the drainer read
 # while the program still ran keeps its time; every event still waiting at exit is lost.)
