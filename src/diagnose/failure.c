@@ -20,20 +20,21 @@
 #include "spool.h"
 
 /*
- * Built with AddressSanitizer only. GCC 12's ASan allocator (LLVM's before 18) takes no lock
- * around fork(): a child forked while the drainer allocates for the rules it reads inherits the
- * allocator's lock held and waits for ever at its first malloc (seen once in 30 runs of the fork
- * test). glibc's malloc, jemalloc and tcmalloc lock themselves around fork(), so the product lets
+ * Built with AddressSanitizer or ThreadSanitizer only. GCC 12's ASan allocator (LLVM's before 18)
+ * takes no lock around fork(), nor do TSan's size-class regions: a child forked while the drainer
+ * allocates for the rules it reads inherits the allocator's lock held and waits for ever at its
+ * first malloc of that size (seen once in 30 runs of the fork test under ASan; under TSan in half
+ * the runs once built-in rules were read into one block a rule, of one size class). glibc's malloc, jemalloc and tcmalloc lock themselves around fork(), so the product lets
  * fork() go on while the rules are read; the instrumented build reads them where the guard starts,
  * in the thread that starts it, before any thread of the guard's runs, and a fork() that comes in
  * the middle of that all the same (from another of the program's threads) waits for the read.
  */
 #if defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define P2PG_ALLOCATOR_NOT_FORK_SAFE 1
 #endif
 #endif
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define P2PG_ALLOCATOR_NOT_FORK_SAFE 1
 #endif
 
