@@ -890,8 +890,14 @@ static CUresult event_handle(CUevent h, struct sim_event **out)
 static CUresult event_check(CUevent h, struct sim_event **out)
 {
 	CUresult r = event_handle(h, out);
-	if (r == CUDA_SUCCESS && (*out)->ctx->id != (*out)->ctx_id)
+	if (r != CUDA_SUCCESS)
+		return r;
+	/* A context's teardown renumbers it under the lock, from any thread (the runtime's exit
+	 * handler while a tool's thread asks its events): the driver is thread-safe. */
+	pthread_mutex_lock(&sim_mu);
+	if ((*out)->ctx->id != (*out)->ctx_id)
 		r = CUDA_ERROR_CONTEXT_IS_DESTROYED;
+	pthread_mutex_unlock(&sim_mu);
 	return r;
 }
 
