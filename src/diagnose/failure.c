@@ -24,8 +24,9 @@
  * takes no lock around fork(), nor do TSan's size-class regions: a child forked while the drainer
  * allocates for the rules it reads inherits the allocator's lock held and waits for ever at its
  * first malloc of that size (seen once in 30 runs of the fork test under ASan; under TSan in half
- * the runs once built-in rules were read into one block a rule, of one size class). glibc's malloc, jemalloc and tcmalloc lock themselves around fork(), so the product lets
- * fork() go on while the rules are read; the instrumented build reads them where the guard starts,
+ * the runs once built-in rules were read into one block a rule, of one size class). glibc's
+ * malloc, jemalloc and tcmalloc lock themselves around fork(), so the product lets fork() go on
+ * while the rules are read; the instrumented build reads them where the guard starts,
  * in the thread that starts it, before any thread of the guard's runs, and a fork() that comes in
  * the middle of that all the same (from another of the program's threads) waits for the read.
  */
