@@ -149,6 +149,9 @@ const regex_t *rules_rule_regex(const struct p2pg_rule *r);
  * the empty string. Returns the number of problems (0 or 1). */
 int rules_check_regex(const struct p2pg_rule *r, p2pg_rules_report_fn report, void *userdata);
 extern regex_t rules_regex_broken;
+/* regex compiled into a new regex_t (case-insensitive ERE), or &rules_regex_broken with regerror's
+ * words in why (when not NULL); NULL when out of memory. */
+regex_t *rules_regex_compile(const char *regex, char *why, size_t why_size);
 void rules_conditions_free(struct condition *c, size_t n);
 
 /* listed is a rule's plain call name; api may carry its ABI suffix (_ptds, _ptsz, _v2). */

@@ -12,14 +12,12 @@
 /* Stands for a regex that did not compile; never passed to regexec. */
 regex_t rules_regex_broken;
 
-/* Compiles r's regex into a new regex_t, or answers &rules_regex_broken with regerror's words in
- * why (when not NULL); NULL when out of memory (tried again at the next use). */
-static regex_t *compile(const struct p2pg_rule *r, char *why, size_t why_size)
+regex_t *rules_regex_compile(const char *regex, char *why, size_t why_size)
 {
 	regex_t *re = malloc(sizeof(*re));
 	if (!re)
 		return NULL;
-	int rc = regcomp(re, r->regex_text, REG_EXTENDED | REG_ICASE);
+	int rc = regcomp(re, regex, REG_EXTENDED | REG_ICASE);
 	if (rc == 0)
 		return re;
 	if (why)
@@ -46,7 +44,7 @@ static regex_t *keep(const struct p2pg_rule *r, regex_t *re)
 const regex_t *rules_rule_regex(const struct p2pg_rule *r)
 {
 	regex_t *re = atomic_load(&r->regex);
-	if (!re && r->regex_text && (re = compile(r, NULL, 0)))
+	if (!re && r->regex_text && (re = rules_regex_compile(r->regex_text, NULL, 0)))
 		re = keep(r, re);
 	return re == &rules_regex_broken ? NULL : re;
 }
@@ -58,13 +56,14 @@ int rules_check_regex(const struct p2pg_rule *r, p2pg_rules_report_fn report, vo
 		return 0;
 	regex_t *re = atomic_load(&r->regex);
 	if (!re) {
-		if (!(re = compile(r, why, sizeof(why))))
+		if (!(re = rules_regex_compile(r->regex_text, why, sizeof(why))))
 			return 0; /* out of memory: nothing is known about the regex */
 		re = keep(r, re);
 	}
 	if (re == &rules_regex_broken) {
 		if (!why[0])
-			compile(r, why, sizeof(why)); /* for regerror's words */
+			rules_regex_compile(r->regex_text, why,
+					    sizeof(why)); /* for regerror's words */
 		rules_report(report, userdata, r->file, r->regex_line, "invalid regex: %s", why);
 		return 1;
 	}

@@ -584,17 +584,14 @@ static bool parse_regex(struct loader *ld, const struct p2pg_json *v, struct p2p
 		ld->nomem = true;
 	if (!r->regex_text || ld->builtin)
 		return r->regex_text != NULL;
-	regex_t *re = malloc(sizeof(*re));
+	char why[160];
+	regex_t *re = rules_regex_compile(v->string, why, sizeof(why));
 	if (!re) {
 		ld->nomem = true;
 		return false;
 	}
-	int rc = regcomp(re, v->string, REG_EXTENDED | REG_ICASE);
-	if (rc != 0) {
-		char buf[160];
-		regerror(rc, re, buf, sizeof(buf));
-		free(re);
-		ld_problem(ld, v->line, "invalid regex: %s", buf);
+	if (re == &rules_regex_broken) {
+		ld_problem(ld, v->line, "invalid regex: %s", why);
 		return false;
 	}
 	atomic_store(&r->regex, re);
@@ -773,8 +770,9 @@ static int ruleset_append(struct p2pg_ruleset *rs, struct p2pg_rule *r)
 }
 
 static int add_entry(struct p2pg_ruleset *rs, struct loader *ld, const char *id_path,
-		     const char *text, size_t len, bool builtin)
+		     const char *text, size_t len)
 {
+	bool builtin = ld->builtin;
 	_cleanup_json_ struct p2pg_json *root = NULL;
 	struct p2pg_json_error error;
 	struct p2pg_rule *r;
@@ -822,7 +820,7 @@ static int add_text(struct p2pg_ruleset *rs, const char *file, const char *id_pa
 {
 	struct loader ld = {
 	    .file = file, .report = report, .userdata = userdata, .builtin = builtin};
-	int rc = add_entry(rs, &ld, id_path, text, len, builtin);
+	int rc = add_entry(rs, &ld, id_path, text, len);
 	if (problems)
 		*problems += ld.problems;
 	return rc;
