@@ -7,7 +7,7 @@ The fuzz target rebuilds the file from patches (tests/fuzz/fuzz_spool.c describe
 file of the whole layout's size: the header page, each ring the header says the file holds (its
 counters and its last records with their checksums, the tail moved up to them, and its overflow
 aggregates), and each blob slot the file holds, up to its text's length, so that a seed stays a few
-kilobytes while the file is megabytes. The layout is include/p2pguard/spool.h's (P2PGSPL5).
+kilobytes while the file is megabytes. The layout is include/p2pguard/spool.h's (P2PGSPL6).
 """
 import struct
 import sys
@@ -15,8 +15,8 @@ import sys
 HEADER = 4096
 THREADS, RING, BLOBS, BLOB_SIZE = 128, 65536, 128, 24 << 10
 RING_COUNTERS = 64  # head, tail, state, serial, dropped, tid, pad, folded, pad: one cache line
-AGGS, AGG_SIZE = 256, 40  # a thread's overflow aggregates, after its records' checksums
-THREAD_SIZE = 4468736  # sizeof(struct p2pg_spool_thread): whole pages
+AGGS, AGG_SIZE = 256, 72  # a thread's overflow aggregates, after its records' checksums
+THREAD_SIZE = 4476928  # sizeof(struct p2pg_spool_thread): whole pages
 RECORDS = RING_COUNTERS  # offset of rec[] in a ring
 CRCS = RECORDS + RING * 64  # offset of crc[]
 AGGREGATES = CRCS + RING * 4  # offset of agg[]

@@ -26,11 +26,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define P2PG_SPOOL_MAGIC "P2PGSPL5"
+#define P2PG_SPOOL_MAGIC "P2PGSPL6"
 /* Spool files of this layout end in this; other versions' (".spool" up to P2PGSPL2, ".spool3"
- * before the overflow aggregates, ".spool4" before the checksums and the file sized to its use)
- * are never opened by this one's recovery, nor this one's by theirs. */
-#define P2PG_SPOOL_SUFFIX  ".spool5"
+ * before the overflow aggregates, ".spool4" before the checksums and the file sized to its use,
+ * ".spool5" before an aggregate's counters were kept twice) are never opened by this one's
+ * recovery, nor this one's by theirs. */
+#define P2PG_SPOOL_SUFFIX  ".spool6"
 #define P2PG_SPOOL_THREADS 128 /* thread rings per process */
 /* Records per thread ring (4 MiB, a sparse file's pages touched as used); a power of two. A
  * burst of 65,536 copies at 2 us each (130 ms) fits while the drainer competes for the CPU. */
@@ -97,10 +98,13 @@ _Static_assert(sizeof(struct p2pg_record) == 64, "records are one cache line");
 
 /*
  * Successful transfers that found the ring full, summed per key. Only the owning thread writes an
- * aggregate: it fills the key, publishes it with a release store of used, and from then on only
- * adds to the counters (bytes and host_ns before count). Every counter only grows while the thread
- * owns the ring, so the importer stores a snapshot with max() per column: a repeated or torn
- * snapshot never counts a call twice, and the next one completes it.
+ * aggregate: it fills the key and publishes it with a release store of used. Its counters are kept
+ * twice: a fold writes the new totals into the slot the version does not name, then publishes them
+ * by moving the version on. So a reader, and `p2pguard recover` after a SIGKILL anywhere in a
+ * fold, reads whole calls: slot[version & 1] as it was when version was stored (a live reader
+ * that sees the version move reads again). Every counter only grows while the thread owns the
+ * ring, so the importer stores a snapshot with max() per column: a repeated snapshot never counts
+ * a call twice, and the next one completes it.
  */
 struct p2pg_spool_agg {
 	_Atomic uint32_t used;
@@ -110,11 +114,19 @@ struct p2pg_spool_agg {
 	int16_t dst_device;
 	uint8_t path;
 	uint8_t size_bucket; /* floor(log2(bytes)), 0 for 0 and 1 byte */
-	_Atomic uint64_t count;
-	_Atomic uint64_t bytes;
-	_Atomic uint64_t host_ns;
+	_Atomic uint64_t version;
+	struct {
+		_Atomic uint64_t count;
+		_Atomic uint64_t bytes;
+		_Atomic uint64_t host_ns;
+	} slot[2];
 };
-_Static_assert(sizeof(struct p2pg_spool_agg) == 40, "aggregate size");
+_Static_assert(sizeof(struct p2pg_spool_agg) == 72, "aggregate size");
+
+/* An aggregate's counters as one snapshot (src/record/spool.h reads it). */
+struct p2pg_spool_totals {
+	uint64_t count, bytes, host_ns;
+};
 
 /* p2pg_spool_put's answer for a record folded into the aggregates: it has no sequence number. */
 #define P2PG_SEQ_FOLDED (UINT64_MAX - 1)

@@ -75,7 +75,7 @@ p.send_signal(signal.SIGKILL)
 p.wait()
 hold.execute("ROLLBACK")
 PY
-spool=$(ls "$db".spool/*.spool5 2>/dev/null | head -1)
+spool=$(ls "$db".spool/*.spool6 2>/dev/null | head -1)
 # The header's device_count (include/p2pguard/spool.h: offsetof 2308).
 devices=$(python3 -c "import struct,sys; f=open(sys.argv[1],'rb'); f.seek(2308); print(struct.unpack('<i', f.read(4))[0])" "$spool" 2>&1)
 size=$(stat -c '%s bytes, %b blocks of %B' "$spool" 2>&1)

@@ -84,6 +84,33 @@ static inline bool p2pg_spool_agg_matches(const struct p2pg_spool_agg *a,
 	       a->size_bucket == size_bucket;
 }
 
+/*
+ * Reads an aggregate's counters as one snapshot of whole calls (see struct p2pg_spool_agg). False
+ * when its owner kept folding into it through every try: the next import reads it again. A dead
+ * owner's aggregate reads at the first try.
+ */
+static inline bool p2pg_spool_agg_read(const struct p2pg_spool_agg *a,
+				       struct p2pg_spool_totals *out)
+{
+	struct p2pg_spool_agg *w = (struct p2pg_spool_agg *)a;
+	for (int tries = 0; tries < 1000; tries++) {
+		uint64_t version = atomic_load_explicit(&w->version, memory_order_acquire);
+		/* Acquire: a counter the owner stored for a later fold brings its version store
+		 * along, so the check below sees the version moved (no fence: GCC's TSan has none).
+		 */
+		out->count =
+		    atomic_load_explicit(&w->slot[version & 1].count, memory_order_acquire);
+		out->bytes =
+		    atomic_load_explicit(&w->slot[version & 1].bytes, memory_order_acquire);
+		out->host_ns =
+		    atomic_load_explicit(&w->slot[version & 1].host_ns, memory_order_acquire);
+		/* The owner writes slot[version & 1] again only after it stored version + 1. */
+		if (atomic_load_explicit(&w->version, memory_order_relaxed) == version)
+			return true;
+	}
+	return false;
+}
+
 /* A copy's size class, floor(log2(bytes)) (0 for 0 and 1 byte): the size_bucket of both
  * transfer_overflow and transfer_summary, which must agree. */
 static inline uint8_t p2pg_size_bucket(uint64_t bytes)
@@ -113,16 +140,22 @@ static inline bool p2pg_spool_fold(struct p2pg_spool_thread *t, const struct p2p
 		} else if (!p2pg_spool_agg_matches(a, r, size_bucket)) {
 			continue;
 		}
-		atomic_store_explicit(
-		    &a->bytes, atomic_load_explicit(&a->bytes, memory_order_relaxed) + r->bytes,
-		    memory_order_relaxed);
-		atomic_store_explicit(&a->host_ns,
-				      atomic_load_explicit(&a->host_ns, memory_order_relaxed) +
-					  r->host_ns,
-				      memory_order_relaxed);
-		atomic_store_explicit(&a->count,
-				      atomic_load_explicit(&a->count, memory_order_relaxed) + 1,
+		uint64_t version = atomic_load_explicit(&a->version, memory_order_relaxed);
+		uint64_t count =
+		    atomic_load_explicit(&a->slot[version & 1].count, memory_order_relaxed);
+		uint64_t bytes =
+		    atomic_load_explicit(&a->slot[version & 1].bytes, memory_order_relaxed);
+		uint64_t host_ns =
+		    atomic_load_explicit(&a->slot[version & 1].host_ns, memory_order_relaxed);
+		/* Release: a reader that sees one of these sees the last fold's version store
+		 * before them (p2pg_spool_agg_read). */
+		atomic_store_explicit(&a->slot[~version & 1].count, count + 1,
 				      memory_order_release);
+		atomic_store_explicit(&a->slot[~version & 1].bytes, bytes + r->bytes,
+				      memory_order_release);
+		atomic_store_explicit(&a->slot[~version & 1].host_ns, host_ns + r->host_ns,
+				      memory_order_release);
+		atomic_store_explicit(&a->version, version + 1, memory_order_release);
 		atomic_store_explicit(&t->folded,
 				      atomic_load_explicit(&t->folded, memory_order_relaxed) + 1,
 				      memory_order_release);

@@ -55,7 +55,8 @@ struct p2pg_importer {
 	int64_t process_id;		       /* 0 until the process row exists */
 	uint64_t imported[P2PG_SPOOL_THREADS]; /* per ring: absolute count imported */
 	uint32_t serial[P2PG_SPOOL_THREADS];   /* the serial imported[] refers to */
-	uint64_t folded[P2PG_SPOOL_THREADS];   /* per ring: its folded counter at the last import */
+	uint64_t folded[P2PG_SPOOL_THREADS];   /* per ring: its folded counter at the last import
+						  (UINT64_MAX: none yet) */
 	uint64_t dropped_reported;
 	/* Damaged records, rings and blobs skipped (a bit-flipped or zero-filled file): never rows.
 	 * Stored in processes.records_invalid. */

@@ -24,6 +24,9 @@ void p2pg_importer_init(struct p2pg_importer *im, enum p2pg_record_mode record)
 {
 	memset(im, 0, sizeof(*im));
 	im->record = record;
+	/* A count no ring has: the first pass reads every ring's aggregates, even one whose owner
+	 * died between a fold and its count. */
+	memset(im->folded, 0xff, sizeof(im->folded));
 	p2pg_crc32c_init();
 }
 
@@ -295,19 +298,17 @@ static int import_aggregates(sqlite3 *db, struct statements *s, struct p2pg_impo
 		const struct p2pg_spool_agg *a = &t->agg[k];
 		if (!atomic_load_explicit(&a->used, memory_order_acquire))
 			continue;
-		/* count first: the bytes and time of every call it counts are stored before it. */
-		uint64_t count = atomic_load_explicit(&a->count, memory_order_acquire);
-		if (count == 0)
+		struct p2pg_spool_totals sum;
+		if (!p2pg_spool_agg_read(a, &sum) || sum.count == 0)
 			continue;
 		/* NCCL's operations fold into the same aggregates (nccl_codes.h): theirs to check.
 		 */
 		if (p2pg_nccl_agg(a)) {
-			if (p2pg_nccl_import_agg(db, process_id, t, a, count) < 0)
+			if (p2pg_nccl_import_agg(db, process_id, t, a, &sum) < 0)
 				return -EIO;
 			continue;
 		}
-		uint64_t bytes = atomic_load_explicit(&a->bytes, memory_order_relaxed);
-		uint64_t host_ns = atomic_load_explicit(&a->host_ns, memory_order_relaxed);
+		uint64_t count = sum.count, bytes = sum.bytes, host_ns = sum.host_ns;
 		if (!p2pg_store_aggregate_valid(a, count, bytes, host_ns, devices)) {
 			uint64_t bit = 1ull << (k & 63);
 			if (!(im->agg_damaged[ring][k >> 6] & bit))
@@ -342,9 +343,12 @@ static void clear_aggregates(struct p2pg_spool_thread *t)
 		struct p2pg_spool_agg *a = &t->agg[k];
 		if (!atomic_load_explicit(&a->used, memory_order_relaxed))
 			continue;
-		atomic_store_explicit(&a->count, 0, memory_order_relaxed);
-		atomic_store_explicit(&a->bytes, 0, memory_order_relaxed);
-		atomic_store_explicit(&a->host_ns, 0, memory_order_relaxed);
+		for (int s = 0; s < 2; s++) {
+			atomic_store_explicit(&a->slot[s].count, 0, memory_order_relaxed);
+			atomic_store_explicit(&a->slot[s].bytes, 0, memory_order_relaxed);
+			atomic_store_explicit(&a->slot[s].host_ns, 0, memory_order_relaxed);
+		}
+		atomic_store_explicit(&a->version, 0, memory_order_relaxed);
 		atomic_store_explicit(&a->used, 0, memory_order_relaxed);
 	}
 }
@@ -717,7 +721,7 @@ fail:
 	/* The rollback undid the progress rows: forget what this pass believed it imported. */
 	memset(im->serial, 0, sizeof(im->serial));
 	memset(im->imported, 0, sizeof(im->imported));
-	memset(im->folded, 0, sizeof(im->folded));
+	memset(im->folded, 0xff, sizeof(im->folded));
 	/* ...and what it counted as damaged: the next pass counts it again. */
 	im->invalid = im->invalid_reported;
 	memset(im->ring_damaged, 0, sizeof(im->ring_damaged));

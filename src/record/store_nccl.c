@@ -341,7 +341,7 @@ int p2pg_nccl_import_comm(sqlite3 *db, int64_t process_id, const struct p2pg_spo
 }
 
 int p2pg_nccl_import_agg(sqlite3 *db, int64_t process_id, const struct p2pg_spool_thread *t,
-			 const struct p2pg_spool_agg *a, uint64_t count)
+			 const struct p2pg_spool_agg *a, const struct p2pg_spool_totals *sum)
 {
 	sqlite3_stmt *st = NULL;
 	/* Snapshots of counters that only grow: max() makes a repeated import a no-op. */
@@ -363,13 +363,9 @@ int p2pg_nccl_import_agg(sqlite3 *db, int64_t process_id, const struct p2pg_spoo
 	sqlite3_bind_text(st, 6, p2pg_nccl_algo_name(a->path & 15), -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 7, p2pg_nccl_proto_name(a->path >> 4), -1, SQLITE_STATIC);
 	sqlite3_bind_int(st, 8, a->size_bucket);
-	sqlite3_bind_int64(st, 9, (int64_t)count);
-	sqlite3_bind_int64(st, 10,
-			   (int64_t)atomic_load_explicit(&((struct p2pg_spool_agg *)a)->bytes,
-							 memory_order_relaxed));
-	sqlite3_bind_int64(st, 11,
-			   (int64_t)atomic_load_explicit(&((struct p2pg_spool_agg *)a)->host_ns,
-							 memory_order_relaxed));
+	sqlite3_bind_int64(st, 9, (int64_t)sum->count);
+	sqlite3_bind_int64(st, 10, (int64_t)sum->bytes);
+	sqlite3_bind_int64(st, 11, (int64_t)sum->host_ns);
 	int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -EIO;
 	sqlite3_finalize(st);
 	return rc;

@@ -27,7 +27,7 @@ int p2pg_nccl_import_record(sqlite3 *db, struct p2pg_importer *im, uint32_t seri
 			    const struct p2pg_record *r);
 int p2pg_nccl_import_comm(sqlite3 *db, int64_t process_id, const struct p2pg_spool_blob *b);
 int p2pg_nccl_import_agg(sqlite3 *db, int64_t process_id, const struct p2pg_spool_thread *t,
-			 const struct p2pg_spool_agg *a, uint64_t count);
+			 const struct p2pg_spool_agg *a, const struct p2pg_spool_totals *sum);
 
 /* The pass ends: ok, before its COMMIT (summary buckets written; 0 or -EIO); !ok, after a
  * rollback (what the pass folded is forgotten: its records are imported again). Either way the

@@ -149,9 +149,10 @@ static void put_ring(int fd, int ring, uint64_t head, uint32_t serial)
 				     .path = P2PG_PATH_P2P,
 				     .size_bucket = 12};
 	atomic_store(&agg.used, 1);
-	atomic_store(&agg.count, 7);
-	atomic_store(&agg.bytes, 7 * 4096);
-	atomic_store(&agg.host_ns, 7000);
+	atomic_store(&agg.version, 1);
+	atomic_store(&agg.slot[1].count, 7);
+	atomic_store(&agg.slot[1].bytes, 7 * 4096);
+	atomic_store(&agg.slot[1].host_ns, 7000);
 	if (pwrite(fd, &agg, sizeof(agg),
 		   (off_t)offsetof(struct p2pg_spool_layout, threads[ring].agg[ring * 3])) < 0)
 		abort();

@@ -12,10 +12,10 @@ import struct
 import time
 from harness import *
 
-# include/p2pguard/spool.h, layout P2PGSPL5: the header page, 128 blob slots, then the rings
+# include/p2pguard/spool.h, layout P2PGSPL6: the header page, 128 blob slots, then the rings
 # (counters, 65,536 records, their checksums, the overflow aggregates, whole pages).
 HEADER, BLOBS, BLOB_SIZE, RECORD = 4096, 128, 24 << 10, 64
-RING_BYTES = 4468736
+RING_BYTES = 4476928
 RINGS = HEADER + BLOBS * BLOB_SIZE
 RINGS_IN_FILE = 2328
 
@@ -36,7 +36,7 @@ def killed_spool():
     proc.wait()
     holder.execute("ROLLBACK")
     holder.close()
-    files = glob.glob(db + ".spool/*.spool5")
+    files = glob.glob(db + ".spool/*.spool6")
     equal(len(files), 1, "a SIGKILLed process leaves its spool")
     return files[0]
 

@@ -74,7 +74,7 @@ check(rows + dropped >= threads.get("transfers", 0),
 db = tempdb()
 os.mkdir(db)
 proc = run([program("rt_peer"), "basic"], db=db)
-files = glob.glob(db + ".spool/*.spool5")
+files = glob.glob(db + ".spool/*.spool6")
 equal(len(files), 1, "unusable database: the spool is kept for recovery")
 if files:
     st = os.stat(files[0])
@@ -89,7 +89,7 @@ db = tempdb()
 os.mkdir(db)
 want = expectations(run([program("rt_peer"), "threads", "4", "10"], preload=False).stdout)["transfers"]
 proc = run([program("rt_peer"), "threads", "4", "10"], db=db)
-files = glob.glob(db + ".spool/*.spool5")
+files = glob.glob(db + ".spool/*.spool6")
 equal(len(files), 1, "unusable database, 4 threads: the spool is kept for recovery")
 if files:
     st = os.stat(files[0])
@@ -105,7 +105,7 @@ db = tempdb()
 os.mkdir(db)
 want = expectations(run([program("rt_peer"), "threads", "1", "30000"], preload=False).stdout)["transfers"]
 proc = run([program("rt_peer"), "threads", "1", "30000"], db=db)
-files = glob.glob(db + ".spool/*.spool5")
+files = glob.glob(db + ".spool/*.spool6")
 if files:
     st = os.stat(files[0])
     check(st.st_blocks * 512 < 4 << 20,

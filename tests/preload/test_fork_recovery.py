@@ -24,7 +24,7 @@ for k in range(3):
     killed.append(counts)
 holder.execute("ROLLBACK")
 holder.close()
-spools = glob.glob(db + ".spool/*.spool5")
+spools = glob.glob(db + ".spool/*.spool6")
 equal(len(spools), 3, "three killed processes left their spools")
 
 # The program: CUDA once (the drainer starts and, after its first pass, imports the dead spools),
@@ -57,5 +57,5 @@ check(during >= 5, "forks went through while the dead spools were imported (%d s
 rows = scalar(db, "SELECT count(*) FROM transfers") + scalar(db, "SELECT coalesce(sum(count), 0) FROM transfer_overflow")
 returned = sum(sum(copies_returned(c, 4)) for c in killed)
 check(rows >= returned, "every copy of the killed processes that returned is a row or folded (%d >= %d)" % (rows, returned))
-equal(glob.glob(db + ".spool/*.spool5"), [], "their spools are gone once imported")
+equal(glob.glob(db + ".spool/*.spool6"), [], "their spools are gone once imported")
 done()

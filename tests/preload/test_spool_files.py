@@ -42,9 +42,9 @@ proc = subprocess.Popen([program("rt_peer"), "copier", db + ".counts", "1"], env
                         stdout=subprocess.PIPE, text=True)
 proc.stdout.readline()  # READY; the spool comes with the first copy
 deadline = time.time() + 10
-while not glob.glob(db + ".spool/*.spool5") and time.time() < deadline:
+while not glob.glob(db + ".spool/*.spool6") and time.time() < deadline:
     time.sleep(0.01)
-files = glob.glob(db + ".spool/*.spool5")
+files = glob.glob(db + ".spool/*.spool6")
 if not files:
     proc.kill()
 equal(len(files), 1, "a living process has its spool file")
@@ -101,22 +101,22 @@ proc.stdout.readline()
 time.sleep(0.1)
 proc.kill()
 proc.wait()
-real = glob.glob(source + ".spool/*.spool5")[0]
+real = glob.glob(source + ".spool/*.spool6")[0]
 db = tempdb()
 folder = db + ".spool"
 os.mkdir(folder, 0o700)
-planted = os.path.join(folder, "100-1.spool5")
+planted = os.path.join(folder, "100-1.spool6")
 subprocess.run(["cp", "--sparse=always", real, planted], check=True)
 os.chown(planted, other.pw_uid, other.pw_gid)
-os.symlink(real, os.path.join(folder, "200-2.spool5"))
-os.mkfifo(os.path.join(folder, "300-3.spool5"))
+os.symlink(real, os.path.join(folder, "200-2.spool6"))
+os.mkfifo(os.path.join(folder, "300-3.spool6"))
 rec = subprocess.run([CLI, "recover", db], capture_output=True, text=True, env=environment(preload=False),
                      timeout=60)
 equal(rec.returncode, 0, "recover with planted files exits 0 (no hang on the FIFO)")
 said = lines(rec.stderr)
 equal(len(said), 1, "one line for the planted files: %s" % said)
 equal(scalar(db, "SELECT count(*) FROM transfers"), 0, "nothing of them imported")
-equal(sorted(os.listdir(folder)), ["100-1.spool5", "200-2.spool5", "300-3.spool5"], "they are left alone")
+equal(sorted(os.listdir(folder)), ["100-1.spool6", "200-2.spool6", "300-3.spool6"], "they are left alone")
 check(os.path.exists(real), "the link's target is untouched")
 guarded = run([program("rt_peer"), "basic"], db=db)
 same_as_bare(guarded, "planted files, guarded run")

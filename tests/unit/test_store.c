@@ -222,6 +222,25 @@ int main(void)
 	      "the next owner's folds start from zero");
 	long long rows_added = one(db, "SELECT count(*) FROM transfers") - rows_before;
 
+	/* A SIGKILL between a ring's first fold and its folded count: the count still says 0, but a
+	 * fresh importer (`p2pguard recover`) reads the aggregates whatever it says. */
+	struct p2pg_spool_thread *e = p2pg_spool_claim_thread(spool, fd, 15);
+	struct p2pg_record cut = {.host_ns = 1000,
+				  .bytes = 4096,
+				  .api = 5,
+				  .kind = P2PG_REC_TRANSFER,
+				  .path = P2PG_PATH_P2P,
+				  .src_device = 0,
+				  .dst_device = 1};
+	CHECK(e && p2pg_spool_fold(e, &cut), "a fold");
+	atomic_store(&e->folded, 0);
+	struct p2pg_importer after_kill;
+	p2pg_importer_init(&after_kill, P2PG_RECORD_ALL);
+	p2pg_store_import(db, spool, &after_kill, true);
+	p2pg_importer_release(&after_kill);
+	CHECK(one(db, "SELECT sum(count) FROM transfer_overflow WHERE thread_id = 15") == 1,
+	      "a fold whose count the kill cut off is imported all the same");
+
 	/* Recovery of a dead process's file: flock free, imported, deleted. Another version's spool
 	 * beside it (another layout) is left alone, for that version's recover. */
 	munmap(spool, P2PG_SPOOL_MAP_SIZE);
@@ -236,7 +255,7 @@ int main(void)
 	CHECK(access(other_version, F_OK) == 0, "the other version's spool stays");
 	unlink(other_version);
 	CHECK(one(db, "SELECT count(*) FROM transfers") == rows_before + rows_added &&
-		  one(db, "SELECT sum(count) FROM transfer_overflow") == n + 2,
+		  one(db, "SELECT sum(count) FROM transfer_overflow") == n + 2 + 1,
 	      "recovery added nothing already imported");
 
 	/* Summary mode: aggregates, plus failures and outliers as rows. */
