@@ -284,7 +284,11 @@ int report_scan_run(sqlite3 *db, struct report_scan *s, bool with_series,
 	s->maps = calloc(1, sizeof(struct maps));
 	if (!s->maps)
 		return -ENOMEM;
+	/* Declared before the first jump to fail, which finalizes it. */
+	_cleanup_sqlite_stmt_ sqlite3_stmt *transfers = NULL;
 	int r = load_processes(db, s);
+	if (r == -EIO)
+		fprintf(stderr, "p2pguard: cannot read the processes: %s\n", sqlite3_errmsg(db));
 	if (r < 0)
 		goto fail;
 
@@ -309,12 +313,11 @@ int report_scan_run(sqlite3 *db, struct report_scan *s, bool with_series,
 	if (progress)
 		progress_stage(progress, "reading transfers", total);
 
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v2(db,
 			       "SELECT process_id, src_device, dst_device, path, api, bytes, "
 			       "status, gpu_ns, started_ns, instr(api, 'Async') = 0, id "
 			       "FROM transfers",
-			       -1, &st, NULL) != SQLITE_OK) {
+			       -1, &transfers, NULL) != SQLITE_OK) {
 		fprintf(stderr, "p2pguard: cannot read the transfers: %s\n", sqlite3_errmsg(db));
 		r = -EIO;
 		imap_free(&summary);
@@ -323,19 +326,21 @@ int report_scan_run(sqlite3 *db, struct report_scan *s, bool with_series,
 	struct report_process *proc = NULL;
 	int64_t rows = 0;
 	int rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		int64_t pid = sqlite3_column_int64(st, 0);
+	while ((rc = sqlite3_step(transfers)) == SQLITE_ROW) {
+		int64_t pid = sqlite3_column_int64(transfers, 0);
 		if (!proc || proc->id != pid)
 			proc = report_scan_process(s, pid);
-		if (sqlite3_column_type(st, 1) == SQLITE_NULL ||
-		    sqlite3_column_type(st, 2) == SQLITE_NULL)
+		if (sqlite3_column_type(transfers, 1) == SQLITE_NULL ||
+		    sqlite3_column_type(transfers, 2) == SQLITE_NULL)
 			continue;
-		int src = sqlite3_column_int(st, 1), dst = sqlite3_column_int(st, 2);
-		int path = path_index(p2pg_cli_col(st, 3));
-		const char *api_name = p2pg_cli_col(st, 4);
+		int src = sqlite3_column_int(transfers, 1), dst = sqlite3_column_int(transfers, 2);
+		int path = path_index(p2pg_cli_col(transfers, 3));
+		const char *api_name = p2pg_cli_col(transfers, 4);
 		int api = api_index(s, api_name ? api_name : "?");
-		int64_t bytes = sqlite3_column_int64(st, 5), gpu_ns = sqlite3_column_int64(st, 7);
-		bool ok = sqlite3_column_int(st, 6) == 0, sync = sqlite3_column_int(st, 9) != 0;
+		int64_t bytes = sqlite3_column_int64(transfers, 5),
+			gpu_ns = sqlite3_column_int64(transfers, 7);
+		bool ok = sqlite3_column_int(transfers, 6) == 0,
+		     sync = sqlite3_column_int(transfers, 9) != 0;
 		bool in_summary = imap_get(&summary, (uint64_t)pid + 1) >= 0;
 		struct report_counts c = {0};
 		if (!in_summary)
@@ -356,8 +361,8 @@ int report_scan_run(sqlite3 *db, struct report_scan *s, bool with_series,
 			add_counts(&proc->c, &c);
 			proc->peer_calls = true;
 		}
-		int64_t t = sqlite3_column_int64(st, 8);
-		if (sqlite3_column_type(st, 8) != SQLITE_NULL) {
+		int64_t t = sqlite3_column_int64(transfers, 8);
+		if (sqlite3_column_type(transfers, 8) != SQLITE_NULL) {
 			s->t_first = t < s->t_first ? t : s->t_first;
 			s->t_last = t > s->t_last ? t : s->t_last;
 		}
@@ -384,7 +389,7 @@ int report_scan_run(sqlite3 *db, struct report_scan *s, bool with_series,
 			if (bytes > 0)
 				ser->sizes[63 - __builtin_clzll((unsigned long long)bytes)]++;
 			if (timed && report_path_has_bandwidth(path) &&
-			    sqlite3_column_type(st, 8) != SQLITE_NULL) {
+			    sqlite3_column_type(transfers, 8) != SQLITE_NULL) {
 				if (array_grow(&ser->s, &ser->cap, ser->n, sizeof(*ser->s)) < 0) {
 					r = -ENOMEM;
 					break;
@@ -394,7 +399,7 @@ int report_scan_run(sqlite3 *db, struct report_scan *s, bool with_series,
 			}
 		}
 		if ((++rows & 0xffff) == 0 && progress)
-			progress_tick(progress, sqlite3_column_int64(st, 10));
+			progress_tick(progress, sqlite3_column_int64(transfers, 10));
 	}
 	imap_free(&summary);
 	if (r < 0)

@@ -92,6 +92,19 @@ equal(scalar(db, "SELECT count(*) FROM pragma_table_info('crashes') WHERE name =
 equal(scalar(db, "SELECT count(*) FROM processes WHERE boot_id = 'old'"), 1, "schema 1: its rows kept")
 equal(scalar(db, "SELECT count(*) FROM transfers"), want, "schema 1: the new rows are there")
 
+# A database whose processes table lacks what report reads (hand-made, or cut by a tool): report
+# says what it cannot read, in one line, and exits 2.
+db = tempdb("cut.db")
+with sqlite3.connect(db) as c:
+    c.executescript("""
+        PRAGMA application_id = 1345474631; PRAGMA user_version = 2;
+        CREATE TABLE processes (id INTEGER PRIMARY KEY, pid INTEGER);
+        CREATE TABLE transfers (id INTEGER PRIMARY KEY);
+    """)
+rep = cli("report", db)
+check(rep.returncode == 2 and lines(rep.stderr) == ["p2pguard: cannot read the processes: no such column: hostname"],
+      "a processes table without its columns: report says so in one line (%d, %s)" % (rep.returncode, rep.stderr.strip()))
+
 # merge into another application's database: refused, unchanged.
 out = tempdb("theirs.db")
 with sqlite3.connect(out) as c:
