@@ -213,7 +213,10 @@ SELECT f.id,
        datetime(f.started_ns / 1000000000, 'unixepoch') AS time,
        p.hostname, p.pid, p.rank,
        f.api, f.status, f.error_name,
-       f.device || '->' || f.peer_device AS pair,
+       -- A peer the call could not name (an IPC handle's owner, say) is stored as -1: '?', as
+       -- `p2pguard report` prints it.
+       coalesce(nullif(max(f.device, -1), -1), '?') || '->' ||
+         coalesce(nullif(max(f.peer_device, -1), -1), '?') AS pair,
        (SELECT d.uuid FROM devices d
         WHERE d.process_id = f.process_id AND d.ordinal = f.device) AS device_uuid,
        (SELECT d.uuid FROM devices d

@@ -83,6 +83,9 @@ garbage = [f for f in failures(db) if f[0] == "cudaIpcOpenMemHandle" and f[1] ==
 equal([f[2] for f in garbage], ["ipc/open-invalid-handle"] * 3,
       "garbage and all-zero handles, a freed allocation's handle: ipc/open-invalid-handle")
 check(all("importer" in first_frame(f[3]) for f in garbage), "  their backtraces start in importer()")
+pairs = {r[0] for r in query(db, "SELECT pair FROM failure_report WHERE api = 'cudaIpcOpenMemHandle' AND status = 1")}
+check(pairs and all(p.endswith("->?") for p in pairs),
+      "  failure_report names their unknown owner '?', as report does (%s)" % sorted(pairs))
 closes = [f for f in failures(db) if f[0] == "cudaIpcCloseMemHandle"]
 equal([f[2] for f in closes], ["ipc/close-not-opened"] * 2, "closing memory no open returned, closing twice: ipc/close-not-opened")
 
