@@ -14,7 +14,7 @@
  *
  * The file holds what the process uses: the header and the first P2PG_SPOOL_BLOB_STEP blob slots
  * when it is made, more blob slots when failures fill them, and a ring when a thread claims it. The
- * whole layout is mapped once (struct p2pg_spool_layout, about 575 MB of address space) but only
+ * whole layout is mapped once (struct p2pg_spool_layout, about 576 MB of address space) but only
  * the part the file has is ever touched: the header says which rings (rings_in_file) and how many
  * blob slots (blobs_in_file) the file holds, set only after the file grew. Growth is never asked
  * past RLIMIT_FSIZE (the kernel would send SIGXFSZ).

@@ -41,6 +41,27 @@ static int count_dead_spools(const char *dir)
 	return n;
 }
 
+/* Spool files another layout's guard left in dir ("<pid>-<start>.spool", ".spool3" ... : ".spool"
+ * and digits, not this layout's suffix), which this version never opens; the first one's name in
+ * first. */
+static int count_other_layouts(const char *dir, char *first, size_t first_len)
+{
+	_cleanup_closedir_ DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+	while (d && (de = readdir(d))) {
+		const char *at = strstr(de->d_name, ".spool");
+		while (at && strstr(at + 1, ".spool"))
+			at = strstr(at + 1, ".spool");
+		if (!at || at == de->d_name || strcmp(at, P2PG_SPOOL_SUFFIX) == 0 ||
+		    strspn(at + 6, "0123456789") != strlen(at + 6))
+			continue;
+		if (n++ == 0)
+			snprintf(first, first_len, "%s", de->d_name);
+	}
+	return n;
+}
+
 int p2pg_cli_import_dead_spools(const char *db_path, bool quiet)
 {
 	char dir[PATH_MAX];
@@ -74,6 +95,17 @@ int p2pg_cli_import_dead_spools(const char *db_path, bool quiet)
 	if (!quiet || n > 0)
 		fprintf(quiet ? stderr : stdout, "%srecovered %d spool file%s into %s\n",
 			quiet ? "p2pguard: " : "", n, n == 1 ? "" : "s", db_path);
+	/* After an upgrade, a crash's spool of the version before is still there: its records are
+	 * not lost, but this version cannot read them. */
+	char other[256];
+	int others = quiet ? 0 : count_other_layouts(dir, other, sizeof(other));
+	if (others > 0)
+		fprintf(stderr,
+			"p2pguard: %s holds %d spool file%s of another p2pguard version (%s%s), "
+			"which this version cannot read: that version's `p2pguard recover` "
+			"imports %s\n",
+			dir, others, others == 1 ? "" : "s", other, others == 1 ? "" : ", ...",
+			others == 1 ? "it" : "them");
 	/* The import skips a file it cannot import now (the database locked past the wait) and
 	 * leaves it for the next command: say so, since what is shown lacks its records. */
 	int left = count_dead_spools(dir);

@@ -122,4 +122,19 @@ guarded = run([program("rt_peer"), "basic"], db=db)
 same_as_bare(guarded, "planted files, guarded run")
 check(len(lines(guarded.stderr)) <= 1, "a guarded run says at most one line about them")
 check(scalar(db, "SELECT count(*) FROM transfers") > 0, "its own records are kept")
+
+# A crash's spool that the version before an upgrade left (another layout): recover leaves it for
+# that version and says so, naming it; the database's own spools are imported as usual.
+db = tempdb()
+folder = db + ".spool"
+os.mkdir(folder, 0o700)
+with open(os.path.join(folder, "77-1.spool5"), "wb") as f:
+    f.write(b"P2PGSPL5" + bytes(4088))
+rec = subprocess.run([CLI, "recover", db], capture_output=True, text=True, env=environment(preload=False),
+                     timeout=60)
+equal(rec.returncode, 0, "recover beside another version's spool exits 0")
+equal(lines(rec.stderr), ["p2pguard: %s holds 1 spool file of another p2pguard version (77-1.spool5), which this "
+                          "version cannot read: that version's `p2pguard recover` imports it" % folder],
+      "one line names the other version's spool")
+equal(os.listdir(folder), ["77-1.spool5"], "and it is left as it was")
 done()
