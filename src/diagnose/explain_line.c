@@ -208,8 +208,9 @@ static bool call_name_before(const char *text, const char *word)
 /*
  * Whether the last call the text names before p is one of a library outside CUDA whose numbers are
  * errno values: GDRCopy (gdr_pin_buffer's "code=22"), libgdsync (gds_), verbs (ibv_, mlx5),
- * libfabric (fi_), librdmacm, the kernel's peer-memory API (nvidia_p2p_get_pages). A CUDA call
- * named after it takes the number back.
+ * libfabric (fi_), librdmacm, the kernel's peer-memory API (nvidia_p2p_get_pages). Verbs' memory
+ * region, the word "MR" in capitals, counts as such a call: perftest's "Couldn't allocate MR with
+ * error=14" is ibv_reg_mr's errno. A CUDA call named after it takes the number back.
  */
 static bool foreign_call_before(const char *text, const char *p)
 {
@@ -226,6 +227,8 @@ static bool foreign_call_before(const char *text, const char *p)
 			end++;
 		if (starts_call_name(q)) {
 			foreign = false;
+		} else if (end - q == 2 && q[0] == 'M' && q[1] == 'R') {
+			foreign = true;
 		} else {
 			for (size_t k = 0; prefixes[k]; k++)
 				if (strncasecmp(q, prefixes[k], strlen(prefixes[k])) == 0 &&

@@ -9,7 +9,8 @@ give first, or "none" for a GPU error that is not about peer-to-peer work. A P2P
 when the expected rule comes first, partly right when it is listed lower, "none" when nothing is
 listed and misleading when another rule comes first. A non-P2P line must get no P2P advice: no
 rule may be listed for it, except a rule tagged "not-p2p" (a triage answer whose advice is not
-about P2P).
+about P2P). A line may also carry "why": the labeller's reading of the thread, which explains
+the label and is not scored.
 
 Exits 1 when the corpus misses the goal (P2P lines right at the top) or when any non-P2P line of
 it gets P2P advice. The held-out set was gathered after the rules were written, from other

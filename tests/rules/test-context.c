@@ -215,6 +215,11 @@ static void test_reading(void)
 		  "t/notsupported");
 	check_str(first(rs, "nvidia_p2p_get_pages failed: status 801"), "(none)");
 	check_str(first(rs, "my_gdr_pin error 801"), "t/notsupported"); /* not the prefix */
+	/* Verbs' memory region, "MR" in capitals, is verbs' too (perftest's errno). */
+	check_str(first(rs, "Couldn't allocate MR with error=801"), "(none)");
+	check_str(first(rs, "Couldn't allocate MR, then cuMemMap returned error 801"),
+		  "t/notsupported");
+	check_str(first(rs, "MRI error 801"), "t/notsupported"); /* not the word */
 	/* A status word inside an identifier introduces nothing: verbs' vendor_err is the NIC's. */
 	check_str(first(rs, "local protection error (syndrome 0x4, vendor_err 0x321)"), "(none)");
 	check_str(first(rs, "local protection error (err 0x321)"), "t/notsupported");
