@@ -102,7 +102,9 @@ static CUcontext primary_ctx[RT_MAX_DEVICES];
 
 __thread cudaError_t rt_last_error;
 __thread int rt_current_device;
-static _Atomic bool unloading; /* the exit handler ran: every call gets cudaErrorCudartUnloading */
+/* The exit handler ran: every call gets cudaErrorCudartUnloading (__atomic_* only: clang takes
+ * no __atomic builtin on an _Atomic object). */
+static bool unloading;
 
 /*
  * The runtime's exit handler, registered with atexit once the runtime has initialised, as the

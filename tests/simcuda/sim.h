@@ -103,9 +103,10 @@ struct sim_alloc {
 	unsigned flags;
 	bool live;
 	unsigned long long id;
-	struct sim_phys *phys;	     /* VMM: the allocation mapped here */
-	_Atomic unsigned access;     /* VMM: the devices (bit per ordinal) it is accessible from */
-	int ipc_dev;		     /* IPC: the peer device whose slot the mapping holds, or -1 */
+	struct sim_phys *phys; /* VMM: the allocation mapped here */
+	unsigned
+	    access;  /* VMM: the devices (bit per ordinal) it is accessible from; __atomic_* only */
+	int ipc_dev; /* IPC: the peer device whose slot the mapping holds, or -1 */
 	_Atomic int ipc_export_fd;   /* IPC: 1 + the descriptor that says it is exported, or 0 */
 	struct sim_alloc *next_all;  /* every record ever made: keeps them reachable */
 	struct sim_alloc *next_free; /* records not in use */
