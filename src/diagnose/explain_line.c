@@ -453,6 +453,10 @@ static const struct {
      * and rebuild_cuda_tensor open (torch/csrc/StorageSharing.cpp). */
     {"_share_cuda_", "cudaIpcGetMemHandle"},
     {"_new_shared_cuda|rebuild_cuda_tensor", "cudaIpcOpenMemHandle"},
+    /* TensorPipe's CUDA IPC channel (PyTorch RPC), named by its source path or namespace
+     * (tensorpipe/channel/cuda_ipc/context_impl.cc, tensorpipe::channel::cuda_ipc), opens its
+     * peers' memory with cudaIpcOpenMemHandle. */
+    {"channel(/|::)cuda_ipc", "cudaIpcOpenMemHandle"},
 };
 #define CALL_PHRASES (sizeof(call_phrases) / sizeof(call_phrases[0]))
 

@@ -435,6 +435,13 @@ static void test_calls_in_words(void)
 			"File \"torch/multiprocessing/reductions.py\", line 147, in "
 			"rebuild_cuda_tensor: RuntimeError: CUDA error: invalid resource handle"),
 		  "t/open400");
+	/* TensorPipe's CUDA IPC channel opens handles; UCX's cuda_ipc folder is not the phrase. */
+	check_str(first(rs, "tensorpipe/channel/cuda_ipc/channel_impl.cc:120 CUDA error: invalid "
+			    "resource handle"),
+		  "t/open400");
+	check_str(first(rs, "src/uct/cuda/cuda_ipc/cuda_ipc_md.c:120 CUDA error: invalid resource "
+			    "handle"),
+		  "(none)");
 	/* IMEX and fabric handles are about fabric memory; "CUDA IPC" with a status, an open. */
 	check_str(first(rs, "fabric handle allocation failed without an IMEX channel: "
 			    "CUDA_ERROR_NOT_PERMITTED"),
