@@ -210,7 +210,10 @@ static bool call_name_before(const char *text, const char *word)
  * errno values: GDRCopy (gdr_pin_buffer's "code=22"), libgdsync (gds_), verbs (ibv_, mlx5),
  * libfabric (fi_), librdmacm, the kernel's peer-memory API (nvidia_p2p_get_pages). Verbs' memory
  * region, the word "MR" in capitals, counts as such a call: perftest's "Couldn't allocate MR with
- * error=14" is ibv_reg_mr's errno. A CUDA call named after it takes the number back.
+ * error=14" is ibv_reg_mr's errno. So does GPUDirect Storage's cuFile, whose calls look like the
+ * driver's (cuFileHandleRegister) but return its own CUfileOpError, 5000 and up (5030 "internal
+ * error" in "cuFile err=5030"), never a CUDA status. A CUDA call named after it takes the number
+ * back.
  */
 static bool foreign_call_before(const char *text, const char *p)
 {
@@ -225,7 +228,9 @@ static bool foreign_call_before(const char *text, const char *p)
 		const char *end = q;
 		while (end < p && is_word_char(*end))
 			end++;
-		if (starts_call_name(q)) {
+		if (strncmp(q, "cuFile", 6) == 0) {
+			foreign = true;
+		} else if (starts_call_name(q)) {
 			foreign = false;
 		} else if (end - q == 2 && q[0] == 'M' && q[1] == 'R') {
 			foreign = true;
@@ -448,6 +453,10 @@ static const struct {
      * and rebuild_cuda_tensor open (torch/csrc/StorageSharing.cpp). */
     {"_share_cuda_", "cudaIpcGetMemHandle"},
     {"_new_shared_cuda|rebuild_cuda_tensor", "cudaIpcOpenMemHandle"},
+    /* TensorPipe's CUDA IPC channel (PyTorch RPC), named by its source path or namespace
+     * (tensorpipe/channel/cuda_ipc/context_impl.cc, tensorpipe::channel::cuda_ipc), opens its
+     * peers' memory with cudaIpcOpenMemHandle. */
+    {"channel(/|::)cuda_ipc", "cudaIpcOpenMemHandle"},
 };
 #define CALL_PHRASES (sizeof(call_phrases) / sizeof(call_phrases[0]))
 

@@ -220,6 +220,11 @@ static void test_reading(void)
 	check_str(first(rs, "Couldn't allocate MR, then cuMemMap returned error 801"),
 		  "t/notsupported");
 	check_str(first(rs, "MRI error 801"), "t/notsupported"); /* not the word */
+	/* GPUDirect Storage's cuFile returns its own statuses (5000 and up), not CUDA's. */
+	check_str(first(rs, "cuFileHandleRegister failed (cuFile err=801, cuda_err=0)"), "(none)");
+	check_str(first(rs, "cuFileHandleRegister returned an error = 801"), "(none)");
+	check_str(first(rs, "cuFileRead failed, then cuMemMap returned error 801"),
+		  "t/notsupported");
 	/* A status word inside an identifier introduces nothing: verbs' vendor_err is the NIC's. */
 	check_str(first(rs, "local protection error (syndrome 0x4, vendor_err 0x321)"), "(none)");
 	check_str(first(rs, "local protection error (err 0x321)"), "t/notsupported");
@@ -430,6 +435,13 @@ static void test_calls_in_words(void)
 			"File \"torch/multiprocessing/reductions.py\", line 147, in "
 			"rebuild_cuda_tensor: RuntimeError: CUDA error: invalid resource handle"),
 		  "t/open400");
+	/* TensorPipe's CUDA IPC channel opens handles; UCX's cuda_ipc folder is not the phrase. */
+	check_str(first(rs, "tensorpipe/channel/cuda_ipc/channel_impl.cc:120 CUDA error: invalid "
+			    "resource handle"),
+		  "t/open400");
+	check_str(first(rs, "src/uct/cuda/cuda_ipc/cuda_ipc_md.c:120 CUDA error: invalid resource "
+			    "handle"),
+		  "(none)");
 	/* IMEX and fabric handles are about fabric memory; "CUDA IPC" with a status, an open. */
 	check_str(first(rs, "fabric handle allocation failed without an IMEX channel: "
 			    "CUDA_ERROR_NOT_PERMITTED"),
