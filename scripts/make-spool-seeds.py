@@ -26,19 +26,16 @@ sys.path.insert(0, os.path.join(SOURCE, "tests/preload"))
 from harness import *  # noqa: E402,F401,F403
 
 
-class Locked:
-    """A database whose write lock another connection holds for the block."""
+_holders = []
 
-    def __init__(self):
-        self.db = tempdb()
 
-    def __enter__(self):
-        self.holder = sqlite3.connect(self.db, isolation_level=None)
-        self.holder.execute("BEGIN IMMEDIATE")
-        return self.db
-
-    def __exit__(self, *exc):
-        pass  # held until the spool is taken
+def locked_db():
+    """A new database whose write lock another connection holds until this script ends."""
+    db = tempdb()
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    _holders.append(holder)
+    return db
 
 
 def take(db, name):
@@ -60,39 +57,39 @@ def sim_env():
     return dict(LD_LIBRARY_PATH=os.environ["P2PG_FAKE_NVML_DIR"] + ":" + SIM)
 
 
-with Locked() as db:
-    counts = db + ".counts"
-    proc = subprocess.Popen([program("rt_peer"), "copier", counts, "2"], env=environment(db),
-                            stdout=subprocess.PIPE, text=True)
-    proc.stdout.readline()  # READY
-    wait_for_copies(counts, 2)
-    proc.kill()
-    proc.wait()
-    take(db, "copier-sigkill")
+db = locked_db()
+counts = db + ".counts"
+proc = subprocess.Popen([program("rt_peer"), "copier", counts, "2"], env=environment(db),
+                        stdout=subprocess.PIPE, text=True)
+proc.stdout.readline()  # READY
+wait_for_copies(counts, 2)
+proc.kill()
+proc.wait()
+take(db, "copier-sigkill")
 
-with Locked() as db:
-    run([program("rt_peer"), "crash"], db=db, check=False)
-    take(db, "crash-sigsegv")
+db = locked_db()
+run([program("rt_peer"), "crash"], db=db, check=False)
+take(db, "crash-sigsegv")
 
-with Locked() as owner_db, Locked() as open_db:
-    owner = subprocess.Popen([program("xproc_peer"), "ipc-owner", "0"], env=environment(owner_db, **sim_env()),
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    handle = owner.stdout.readline().split()[1]
-    run([program("xproc_peer"), "ipc-open", "1", handle, "not-a-handle"], db=open_db, **sim_env())
-    owner.stdin.close()
-    owner.wait()
-    take(owner_db, "ipc-owner")
-    take(open_db, "ipc-open")
+owner_db, open_db = locked_db(), locked_db()
+owner = subprocess.Popen([program("xproc_peer"), "ipc-owner", "0"], env=environment(owner_db, **sim_env()),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+handle = owner.stdout.readline().split()[1]
+run([program("xproc_peer"), "ipc-open", "1", handle, "not-a-handle"], db=open_db, **sim_env())
+owner.stdin.close()
+owner.wait()
+take(owner_db, "ipc-owner")
+take(open_db, "ipc-open")
 
-with Locked() as owner_db, Locked() as import_db:
-    sock = os.path.join(tempfolder(), "s")
-    owner = subprocess.Popen([program("xproc_peer"), "vmm-owner", "0", sock], env=environment(owner_db, **sim_env()),
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    while owner.stdout.readline().strip() not in ("listening", ""):
-        pass
-    run([program("xproc_peer"), "vmm-import", "1", sock], db=import_db, **sim_env())
-    owner.stdin.close()
-    owner.wait()
-    take(owner_db, "vmm-owner")
-    take(import_db, "vmm-import")
+owner_db, import_db = locked_db(), locked_db()
+sock = os.path.join(tempfolder(), "s")
+owner = subprocess.Popen([program("xproc_peer"), "vmm-owner", "0", sock], env=environment(owner_db, **sim_env()),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+while owner.stdout.readline().strip() not in ("listening", ""):
+    pass
+run([program("xproc_peer"), "vmm-import", "1", sock], db=import_db, **sim_env())
+owner.stdin.close()
+owner.wait()
+take(owner_db, "vmm-owner")
+take(import_db, "vmm-import")
 done()

@@ -215,10 +215,23 @@ static bool call_name_before(const char *text, const char *word)
  * error" in "cuFile err=5030"), never a CUDA status. A CUDA call named after it takes the number
  * back.
  */
-static bool foreign_call_before(const char *text, const char *p)
+/* Whether the word [q, end) names a call of such a library (see foreign_call_before). */
+static bool foreign_call_name(const char *q, const char *end)
 {
 	static const char *const prefixes[] = {"gdr_", "gds_",	"ibv_",	       "mlx5",
 					       "fi_",  "rdma_", "nvidia_p2p_", NULL};
+	size_t len = (size_t)(end - q);
+	if (strncmp(q, "cuFile", 6) == 0 || (len == 2 && q[0] == 'M' && q[1] == 'R'))
+		return true;
+	for (size_t k = 0; prefixes[k]; k++)
+		if (strncasecmp(q, prefixes[k], strlen(prefixes[k])) == 0 &&
+		    len > strlen(prefixes[k]))
+			return true;
+	return false;
+}
+
+static bool foreign_call_before(const char *text, const char *p)
+{
 	bool foreign = false;
 	for (const char *q = text; q < p;) {
 		if (!is_word_char(*q) || (q > text && is_word_char(q[-1]))) {
@@ -228,18 +241,10 @@ static bool foreign_call_before(const char *text, const char *p)
 		const char *end = q;
 		while (end < p && is_word_char(*end))
 			end++;
-		if (strncmp(q, "cuFile", 6) == 0) {
+		if (foreign_call_name(q, end))
 			foreign = true;
-		} else if (starts_call_name(q)) {
+		else if (starts_call_name(q))
 			foreign = false;
-		} else if (end - q == 2 && q[0] == 'M' && q[1] == 'R') {
-			foreign = true;
-		} else {
-			for (size_t k = 0; prefixes[k]; k++)
-				if (strncasecmp(q, prefixes[k], strlen(prefixes[k])) == 0 &&
-				    (size_t)(end - q) > strlen(prefixes[k]))
-					foreign = true;
-		}
 		q = end;
 	}
 	return foreign;

@@ -215,8 +215,8 @@ SELECT f.id,
        f.api, f.status, f.error_name,
        -- A peer the call could not name (an IPC handle's owner, say) is stored as -1: '?', as
        -- `p2pguard report` prints it.
-       coalesce(nullif(max(f.device, -1), -1), '?') || '->' ||
-         coalesce(nullif(max(f.peer_device, -1), -1), '?') AS pair,
+       CASE WHEN f.device >= 0 THEN f.device ELSE '?' END || '->' ||
+         CASE WHEN f.peer_device >= 0 THEN f.peer_device ELSE '?' END AS pair,
        (SELECT d.uuid FROM devices d
         WHERE d.process_id = f.process_id AND d.ordinal = f.device) AS device_uuid,
        (SELECT d.uuid FROM devices d

@@ -30,8 +30,8 @@ bool p2pg_store_record_valid(const struct p2pg_record *r, uint32_t crc, uint64_t
 			     int32_t devices);
 bool p2pg_store_blob_valid(const struct p2pg_spool_blob *b, int32_t devices);
 /* An overflow aggregate with its counters as read (they change under the reader). */
-bool p2pg_store_aggregate_valid(const struct p2pg_spool_agg *a, uint64_t count, uint64_t bytes,
-				uint64_t host_ns, int32_t devices);
+bool p2pg_store_aggregate_valid(const struct p2pg_spool_agg *a, const struct p2pg_spool_totals *sum,
+				int32_t devices);
 /* A ring's counters as read. */
 bool p2pg_store_ring_valid(const struct p2pg_spool_thread *t, uint64_t head, uint64_t tail);
 /* Whether ring k lies within the file (im->file_size); one that does not is counted once. */

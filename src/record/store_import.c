@@ -308,8 +308,7 @@ static int import_aggregates(sqlite3 *db, struct statements *s, struct p2pg_impo
 				return -EIO;
 			continue;
 		}
-		uint64_t count = sum.count, bytes = sum.bytes, host_ns = sum.host_ns;
-		if (!p2pg_store_aggregate_valid(a, count, bytes, host_ns, devices)) {
+		if (!p2pg_store_aggregate_valid(a, &sum, devices)) {
 			uint64_t bit = 1ull << (k & 63);
 			if (!(im->agg_damaged[ring][k >> 6] & bit))
 				im->invalid++;
@@ -327,9 +326,9 @@ static int import_aggregates(sqlite3 *db, struct statements *s, struct p2pg_impo
 		sqlite3_bind_text(st, 7, p2pg_path_name(a->path), -1, SQLITE_STATIC);
 		sqlite3_bind_int(st, 8, a->status);
 		sqlite3_bind_int(st, 9, a->size_bucket);
-		sqlite3_bind_int64(st, 10, (int64_t)count);
-		sqlite3_bind_int64(st, 11, (int64_t)bytes);
-		sqlite3_bind_int64(st, 12, (int64_t)host_ns);
+		sqlite3_bind_int64(st, 10, (int64_t)sum.count);
+		sqlite3_bind_int64(st, 11, (int64_t)sum.bytes);
+		sqlite3_bind_int64(st, 12, (int64_t)sum.host_ns);
 		if (sqlite3_step(st) != SQLITE_DONE)
 			return -EIO;
 	}

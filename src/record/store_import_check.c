@@ -110,15 +110,15 @@ bool p2pg_store_blob_valid(const struct p2pg_spool_blob *b, int32_t devices)
 
 /* An overflow aggregate a writer can have left: only successful copies fold. Its counters change
  * under the reader (no checksum can hold them), so they are checked by what they must satisfy
- * whenever read: count first, then bytes of at least 2^size_bucket each. */
-bool p2pg_store_aggregate_valid(const struct p2pg_spool_agg *a, uint64_t count, uint64_t bytes,
-				uint64_t host_ns, int32_t devices)
+ * whenever read: bytes of at least 2^size_bucket a call. */
+bool p2pg_store_aggregate_valid(const struct p2pg_spool_agg *a, const struct p2pg_spool_totals *sum,
+				int32_t devices)
 {
 	return a->api < P2PG_API_COUNT && a->path >= P2PG_PATH_P2P &&
 	       a->path <= P2PG_PATH_CAPTURED && a->status == 0 && a->size_bucket < 64 &&
 	       device_possible(a->src_device, devices) && device_possible(a->dst_device, devices) &&
-	       count <= INT64_MAX && bytes <= INT64_MAX && host_ns <= INT64_MAX &&
-	       (bytes >> a->size_bucket) >= count;
+	       sum->count <= INT64_MAX && sum->bytes <= INT64_MAX && sum->host_ns <= INT64_MAX &&
+	       (sum->bytes >> a->size_bucket) >= sum->count;
 }
 
 /* A ring whose counters no writer could have left. */
