@@ -208,9 +208,11 @@ static int recover_others(sqlite3 *db, uint64_t deadline)
 
 /* p2pg_rec.lock held. The exit's request for a last pass with CUDA, while no database is open: no
  * row has a GPU time to fill, so it is answered at once rather than after the exit's second. */
-static void answer_flush_without_database(void)
+static void answer_flush_without_database(struct p2pg_spool_layout *spool)
 {
 	if (p2pg_rec.flush_asked > p2pg_rec.flush_answered) {
+		/* Every record waits in the spool: their times go there with them. */
+		p2pg_drainer_time_unimported(spool, NULL, &p2pg_rec.exit_report);
 		atomic_store(&p2pg_rec.exiting, true);
 		p2pg_rec.flush_answered = p2pg_rec.flush_asked;
 		pthread_cond_broadcast(&p2pg_rec.flushed);
@@ -250,11 +252,11 @@ static void *drainer_main(void *arg)
 		note_devices(spool); /* into the spool, whatever the database does */
 		pthread_mutex_unlock(&pass_lock);
 		pthread_mutex_lock(&p2pg_rec.lock);
-		answer_flush_without_database();
+		answer_flush_without_database(spool);
 		stopped = p2pg_rec.stop;
 		if (!stopped)
 			nap_locked(50);
-		answer_flush_without_database();
+		answer_flush_without_database(spool);
 		pthread_mutex_unlock(&p2pg_rec.lock);
 		pthread_mutex_lock(&pass_lock);
 		if (stopped)
@@ -351,6 +353,10 @@ static void *drainer_main(void *arg)
 			if (flush)
 				p2pg_drainer_finish_timings(db, &report);
 		}
+		/* Records this pass could not take (another rank's lock, a failed write) and those
+		 * published since keep their GPU times in the spool. */
+		if (flush && !no_cuda)
+			p2pg_drainer_time_unimported(spool, &im, &report);
 		if (p2pg_rec.match)
 			p2pg_drainer_collect_cupti(db, stopping || no_cuda, flush ? &report : NULL);
 		if (rc >= 0)

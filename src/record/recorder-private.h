@@ -27,6 +27,8 @@ struct p2pg_exit_report {
 	int first_error;   /* its first refusal */
 	size_t cupti_rows; /* rows waiting for a CUPTI record when it began */
 	size_t cupti_left; /* of those, still without one after it */
+	size_t spooled;	   /* times written into records the database had not taken */
+	size_t spool_left; /* such records' copies still running when the wait ended */
 };
 
 struct p2pg_recorder_state {
@@ -91,5 +93,10 @@ void p2pg_drainer_poll_timings(sqlite3 *db, struct p2pg_exit_report *report);
 /* The exit's last pass: the copies the first poll found still running are asked again, for at
  * most EXIT_TIMING_WAIT_NS. */
 void p2pg_drainer_finish_timings(sqlite3 *db, struct p2pg_exit_report *report);
+/* drainer_spool_times.c: the exit's last pass with CUDA writes the GPU times of the event-timed
+ * copies whose records no import has taken (im: the drainer's importer, NULL without a database)
+ * into those records in the spool. */
+void p2pg_drainer_time_unimported(struct p2pg_spool_layout *spool, const struct p2pg_importer *im,
+				  struct p2pg_exit_report *report);
 void p2pg_drainer_collect_cupti(sqlite3 *db, bool final, struct p2pg_exit_report *report);
 void p2pg_drainer_watch_nccl(sqlite3 *db, int64_t process_id, bool final);

@@ -171,6 +171,36 @@ static inline uint32_t p2pg_spool_record_crc(const struct p2pg_record *r, uint64
 }
 
 /*
+ * A published, unimported transfer record whose copy's GPU time was read after the record was
+ * written (the exit's last pass, with the database locked): the time goes into the record, then its
+ * checksum is made again. A SIGKILL between the two stores leaves a record whose checksum is that
+ * of the same record with gpu_ns 0, which p2pg_spool_record_crc_ok accepts for such a record: both
+ * states are whole. Only the drainer calls it, on slots in [tail, head): the owner thread never
+ * writes them again before the drainer moves the tail past them.
+ */
+static inline void p2pg_spool_record_set_gpu_ns(struct p2pg_spool_thread *t, uint64_t seq,
+						uint64_t gpu_ns)
+{
+	struct p2pg_record *r = &t->rec[seq & (P2PG_SPOOL_RING - 1)];
+	__atomic_store_n(&r->gpu_ns, gpu_ns, __ATOMIC_RELAXED); /* one store: never torn */
+	__atomic_store_n(&t->crc[seq & (P2PG_SPOOL_RING - 1)], p2pg_spool_record_crc(r, seq),
+			 __ATOMIC_RELAXED);
+}
+
+/* Whether crc is the checksum of record r in slot seq, either as written or, for an event-timed
+ * transfer given its GPU time later, as written before that time was put in. */
+static inline bool p2pg_spool_record_crc_ok(const struct p2pg_record *r, uint32_t crc, uint64_t seq)
+{
+	if (crc == p2pg_spool_record_crc(r, seq))
+		return true;
+	if (r->kind != P2PG_REC_TRANSFER || !(r->flags & P2PG_REC_F_TIMED) || r->gpu_ns == 0)
+		return false;
+	struct p2pg_record before = *r;
+	before.gpu_ns = 0;
+	return crc == p2pg_spool_record_crc(&before, seq);
+}
+
+/*
  * Publishes a record, its checksum beside it. Returns the record's sequence number;
  * P2PG_SEQ_FOLDED when the ring was full and a successful transfer (or finished NCCL operation)
  * was folded into the aggregates instead; UINT64_MAX when it was lost (counted as dropped): a ring

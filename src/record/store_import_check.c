@@ -53,7 +53,7 @@ static bool mapping_device_possible(int32_t device, int32_t devices)
 bool p2pg_store_record_valid(const struct p2pg_record *r, uint32_t crc, uint64_t seq,
 			     int32_t devices)
 {
-	if (crc != p2pg_spool_record_crc(r, seq))
+	if (!p2pg_spool_record_crc_ok(r, crc, seq))
 		return false;
 	if (p2pg_nccl_record_kind(r->kind))
 		return p2pg_nccl_record_valid(r);

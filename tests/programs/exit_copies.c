@@ -19,6 +19,9 @@
  *   exit_copies hang N      peer access enabled from device 0 to 1, then as nosync (under
  *                           SIMCUDA_P2P_HANG=0-1 the first copy never completes)
  *
+ * With EXIT_COPIES_PAUSE set, it prints "READY" once CUDA is initialised and reads a line from
+ * stdin before the copies (a test locks the database the guard has opened meanwhile).
+ *
  * Prints "EXPECT transfers=N" on success.
  */
 #include <cuda_runtime_api.h>
@@ -50,6 +53,13 @@ static int copies(const char *mode, int n, int local)
 	cudaError_t e = cudaGetDeviceCount(&devices);
 	if (e != cudaSuccess)
 		return fail("cudaGetDeviceCount", e);
+	if (getenv("EXIT_COPIES_PAUSE")) {
+		char line[16];
+		printf("READY\n");
+		fflush(stdout);
+		if (!fgets(line, sizeof(line), stdin))
+			return fail("reading the go-ahead from stdin", cudaSuccess);
+	}
 	if (!local && devices < 2) {
 		fprintf(stderr, "exit_copies: %s needs two devices\n", mode);
 		return 1;

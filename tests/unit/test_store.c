@@ -300,6 +300,28 @@ int main(void)
 	CHECK(timed_without_row + timed_rows - 40 == 30 && timed_without_row > 0,
 	      "summary mode hands summarised timed copies back without a row (%d)",
 	      timed_without_row);
+
+	/* GPU times written into records the database had not taken (the exit's last pass, the
+	 * database locked): whole, or cut by a SIGKILL between the time and its checksum, a record
+	 * comes in with its time; a damaged one, or an untimed one with a time it never had, does
+	 * not. */
+	struct p2pg_spool_thread *late = p2pg_spool_claim_thread(spool, fd, 23);
+	publish_timed(late, 3);
+	publish(late, 1, 0);
+	p2pg_spool_record_set_gpu_ns(late, 0, 5000);
+	late->rec[1].gpu_ns = 7000; /* killed before the checksum was made again */
+	late->rec[2].gpu_ns = 9000;
+	late->rec[2].bytes ^= 1; /* damage */
+	late->rec[3].gpu_ns = 11000;
+	int calls_before = timed_calls;
+	uint64_t invalid_before = timed_all.invalid;
+	p2pg_store_import(db, spool, &timed_all, false);
+	CHECK(one(db, "SELECT count(*) FROM transfers WHERE gpu_ns IN (5000, 7000)") == 2 &&
+		  one(db, "SELECT count(*) FROM transfers WHERE gpu_ns IN (9000, 11000)") == 0,
+	      "late GPU times in the spool: whole and cut ones kept, damaged and untimed refused");
+	CHECK(timed_all.invalid - invalid_before == 2 && timed_calls == calls_before,
+	      "the two refused records counted as damage, the timed ones asked for no event (%d)",
+	      (int)(timed_all.invalid - invalid_before));
 	p2pg_importer_release(&timed_all);
 	p2pg_importer_release(&timed_sum);
 	p2pg_importer_release(&im);

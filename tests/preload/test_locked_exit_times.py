@@ -1,0 +1,78 @@
+"""GPU times survive a database that another rank keeps locked through the exit. The last copies'
+records then stay in the spool for `p2pguard recover`, and their timing events die with the
+contexts right after the exit's last pass with CUDA: that pass writes each copy's GPU time into its
+record in the spool, so that the rows `recover` makes later have them. Both ways the lock can fall:
+before the guard could open the database at all, and after it opened it (its process row written)
+but before the copies."""
+import sqlite3
+import time
+
+from harness import *
+
+EXIT_COPIES = program("exit_copies")
+TIMES = "SELECT count(*), count(gpu_ns), count(CASE WHEN gpu_ns > 0 THEN 1 END) FROM transfers"
+
+
+def schema_only():
+    db = tempdb()
+    run([EXIT_COPIES, "peer", "0"], db=db)  # the database exists, with its schema and no copy
+    return db
+
+
+def holding(db):
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    return holder
+
+
+def release_and_recover(db, holder):
+    holder.execute("ROLLBACK")
+    holder.close()
+    run([CLI, "recover", db], preload=False)
+
+
+for timing in ("all", "sampled"):
+    # Locked before the program starts: the guard never opens the database.
+    db = schema_only()
+    holder = holding(db)
+    proc = run([EXIT_COPIES, "peer", "50"], db=db, P2PGUARD_GPU_TIMING=timing,
+               P2PGUARD_TEST="exit-report")
+    equal(query(db, "SELECT count(*) FROM transfers")[0][0], 0,
+          "%s, locked from the start: no row while the lock is held" % timing)
+    release_and_recover(db, holder)
+    equal(query(db, TIMES)[0], (50, 50, 50),
+          "%s, locked from the start: after recover 50 rows, 50 of 50 with their GPU time (%s)"
+          % (timing, proc.stderr.strip()))
+    check("times into the spool 50," in proc.stderr,
+          "%s: the exit pass wrote 50 times into the spool (%s)" % (timing, proc.stderr.strip()))
+
+    # Locked after the guard opened the database, before the copies: the exit pass cannot write
+    # the rows, the records wait in the spool with their times.
+    db = schema_only()
+    proc = subprocess.Popen([EXIT_COPIES, "peer", "50"],
+                            env=environment(db, P2PGUARD_GPU_TIMING=timing,
+                                            P2PGUARD_TEST="exit-report", EXIT_COPIES_PAUSE="1"),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    equal(proc.stdout.readline().strip(), "READY", "%s: the program initialised CUDA" % timing)
+    deadline = time.monotonic() + 30
+    while scalar(db, "SELECT count(*) FROM processes WHERE pid = ?", proc.pid) == 0:
+        check(time.monotonic() < deadline, "%s: the guard wrote its process row" % timing)
+        time.sleep(0.02)
+    holder = holding(db)
+    out, err = proc.communicate("go\n", timeout=60)
+    equal(proc.returncode, 0, "%s, locked after the open: the program exits 0 (%s)" % (timing, err.strip()))
+    equal(query(db, "SELECT count(*) FROM transfers")[0][0], 0,
+          "%s, locked after the open: no row while the lock is held" % timing)
+    release_and_recover(db, holder)
+    equal(query(db, TIMES)[0], (50, 50, 50),
+          "%s, locked after the open: after recover 50 rows, 50 of 50 with their GPU time (%s)"
+          % (timing, err.strip()))
+    equal(scalar(db, "SELECT count(*) FROM processes WHERE recovered = 1"), 0,
+          "%s: the process that ended by exit() is not marked recovered" % timing)
+
+# Unlocked, nothing changes: the rows are written by the process itself, every one timed.
+db = tempdb()
+proc = run([EXIT_COPIES, "peer", "50"], db=db, P2PGUARD_GPU_TIMING="all", P2PGUARD_TEST="exit-report")
+equal(query(db, TIMES)[0], (50, 50, 50), "unlocked: 50 of 50 with their GPU time")
+done()
