@@ -60,6 +60,12 @@ static void exit_flush(void)
 		answered = p2pg_rec.flush_answered >= asked;
 		report = p2pg_rec.exit_report;
 		pthread_mutex_unlock(&p2pg_rec.lock);
+	} else if (atomic_load(&p2pg_rec.spool)) {
+		/* No drainer (the database could not be used: every record is in the spool, for
+		 * `p2pguard recover`): the copies' GPU times go there with them, read by this
+		 * thread while the events still exist. */
+		p2pg_drainer_time_unimported(atomic_load(&p2pg_rec.spool), NULL, &report);
+		answered = true;
 	}
 	atomic_store(&p2pg_rec.exiting, true);
 	if (p2pg_rec.settings.test_hooks & P2PG_TEST_EXIT_REPORT)

@@ -4,6 +4,7 @@ contexts right after the exit's last pass with CUDA: that pass writes each copy'
 record in the spool, so that the rows `recover` makes later have them. Both ways the lock can fall:
 before the guard could open the database at all, and after it opened it (its process row written)
 but before the copies."""
+import os
 import sqlite3
 import time
 
@@ -70,6 +71,18 @@ for timing in ("all", "sampled"):
           % (timing, err.strip()))
     equal(scalar(db, "SELECT count(*) FROM processes WHERE recovered = 1"), 0,
           "%s: the process that ended by exit() is not marked recovered" % timing)
+
+# A database the guard cannot use at all (a folder in its place): no drainer runs, and the
+# exit's handler itself writes the times into the spool.
+db = tempdb()
+os.mkdir(db)
+proc = run([EXIT_COPIES, "peer", "50"], db=db, P2PGUARD_GPU_TIMING="all", P2PGUARD_TEST="exit-report")
+check("times into the spool 50," in proc.stderr,
+      "a folder in place of the database: 50 times into the spool at exit (%s)" % proc.stderr.strip())
+os.rmdir(db)
+run([CLI, "recover", db], preload=False)
+equal(query(db, TIMES)[0], (50, 50, 50),
+      "a folder in place of the database, removed: after recover 50 of 50 with their GPU time")
 
 # Unlocked, nothing changes: the rows are written by the process itself, every one timed.
 db = tempdb()
