@@ -132,6 +132,7 @@ static void reopen_database(sqlite3 **db, struct p2pg_importer *im, struct stat 
 	p2pg_importer_release(im);
 	p2pg_importer_init(im, record);
 	im->on_timed = p2pg_drainer_on_timed;
+	p2pg_drainer_forget_rows();
 	if (p2pg_store_open_wait(p2pg_rec.settings.db_path, db, err, sizeof(err), 100) < 0) {
 		p2pg_notice("the database %s was replaced and cannot be opened again (%s); records "
 			    "stay in %s for `p2pguard recover`",

@@ -105,6 +105,19 @@ void p2pg_drainer_on_timed(void *userdata, const struct p2pg_pending_timing *t)
 	    (struct pending){.row = row, .slot = slot, .started_ns = t->started_ns};
 }
 
+/* The database was replaced: the rows waiting for a GPU time are rows of the old file, and their
+ * ids name other rows in the new one (another copy's, another process's). Their times are let go:
+ * unread event pairs are freed, CUPTI's queues keep their order with rows that write nowhere. */
+void p2pg_drainer_forget_rows(void)
+{
+	for (size_t k = 0; k < p2pg_rec.npending; k++)
+		if (!p2pg_rec.pending[k]
+			 .gpu_ns) /* a pair already read is free (and maybe reused) */
+			p2pg_timing_cancel((int)p2pg_rec.pending[k].slot);
+	p2pg_rec.npending = 0;
+	p2pg_gpu_match_forget_rows(p2pg_rec.match);
+}
+
 /*
  * A timed peer copy unfinished after P2PGUARD_STALL_S: one stalls row, written now, while the
  * program may be stuck waiting for it, so that a job killed in its hang leaves the reason. The
@@ -236,6 +249,8 @@ struct cupti_pass {
 static void cupti_found(void *arg, int64_t row, uint64_t gpu_ns)
 {
 	struct cupti_pass *p = arg;
+	if (row == 0) /* a row of a database that was replaced */
+		return;
 	if (!p->began)
 		p->began = sqlite3_exec(p->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK;
 	if (p->began)

@@ -254,3 +254,12 @@ size_t p2pg_gpu_match_copies_waiting(const struct p2pg_gpu_match *m)
 		n += waiting(&m->streams[k].copies);
 	return n;
 }
+
+void p2pg_gpu_match_forget_rows(struct p2pg_gpu_match *m)
+{
+	for (size_t k = 0; m && k < m->nstreams; k++) {
+		struct queue *rows = &m->streams[k].rows;
+		for (size_t i = 0; i < waiting(rows); i++)
+			((struct p2pg_gpu_row *)at(rows, i, sizeof(struct p2pg_gpu_row)))->row = 0;
+	}
+}

@@ -55,6 +55,10 @@ bool p2pg_gpu_match_copy(struct p2pg_gpu_match *m, const struct p2pg_gpu_copy *c
 size_t p2pg_gpu_match_run(struct p2pg_gpu_match *m, uint64_t now_ns, uint64_t max_age_ns,
 			  void (*found)(void *arg, int64_t row, uint64_t gpu_ns), void *arg);
 
+/* The database the rows are in was replaced: every row waiting keeps its place in its stream's
+ * queue (so that the records still pair in order) but is written nowhere (found() gets row 0). */
+void p2pg_gpu_match_forget_rows(struct p2pg_gpu_match *m);
+
 /* Rows and records still waiting (for the tests and the drainer's bookkeeping). */
 size_t p2pg_gpu_match_rows_waiting(const struct p2pg_gpu_match *m);
 size_t p2pg_gpu_match_copies_waiting(const struct p2pg_gpu_match *m);

@@ -89,6 +89,8 @@ bool p2pg_drainer_start(void);
 void p2pg_drainer_match_needed(void);
 /* The importer's on_timed: a row waits for its GPU time (events or CUPTI). */
 void p2pg_drainer_on_timed(void *userdata, const struct p2pg_pending_timing *t);
+/* The database was replaced: the rows waiting for a GPU time are let go. */
+void p2pg_drainer_forget_rows(void);
 void p2pg_drainer_poll_timings(sqlite3 *db, struct p2pg_exit_report *report);
 /* The exit's last pass: the copies the first poll found still running are asked again, for at
  * most EXIT_TIMING_WAIT_NS. */

@@ -20,7 +20,8 @@
  *                           SIMCUDA_P2P_HANG=0-1 the first copy never completes)
  *
  * With EXIT_COPIES_PAUSE set, it prints "READY" once CUDA is initialised and reads a line from
- * stdin before the copies (a test locks the database the guard has opened meanwhile).
+ * stdin before the copies (a test locks the database the guard has opened meanwhile); with
+ * EXIT_COPIES_PAUSE=after it does so after enqueueing the copies, before it waits for them.
  *
  * Prints "EXPECT transfers=N" on success.
  */
@@ -46,6 +47,14 @@ static int fail(const char *what, cudaError_t e)
 	return 1;
 }
 
+static int wait_for_go(void)
+{
+	char line[16];
+	printf("READY\n");
+	fflush(stdout);
+	return fgets(line, sizeof(line), stdin) != NULL;
+}
+
 static int copies(const char *mode, int n, int local)
 {
 	int hang = strcmp(mode, "hang") == 0;
@@ -53,13 +62,9 @@ static int copies(const char *mode, int n, int local)
 	cudaError_t e = cudaGetDeviceCount(&devices);
 	if (e != cudaSuccess)
 		return fail("cudaGetDeviceCount", e);
-	if (getenv("EXIT_COPIES_PAUSE")) {
-		char line[16];
-		printf("READY\n");
-		fflush(stdout);
-		if (!fgets(line, sizeof(line), stdin))
-			return fail("reading the go-ahead from stdin", cudaSuccess);
-	}
+	const char *pause = getenv("EXIT_COPIES_PAUSE");
+	if (pause && strcmp(pause, "after") != 0 && !wait_for_go())
+		return fail("reading the go-ahead from stdin", cudaSuccess);
 	if (!local && devices < 2) {
 		fprintf(stderr, "exit_copies: %s needs two devices\n", mode);
 		return 1;
@@ -81,6 +86,8 @@ static int copies(const char *mode, int n, int local)
 		if (e != cudaSuccess)
 			return fail("copy", e);
 	}
+	if (pause && strcmp(pause, "after") == 0 && !wait_for_go())
+		return fail("reading the go-ahead from stdin", cudaSuccess);
 	if (strcmp(mode, "nosync") != 0 && !hang &&
 	    (e = cudaStreamSynchronize(stream)) != cudaSuccess)
 		return fail("cudaStreamSynchronize", e);
