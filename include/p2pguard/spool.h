@@ -172,6 +172,8 @@ enum p2pg_blob_kind {
 	/* The process's devices (record/devices.c): device = how many; per device five fields:
 	 * ordinal, UUID, PCI bus id, name, physical index ("" where unknown). */
 	P2PG_BLOB_DEVICES = 6,
+	/* GPU times of rows the database could not take at the exit (src/record/row_times.h). */
+	P2PG_BLOB_ROW_TIMES = 7,
 };
 
 enum p2pg_blob_state {

@@ -340,6 +340,7 @@ static void *drainer_main(void *arg)
 		} else {
 			rc = p2pg_store_import(db, spool, &im, false);
 		}
+		p2pg_rec.pass_busy = rc == -EBUSY;
 		/* A crash waits for a pass that took everything published before it. */
 		if (rc >= 0 && !im.more)
 			atomic_store(&p2pg_rec.passes_imported, pass);
@@ -360,6 +361,9 @@ static void *drainer_main(void *arg)
 			p2pg_drainer_time_unimported(spool, &im, &report);
 		if (p2pg_rec.match)
 			p2pg_drainer_collect_cupti(db, stopping || no_cuda, flush ? &report : NULL);
+		/* Times read whose rows a busy database would not take: into the spool too. */
+		if (flush)
+			p2pg_drainer_spool_row_times(&report);
 		if (rc >= 0)
 			p2pg_drainer_watch_nccl(db, im.process_id, stopping);
 		atomic_store(&p2pg_rec.passes_timed, pass);

@@ -13,12 +13,16 @@
 #include "driver.h"
 #include "nccl_watch.h"
 #include "notice.h"
+#include "spool.h"
 #include "recorder-private.h"
+#include "row_times.h"
 #include "store.h"
 #include "timing.h"
 
 struct pending {
 	int64_t row;
+	uint32_t serial; /* the row's record (transfers.thread_serial, seq) */
+	uint64_t seq;
 	unsigned slot;
 	uint64_t started_ns; /* CLOCK_REALTIME, the copy's start */
 	bool stalled;	     /* its stalls row is written */
@@ -64,6 +68,21 @@ void p2pg_drainer_match_needed(void)
 	p2pg_rec.cupti_heard_ns = p2pg_now_ns();
 }
 
+/* false: out of memory, nothing kept. */
+static bool pending_add(const struct pending *p)
+{
+	if (p2pg_rec.npending == p2pg_rec.cap_pending) {
+		size_t cap = p2pg_rec.cap_pending ? p2pg_rec.cap_pending * 2 : 256;
+		struct pending *grown = realloc(p2pg_rec.pending, cap * sizeof(*grown));
+		if (!grown)
+			return false;
+		p2pg_rec.pending = grown;
+		p2pg_rec.cap_pending = cap;
+	}
+	p2pg_rec.pending[p2pg_rec.npending++] = *p;
+	return true;
+}
+
 void p2pg_drainer_on_timed(void *userdata, const struct p2pg_pending_timing *t)
 {
 	(void)userdata;
@@ -73,6 +92,8 @@ void p2pg_drainer_on_timed(void *userdata, const struct p2pg_pending_timing *t)
 		p2pg_drainer_match_needed();
 		struct p2pg_gpu_row r = {
 		    .row = row,
+		    .serial = t->serial,
+		    .seq = t->seq,
 		    .started_ns = t->started_ns,
 		    .bytes = t->bytes,
 		    .context_id = t->cupti_context,
@@ -91,18 +112,13 @@ void p2pg_drainer_on_timed(void *userdata, const struct p2pg_pending_timing *t)
 		p2pg_timing_cancel((int)slot);
 		return;
 	}
-	if (p2pg_rec.npending == p2pg_rec.cap_pending) {
-		size_t cap = p2pg_rec.cap_pending ? p2pg_rec.cap_pending * 2 : 256;
-		struct pending *grown = realloc(p2pg_rec.pending, cap * sizeof(*grown));
-		if (!grown) {
-			p2pg_timing_cancel((int)slot); /* the time is lost, the pair must not be */
-			return;
-		}
-		p2pg_rec.pending = grown;
-		p2pg_rec.cap_pending = cap;
-	}
-	p2pg_rec.pending[p2pg_rec.npending++] =
-	    (struct pending){.row = row, .slot = slot, .started_ns = t->started_ns};
+	struct pending p = {.row = row,
+			    .serial = t->serial,
+			    .seq = t->seq,
+			    .slot = slot,
+			    .started_ns = t->started_ns};
+	if (!pending_add(&p))
+		p2pg_timing_cancel((int)slot); /* the time is lost, the pair must not be */
 }
 
 /* The database was replaced: the rows waiting for a GPU time are rows of the old file, and their
@@ -110,9 +126,9 @@ void p2pg_drainer_on_timed(void *userdata, const struct p2pg_pending_timing *t)
  * unread event pairs are freed, CUPTI's queues keep their order with rows that write nowhere. */
 void p2pg_drainer_forget_rows(void)
 {
+	/* A pair already read is free, and maybe reused. */
 	for (size_t k = 0; k < p2pg_rec.npending; k++)
-		if (!p2pg_rec.pending[k]
-			 .gpu_ns) /* a pair already read is free (and maybe reused) */
+		if (!p2pg_rec.pending[k].gpu_ns)
 			p2pg_timing_cancel((int)p2pg_rec.pending[k].slot);
 	p2pg_rec.npending = 0;
 	p2pg_gpu_match_forget_rows(p2pg_rec.match);
@@ -148,6 +164,24 @@ static void record_stall(sqlite3 *db, struct pending *p, uint64_t now_ns)
 		    NULL);
 }
 
+/* One transaction for a pass's writes, begun at the first: a database another rank holds locked is
+ * waited for once a pass (the connection's busy timeout, 100 ms), not once per row, and not at all
+ * when the pass's import has just waited for it in vain. */
+struct write_pass {
+	sqlite3 *db;
+	bool tried, began;
+};
+
+static bool write_begin(struct write_pass *w)
+{
+	if (!w->tried) {
+		w->tried = true;
+		w->began = !p2pg_rec.pass_busy &&
+			   sqlite3_exec(w->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK;
+	}
+	return w->began;
+}
+
 /* Asks the events of the rows waiting for a GPU time; report: this is the exit's last pass. */
 void p2pg_drainer_poll_timings(sqlite3 *db, struct p2pg_exit_report *report)
 {
@@ -161,7 +195,7 @@ void p2pg_drainer_poll_timings(sqlite3 *db, struct p2pg_exit_report *report)
 		relaxed = true;
 	}
 	size_t kept = 0;
-	bool began = false;
+	struct write_pass w = {db, false, false};
 	uint64_t now = p2pg_realtime_ns(); /* one clock read a pass: thousands of copies may wait */
 	if (report)
 		report->pending = p2pg_rec.npending;
@@ -182,10 +216,7 @@ void p2pg_drainer_poll_timings(sqlite3 *db, struct p2pg_exit_report *report)
 			if (!p->stalled && now > p->started_ns &&
 			    now - p->started_ns >=
 				(uint64_t)p2pg_rec.settings.stall_s * 1000000000ull) {
-				if (!began)
-					began = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL,
-							     NULL) == SQLITE_OK;
-				if (began)
+				if (write_begin(&w))
 					record_stall(db, p, now);
 			}
 			p2pg_rec.pending[kept++] = *p;
@@ -196,22 +227,58 @@ void p2pg_drainer_poll_timings(sqlite3 *db, struct p2pg_exit_report *report)
 				report->first_error = error;
 			continue;
 		}
-		if (!began)
-			began = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK;
 		/* The events are free again; a time the busy database could not take now waits
 		 * with its row for the next pass. */
-		if (!began || p2pg_store_set_gpu_ns(db, p->row, p->gpu_ns) < 0) {
+		if (!write_begin(&w) || p2pg_store_set_gpu_ns(db, p->row, p->gpu_ns) < 0) {
 			p2pg_rec.pending[kept++] = *p;
 			continue;
 		}
 		if (report)
 			report->resolved++;
 	}
-	if (began && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+	if (w.began && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
 		/* Rolled back: the times read this pass are lost with it (their events are free
 		 * again); rare enough (a commit that fails after BEGIN IMMEDIATE) to be left. */
 		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 	}
+	p2pg_rec.npending = kept;
+}
+
+/*
+ * The exit's last pass with CUDA, after the rows' times were asked: times read whose rows the
+ * database would not take (another rank's lock) go into blobs of the spool, imported into their
+ * rows by the next reader (src/record/row_times.h).
+ */
+void p2pg_drainer_spool_row_times(struct p2pg_exit_report *report)
+{
+	struct p2pg_spool_blob *blob = NULL;
+	size_t kept = 0;
+	for (size_t k = 0; k < p2pg_rec.npending; k++) {
+		struct pending *p = &p2pg_rec.pending[k];
+		if (!p->gpu_ns) {
+			p2pg_rec.pending[kept++] = *p;
+			continue;
+		}
+		if (blob && !p2pg_row_times_add(blob, p->row, p->serial, p->seq, p->gpu_ns)) {
+			p2pg_spool_blob_publish(blob);
+			blob = NULL;
+		}
+		if (!blob) {
+			blob = p2pg_recorder_blob();
+			if (!blob) { /* counted as a dropped record; the time is lost */
+				p2pg_rec.pending[kept++] = *p;
+				continue;
+			}
+			blob->kind = P2PG_BLOB_ROW_TIMES;
+			blob->tid = p2pg_tid();
+			blob->started_ns = p2pg_realtime_ns();
+			p2pg_row_times_add(blob, p->row, p->serial, p->seq, p->gpu_ns);
+		}
+		if (report)
+			report->spooled_rows++;
+	}
+	if (blob)
+		p2pg_spool_blob_publish(blob);
 	p2pg_rec.npending = kept;
 }
 
@@ -241,20 +308,21 @@ void p2pg_drainer_finish_timings(sqlite3 *db, struct p2pg_exit_report *report)
 	}
 }
 
-struct cupti_pass {
-	sqlite3 *db;
-	bool began;
-};
-
-static void cupti_found(void *arg, int64_t row, uint64_t gpu_ns)
+static void cupti_found(void *arg, const struct p2pg_gpu_row *r, uint64_t gpu_ns)
 {
-	struct cupti_pass *p = arg;
-	if (row == 0) /* a row of a database that was replaced */
+	struct write_pass *w = arg;
+	if (r->row == 0) /* a row of a database that was replaced */
 		return;
-	if (!p->began)
-		p->began = sqlite3_exec(p->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK;
-	if (p->began)
-		p2pg_store_set_gpu_ns(p->db, row, gpu_ns);
+	if (write_begin(w) && p2pg_store_set_gpu_ns(w->db, r->row, gpu_ns) == 0)
+		return;
+	/* The database is busy: the time waits, already read, with the rows' event times (its
+	 * record left the match's queues). */
+	struct pending p = {.row = r->row,
+			    .serial = r->serial,
+			    .seq = r->seq,
+			    .started_ns = r->started_ns,
+			    .gpu_ns = gpu_ns};
+	pending_add(&p); /* out of memory: the row keeps no time */
 }
 
 /*
@@ -291,7 +359,7 @@ void p2pg_drainer_collect_cupti(sqlite3 *db, bool final, struct p2pg_exit_report
 			    "copies waited for have not finished); timing events sampled instead",
 			    (int)(CUPTI_SILENCE_NS / 1000000000ull));
 	}
-	struct cupti_pass pass = {db, false};
+	struct write_pass pass = {db, false, false};
 	p2pg_gpu_match_run(p2pg_rec.match, now, 60000000000ull, cupti_found, &pass);
 	if (pass.began)
 		sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);

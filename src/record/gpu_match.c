@@ -161,7 +161,8 @@ static size_t find_copy(const struct stream *s, const struct p2pg_gpu_row *r, si
 	return SIZE_MAX;
 }
 
-static size_t match_stream(struct stream *s, void (*found)(void *, int64_t, uint64_t), void *arg)
+static size_t match_stream(struct stream *s,
+			   void (*found)(void *, const struct p2pg_gpu_row *, uint64_t), void *arg)
 {
 	size_t pairs = 0;
 	while (waiting(&s->rows) && waiting(&s->copies)) {
@@ -169,7 +170,7 @@ static size_t match_stream(struct stream *s, void (*found)(void *, int64_t, uint
 		const struct p2pg_gpu_copy *c = at(&s->copies, 0, sizeof(*c));
 		if (fits(r, c)) {
 			if (complete(c)) {
-				found(arg, r->row,
+				found(arg, r,
 				      c->end_ns > c->start_ns ? c->end_ns - c->start_ns : 1);
 				pairs++;
 			}
@@ -220,7 +221,8 @@ static void age(struct stream *s, uint64_t now_ns, uint64_t max_age_ns)
 }
 
 size_t p2pg_gpu_match_run(struct p2pg_gpu_match *m, uint64_t now_ns, uint64_t max_age_ns,
-			  void (*found)(void *arg, int64_t row, uint64_t gpu_ns), void *arg)
+			  void (*found)(void *arg, const struct p2pg_gpu_row *row, uint64_t gpu_ns),
+			  void *arg)
 {
 	size_t pairs = 0;
 	for (size_t k = 0; k < m->nstreams;) {

@@ -20,7 +20,9 @@
 #include <stdint.h>
 
 struct p2pg_gpu_row {
-	int64_t row;	     /* transfers.id */
+	int64_t row;	 /* transfers.id */
+	uint32_t serial; /* its record: transfers.thread_serial and seq */
+	uint64_t seq;
 	uint64_t started_ns; /* CLOCK_REALTIME at the call's start */
 	uint64_t bytes;
 	uint32_t context_id, stream_id; /* CUPTI's (the context's low 16 bits suffice) */
@@ -47,13 +49,14 @@ bool p2pg_gpu_match_row(struct p2pg_gpu_match *m, const struct p2pg_gpu_row *r);
 bool p2pg_gpu_match_copy(struct p2pg_gpu_match *m, const struct p2pg_gpu_copy *c);
 
 /*
- * Pairs what can be paired; calls found(row, gpu_ns) for each pair with a time (a record without
- * one is paired with its row, which then keeps no time). Items older than max_age_ns
- * (by now_ns: rows by their call's start, records by their end) that found no partner are let
- * go. Returns the number of pairs.
+ * Pairs what can be paired; calls found(arg, row, gpu_ns) for each pair with a time (a record
+ * without one is paired with its row, which then keeps no time). Items older than max_age_ns (by
+ * now_ns: rows by their call's start, records by their end) that found no partner are let go.
+ * Returns the number of pairs.
  */
 size_t p2pg_gpu_match_run(struct p2pg_gpu_match *m, uint64_t now_ns, uint64_t max_age_ns,
-			  void (*found)(void *arg, int64_t row, uint64_t gpu_ns), void *arg);
+			  void (*found)(void *arg, const struct p2pg_gpu_row *row, uint64_t gpu_ns),
+			  void *arg);
 
 /* The database the rows are in was replaced: every row waiting keeps its place in its stream's
  * queue (so that the records still pair in order) but is written nowhere (found() gets row 0). */

@@ -20,15 +20,16 @@ struct pending; /* drainer_timing.c: a row waiting for its events' time */
 
 /* What the exit's last GPU-time pass found, for P2PGUARD_TEST=exit-report. */
 struct p2pg_exit_report {
-	size_t pending;	   /* event-timed rows waiting when it began */
-	size_t resolved;   /* of those, read and written */
-	size_t unfinished; /* still running on the GPU */
-	size_t failed;	   /* the driver refused to answer */
-	int first_error;   /* its first refusal */
-	size_t cupti_rows; /* rows waiting for a CUPTI record when it began */
-	size_t cupti_left; /* of those, still without one after it */
-	size_t spooled;	   /* times written into records the database had not taken */
-	size_t spool_left; /* such records' copies still running when the wait ended */
+	size_t pending;	     /* event-timed rows waiting when it began */
+	size_t resolved;     /* of those, read and written */
+	size_t unfinished;   /* still running on the GPU */
+	size_t failed;	     /* the driver refused to answer */
+	int first_error;     /* its first refusal */
+	size_t cupti_rows;   /* rows waiting for a CUPTI record when it began */
+	size_t cupti_left;   /* of those, still without one after it */
+	size_t spooled;	     /* times written into records the database had not taken */
+	size_t spool_left;   /* such records' copies still running when the wait ended */
+	size_t spooled_rows; /* times read whose rows the database would not take, into the spool */
 };
 
 struct p2pg_recorder_state {
@@ -70,6 +71,7 @@ struct p2pg_recorder_state {
 	struct p2pg_exit_report exit_report; /* what that pass found (P2PGUARD_TEST=exit-report) */
 
 	/* drainer-private */
+	bool pass_busy; /* this pass's import found the database locked: no more waits this pass */
 	struct pending *pending;
 	size_t npending, cap_pending;
 	struct p2pg_gpu_match *match; /* CUPTI timing: rows and records waiting for each other */
@@ -95,6 +97,8 @@ void p2pg_drainer_poll_timings(sqlite3 *db, struct p2pg_exit_report *report);
 /* The exit's last pass: the copies the first poll found still running are asked again, for at
  * most EXIT_TIMING_WAIT_NS. */
 void p2pg_drainer_finish_timings(sqlite3 *db, struct p2pg_exit_report *report);
+/* The exit's last pass: times read that the database would not take go into the spool. */
+void p2pg_drainer_spool_row_times(struct p2pg_exit_report *report);
 /* drainer_spool_times.c: the exit's last pass with CUDA writes the GPU times of the event-timed
  * copies whose records no import has taken (im: the drainer's importer, NULL without a database)
  * into those records in the spool. */

@@ -24,9 +24,11 @@ static void report_exit(const struct p2pg_exit_report *r, bool answered, uint64_
 	const char *error = r->failed ? p2pg_cu_error_name(r->first_error) : "none";
 	p2pg_notice("test: exit: event-timed copies pending %zu, resolved %zu, still running %zu, "
 		    "unreadable %zu (first error %s); CUPTI-timed rows waiting %zu, left %zu; "
-		    "times into the spool %zu, still running %zu; %.2f ms",
+		    "times into the spool %zu, still running %zu; rows' times into the spool %zu; "
+		    "%.2f ms",
 		    r->pending, r->resolved, r->unfinished, r->failed, error, r->cupti_rows,
-		    r->cupti_left, r->spooled, r->spool_left, (double)took_ns / 1e6);
+		    r->cupti_left, r->spooled, r->spool_left, r->spooled_rows,
+		    (double)took_ns / 1e6);
 }
 
 /*

@@ -47,6 +47,8 @@ struct p2pg_pending_timing {
 	uint16_t cupti_context; /* the low 16 bits of CUPTI's ID of the stream's context */
 	int16_t src_device, dst_device;
 	uint64_t started_ns, bytes;
+	uint32_t serial; /* the row's record: its ring's thread serial and place (transfers.seq) */
+	uint64_t seq;
 };
 
 /* What an importer remembers about one spool between passes. */

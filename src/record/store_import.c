@@ -16,6 +16,7 @@
 #include "backtrace.h"
 #include "cleanup.h"
 #include "crc32c.h"
+#include "row_times.h"
 #include "spool.h"
 #include "store-private.h"
 #include "store_nccl.h"
@@ -204,8 +205,9 @@ static int by_start(const void *a, const void *b)
 }
 
 /* Remembers a timed copy's row until the pass commits (a rolled-back pass hands nothing over). */
-static void note_timed(struct p2pg_importer *im, int64_t row, const struct p2pg_record *r)
+static void note_timed(struct p2pg_importer *im, int64_t row, const struct pending_transfer *p)
 {
+	const struct p2pg_record *r = &p->r;
 	if (!(r->flags & (P2PG_REC_F_TIMED | P2PG_REC_F_CUPTI)) || r->gpu_ns || !im->on_timed)
 		return;
 	struct p2pg_pending_timing t = {
@@ -217,6 +219,8 @@ static void note_timed(struct p2pg_importer *im, int64_t row, const struct p2pg_
 	    .dst_device = r->dst_device,
 	    .started_ns = r->started_ns,
 	    .bytes = r->bytes,
+	    .serial = p->serial,
+	    .seq = p->seq,
 	};
 	if (im->ntimed == im->cap_timed) {
 		size_t cap = im->cap_timed ? im->cap_timed * 2 : 256;
@@ -272,10 +276,8 @@ static int flush_transfers(sqlite3 *db, struct statements *s, struct p2pg_import
 		if (sqlite3_step(s->transfer_many) != SQLITE_DONE)
 			return -EIO;
 		last = sqlite3_last_insert_rowid(db);
-		for (int k = 0; k < n; k++) {
-			const struct p2pg_record *r = &s->batch[k].r;
-			note_timed(im, last - (n - 1 - k), r);
-		}
+		for (int k = 0; k < n; k++)
+			note_timed(im, last - (n - 1 - k), &s->batch[k]);
 		return 0;
 	}
 	for (int k = 0; k < n; k++) {
@@ -283,8 +285,7 @@ static int flush_transfers(sqlite3 *db, struct statements *s, struct p2pg_import
 		bind_transfer(s->transfer, 0, im->process_id, &s->batch[k]);
 		if (sqlite3_step(s->transfer) != SQLITE_DONE)
 			return -EIO;
-		const struct p2pg_record *r = &s->batch[k].r;
-		note_timed(im, sqlite3_last_insert_rowid(db), r);
+		note_timed(im, sqlite3_last_insert_rowid(db), &s->batch[k]);
 	}
 	return 0;
 }
@@ -359,7 +360,7 @@ static int insert_record(sqlite3 *db, struct statements *s, struct p2pg_importer
 	sqlite3_stmt *st;
 	if (r->kind == P2PG_REC_TRANSFER) {
 		if (im->record == P2PG_RECORD_SUMMARY && p2pg_summary_note(im, r)) {
-			note_timed(im, 0, r);
+			note_timed(im, 0, &(struct pending_transfer){*r, t->serial, seq});
 			return 0;
 		}
 		s->batch[s->batched++] = (struct pending_transfer){*r, t->serial, seq};
@@ -426,6 +427,8 @@ static int insert_blob(sqlite3 *db, sqlite3_stmt *failure, sqlite3_stmt *crash, 
 {
 	if (b->kind == P2PG_BLOB_NCCL_COMM)
 		return p2pg_nccl_import_comm(db, process_id, b);
+	if (b->kind == P2PG_BLOB_ROW_TIMES)
+		return p2pg_row_times_import(db, process_id, b);
 	if (b->kind == P2PG_BLOB_FAILURE) {
 		const char *f[FF_COUNT];
 		p2pg_store_blob_fields(b, f, FF_COUNT);

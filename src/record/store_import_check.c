@@ -12,6 +12,7 @@
 
 #include "api.h"
 #include "mapping_record.h"
+#include "row_times.h"
 #include "spool.h"
 #include "store-private.h"
 #include "store_nccl.h"
@@ -104,6 +105,8 @@ bool p2pg_store_blob_valid(const struct p2pg_spool_blob *b, int32_t devices)
 		return p2pg_nccl_blob_valid(b);
 	case P2PG_BLOB_DEVICES:
 		return p2pg_store_devices_valid(b, devices);
+	case P2PG_BLOB_ROW_TIMES:
+		return p2pg_row_times_valid(b);
 	}
 	return false;
 }

@@ -72,6 +72,33 @@ for timing in ("all", "sampled"):
     equal(scalar(db, "SELECT count(*) FROM processes WHERE recovered = 1"), 0,
           "%s: the process that ended by exit() is not marked recovered" % timing)
 
+# Locked after the rows were written, while their copies still run (20 x 1 MiB at 100 ns a byte:
+# about 2 s): the times are read at the exit, but their rows cannot take them; they go into the
+# spool and `recover` writes them into those rows.
+for timing in ("all", "cupti"):
+    db = schema_only()
+    proc = subprocess.Popen([EXIT_COPIES, "peer", "20"],
+                            env=environment(db, P2PGUARD_GPU_TIMING=timing, P2PGUARD_TEST="exit-report",
+                                            EXIT_COPIES_PAUSE="after", SIMCUDA_COPY_NS_PER_BYTE="100"),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    equal(proc.stdout.readline().strip(), "READY", "%s: the copies are enqueued" % timing)
+    deadline = time.monotonic() + 30
+    while scalar(db, "SELECT count(*) FROM transfers") < 20:
+        check(time.monotonic() < deadline, "%s: the guard wrote the 20 rows" % timing)
+        time.sleep(0.01)
+    holder = holding(db)
+    timed_before = scalar(db, "SELECT count(gpu_ns) FROM transfers")
+    out, err = proc.communicate("go\n", timeout=60)
+    equal(proc.returncode, 0, "%s, rows written, then locked: the program exits 0" % timing)
+    release_and_recover(db, holder)
+    equal(query(db, TIMES)[0], (20, 20, 20),
+          "%s, rows written, then locked: after recover 20 of 20 rows with their GPU time "
+          "(%d before the lock; %s)" % (timing, timed_before, err.strip()))
+    rows = query(db, "SELECT min(gpu_ns), max(gpu_ns) FROM transfers")[0]
+    check(rows[0] >= 100 * (1 << 20) * 0.9,
+          "%s: each is a copy's own time, about 105 ms (%s)" % (timing, rows))
+
 # A database the guard cannot use at all (a folder in its place): no drainer runs, and the
 # exit's handler itself writes the times into the spool.
 db = tempdb()

@@ -12,9 +12,10 @@
 static uint64_t got[MAXROWS]; /* gpu_ns by row */
 static size_t pairs_seen;
 
-static void found(void *arg, int64_t row, uint64_t gpu_ns)
+static void found(void *arg, const struct p2pg_gpu_row *r, uint64_t gpu_ns)
 {
 	(void)arg;
+	int64_t row = r->row;
 	if (row >= 0 && row < MAXROWS)
 		got[row] = gpu_ns;
 	pairs_seen++;
