@@ -3,6 +3,7 @@
 """Scores `p2pguard explain --json` on real lines pasted into public issue threads.
 
     score.py P2PGUARD CORPUS.jsonl [--heldout HELDOUT.jsonl] [--goal 0.90] [--verbose]
+             [--baseline RIGHT.txt [--write-baseline]]
 
 Each corpus line is {"expect", "source", "text"}: the rule a person who knows the thread would
 give first, or "none" for a GPU error that is not about peer-to-peer work. A P2P line is right
@@ -12,8 +13,13 @@ rule may be listed for it, except a rule tagged "not-p2p" (a triage answer whose
 about P2P). A line may also carry "why": the labeller's reading of the thread, which explains
 the label and is not scored.
 
-Exits 1 when the corpus misses the goal (P2P lines right at the top) or when any non-P2P line of
-it gets P2P advice. The held-out set was gathered after the rules were written, from other
+Exits 1 when any non-P2P line of the corpus gets P2P advice, and when the corpus misses the goal
+(P2P lines right at the top) unless a baseline is given. With --baseline the goal is reported, and
+the corpus fails on regressions instead: every P2P line the baseline file names (one key per line,
+see line_key) must still be right at the top. The corpus gains lines no rule answers yet (each
+held-out round joins it once scored), so its score may sit below the goal while every answer it
+had holds; --write-baseline rewrites the file with the lines right now (after a change that makes
+more of them right, or a reviewed relabelling). The held-out set was gathered after the rules were written, from other
 threads; it is printed for comparison and never tuned on, so it does not decide the exit status.
 A held-out line may carry "seen": why it is not unseen (its thread or its text reached the corpus
 or a rule while the set was being gathered); the held-out set is then also scored without those.
@@ -21,6 +27,7 @@ The same scoring checks tests/explain/variants.jsonl with --goal 1.0: lines this
 each with "variant" (what it varies) instead of "source", not lines pasted by users.
 """
 import argparse
+import hashlib
 import json
 import subprocess
 import sys
@@ -36,6 +43,11 @@ def explain(binary, text):
             for m in doc["matches"]]
 
 
+def line_key(row):
+    """A corpus line's name in the baseline: its text and its label, hashed."""
+    return hashlib.sha256((row["text"] + "\0" + row["expect"]).encode("utf-8")).hexdigest()[:16]
+
+
 def load(path):
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
@@ -43,6 +55,7 @@ def load(path):
 
 def score(binary, rows, verbose, name):
     counts = {"right": 0, "partly": 0, "none": 0, "misleading": 0}
+    right_keys = set()
     p2p_total = 0
     other_total = 0
     other_clean = 0
@@ -63,6 +76,7 @@ def score(binary, rows, verbose, name):
             p2p_total += 1
             if ids and ids[0] == row["expect"]:
                 verdict = "right"
+                right_keys.add(line_key(row))
             elif row["expect"] in ids:
                 verdict = "partly"
             elif not ids:
@@ -74,7 +88,7 @@ def score(binary, rows, verbose, name):
             got = ids[0] if ids else "-"
             print(f"  [{name}] {verdict:10} expect {row['expect']:48} got {got}")
             print(f"      {row['text'][:150]}")
-    return counts, p2p_total, other_total, other_clean, other_advised
+    return counts, p2p_total, other_total, other_clean, other_advised, right_keys
 
 
 def pct(n, total):
@@ -82,7 +96,7 @@ def pct(n, total):
 
 
 def table(title, result):
-    counts, p2p_total, other_total, other_clean, advised = result
+    counts, p2p_total, other_total, other_clean, advised, _ = result
     print(f"\n{title}: {p2p_total + other_total} lines, {p2p_total} P2P, {other_total} not P2P "
           f"({pct(other_total, p2p_total + other_total).strip()})")
     print("| P2P lines | count | share |")
@@ -102,6 +116,8 @@ def main():
     ap.add_argument("--heldout")
     ap.add_argument("--goal", type=float, default=0.90)
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--baseline")
+    ap.add_argument("--write-baseline", action="store_true")
     args = ap.parse_args()
 
     main_result = score(args.binary, load(args.corpus), args.verbose, "corpus")
@@ -122,19 +138,46 @@ def main():
     if unseen_result:
         table("Held-out set without its lines marked \"seen\"", unseen_result)
 
-    counts, p2p_total, _, _, advised = main_result
+    counts, p2p_total, _, _, advised, right_keys = main_result
     right = counts["right"] / p2p_total if p2p_total else 0.0
     failed = False
-    if right < args.goal:
-        print(f"\nFAIL: {100 * right:.1f}% of the scored set's P2P lines right at the top, "
-              f"goal {100 * args.goal:.0f}%")
+    goal = f"{100 * right:.1f}% of the scored set's P2P lines right at the top, goal {100 * args.goal:.0f}%"
+    if args.baseline and args.write_baseline:
+        with open(args.baseline, "w", encoding="utf-8") as f:
+            f.write("".join(k + "\n" for k in sorted(right_keys)))
+        print(f"\nwrote {len(right_keys)} lines right at the top to {args.baseline}")
+    if args.baseline:
+        with open(args.baseline, encoding="utf-8") as f:
+            expected = {line.strip() for line in f if line.strip()}
+        corpus_keys = {line_key(row) for row in load(args.corpus) if row["expect"] != "none"}
+        lost = expected - right_keys
+        gone = expected - corpus_keys
+        if gone:
+            print(f"\nFAIL: {len(gone)} line(s) of the baseline are not in the corpus (removed or "
+                  f"relabelled: write the baseline again after a reviewed change)")
+            failed = True
+        if lost - gone:
+            print(f"\nFAIL: {len(lost - gone)} P2P line(s) the baseline has right at the top are not "
+                  f"any more (run with --verbose to see them)")
+            if args.verbose:
+                for row in load(args.corpus):
+                    if line_key(row) in lost - gone:
+                        print(f"  lost: expect {row['expect']}: {row['text'][:150]}")
+            failed = True
+        gained = right_keys - expected
+        print(f"\n{'goal met' if right >= args.goal else 'goal NOT met'}: {goal}; "
+              f"{len(expected & right_keys)} of the baseline's {len(expected)} still right"
+              + (f", {len(gained)} more right than the baseline (--write-baseline to keep them)"
+                 if gained else ""))
+    elif right < args.goal:
+        print(f"\nFAIL: {goal}")
         failed = True
     if advised:
         print(f"\nFAIL: {len(advised)} non-P2P line(s) of the scored set answered with P2P advice")
         failed = True
     if not failed:
-        print(f"\nok: {100 * right:.1f}% of the scored set's P2P lines right at the top "
-              f"(goal {100 * args.goal:.0f}%), no non-P2P line given P2P advice")
+        print(f"\nok: {goal}" + (" (reported; the baseline guards the answers)" if args.baseline else "")
+              + ", no non-P2P line given P2P advice")
     return 1 if failed else 0
 
 
