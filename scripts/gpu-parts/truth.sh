@@ -13,6 +13,11 @@
 #   2. The devices table against nvidia-smi (index, UUID, PCI bus id, name), bare and with
 #      CUDA_VISIBLE_DEVICES set to the GPU's index and to its UUID (one GPU: the ordinal cannot
 #      differ from the index here; the renumbering itself is tested on the simulation).
+#   3. A database the guard cannot write through the exit: locked by another connection from
+#      before the program starts, and a folder in its place (no drainer at all). The records wait
+#      in the spool; the exit's last pass (the drainer's, or the exit handler's) writes the copies'
+#      GPU times into them there, from the real driver's events, and `p2pguard recover` makes rows
+#      with them once the lock is gone. Expected: 50 of 50 gpu_ns after recover, both runtimes.
 # Not here: Python 3.13/3.14 stacks (the GPU machine has Python 3.12 only, which uses its exported
 # traceback writer; the debug-offsets walk is tested on the build machine's 3.13.0).
 # Env: BUILD (the carried build, default .carry/build), RESULTS (output folder).
@@ -92,6 +97,40 @@ for b in "${bins[@]}"; do
 	row "$b cudart, all: 50 copies, no synchronise, return" \
 		"$(q "$db" "select count(*) || ' rows, ' || count(gpu_ns) || ' with gpu_ns' from transfers")" \
 		"exit $rc in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}') s; $(grep -h 'test: exit' "$db.err" | sed 's/^p2pguard: test: exit: //' | tr '\n' ';')"
+done
+
+# ---- 3. a database locked through the exit, and one the guard cannot use ----
+CLI=$BUILD/src/cli/p2pguard
+for b in "${bins[@]}"; do
+	bin=$W/exit_copies_$b
+	for timing in all sampled; do
+		db=$W/locked-$b-$timing.db
+		guard "$db" "$bin" local 0 >/dev/null 2>&1 # the database, with its schema
+		python3 -c "import sqlite3,sys,time; c=sqlite3.connect(sys.argv[1], isolation_level=None); c.execute('BEGIN IMMEDIATE'); open(sys.argv[2], 'w').close(); time.sleep(60)" "$db" "$db.held" &
+		holder=$!
+		for _ in $(seq 100); do [ -e "$db.held" ] && break; sleep 0.05; done
+		P2PGUARD_DB=$db P2PGUARD_TEST=local-copies,exit-report P2PGUARD_GPU_TIMING=$timing \
+			LD_PRELOAD=$LIB timeout 60 "$bin" local 50 >"$db.out" 2>"$db.err"
+		rc=$?
+		during=$(q "$db" "select count(*) from transfers")
+		kill "$holder" 2>/dev/null
+		wait "$holder" 2>/dev/null
+		"$CLI" recover "$db" >"$db.recover" 2>&1
+		row "$b cudart, $timing: 50 copies with the database locked through the exit, then recover" \
+			"$(q "$db" "select count(*) || ' rows, ' || count(gpu_ns) || ' with gpu_ns' from transfers")" \
+			"exit $rc; rows while locked $during; $(grep -h 'test: exit' "$db.err" | sed 's/^p2pguard: test: exit: //' | tr '\n' ';')"
+	done
+	db=$W/folder-$b.db
+	rm -rf "$db" "$db".spool
+	mkdir "$db"
+	P2PGUARD_DB=$db P2PGUARD_TEST=local-copies,exit-report P2PGUARD_GPU_TIMING=all \
+		LD_PRELOAD=$LIB timeout 60 "$bin" local 50 >"$db.out" 2>"$db.err"
+	rc=$?
+	rmdir "$db"
+	"$CLI" recover "$db" >"$db.recover" 2>&1
+	row "$b cudart, all: 50 copies, a folder in place of the database (no drainer), then recover" \
+		"$(q "$db" "select count(*) || ' rows, ' || count(gpu_ns) || ' with gpu_ns' from transfers")" \
+		"exit $rc; $(grep -h 'test: exit' "$db.err" | sed 's/^p2pguard: test: exit: //' | tr '\n' ';')"
 done
 
 # ---- 2. devices against nvidia-smi ----
