@@ -8,6 +8,7 @@
 
 #include "cleanup.h"
 #include "spool.h"
+#include "store-private.h"
 
 bool p2pg_row_times_add(struct p2pg_spool_blob *blob, int64_t row, uint32_t serial, uint64_t seq,
 			uint64_t gpu_ns)
@@ -46,23 +47,12 @@ static bool parse(const char *field, struct row_time *t)
 	return true;
 }
 
-/* The blob's next field from *pos, NULL after the last. */
-static const char *next_field(const struct p2pg_spool_blob *blob, uint32_t *pos)
-{
-	uint32_t len = blob->length < sizeof(blob->text) ? blob->length : sizeof(blob->text);
-	if (*pos >= len)
-		return NULL;
-	const char *field = blob->text + *pos;
-	*pos += (uint32_t)strnlen(field, len - *pos) + 1;
-	return field;
-}
-
 bool p2pg_row_times_valid(const struct p2pg_spool_blob *blob)
 {
 	uint32_t pos = 0;
 	const char *field;
 	struct row_time t;
-	while ((field = next_field(blob, &pos)))
+	while ((field = p2pg_store_blob_next_field(blob, &pos)))
 		if (!parse(field, &t))
 			return false;
 	return pos > 0;
@@ -78,7 +68,7 @@ int p2pg_row_times_import(sqlite3 *db, int64_t process_id, const struct p2pg_spo
 		return -EIO;
 	uint32_t pos = 0;
 	const char *field;
-	while ((field = next_field(blob, &pos))) {
+	while ((field = p2pg_store_blob_next_field(blob, &pos))) {
 		struct row_time t;
 		if (!parse(field, &t))
 			continue;

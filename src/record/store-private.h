@@ -64,3 +64,5 @@ void p2pg_store_mapping_finish(struct p2pg_mapping_import *mi);
 /* A blob's text split into its NUL-separated fields, within its length: returns how many (at most
  * max); the fields past them are "" (a damaged blob yields empty fields, never a read past it). */
 int p2pg_store_blob_fields(const struct p2pg_spool_blob *b, const char **fields, int max);
+/* The field at *pos, *pos moved past it; NULL after the last (within the blob's length). */
+const char *p2pg_store_blob_next_field(const struct p2pg_spool_blob *b, uint32_t *pos);

@@ -7,18 +7,8 @@
 #include <string.h>
 
 #include "row_times.h"
+#include "db_value.h"
 #include "tap.h"
-
-static long long one(sqlite3 *db, const char *sql)
-{
-	sqlite3_stmt *st = NULL;
-	long long v = -1;
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-	    sqlite3_step(st) == SQLITE_ROW)
-		v = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	return v;
-}
 
 static void set_text(struct p2pg_spool_blob *b, const char *field)
 {
