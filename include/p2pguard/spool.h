@@ -123,7 +123,7 @@ struct p2pg_spool_agg {
 };
 _Static_assert(sizeof(struct p2pg_spool_agg) == 72, "aggregate size");
 
-/* An aggregate's counters as one snapshot (src/record/spool.h reads it). */
+/* An aggregate's counters as one snapshot (src/record/spool_ring.h reads it). */
 struct p2pg_spool_totals {
 	uint64_t count, bytes, host_ns;
 };

@@ -23,6 +23,7 @@
 #include "crash.h"
 #include "recorder.h"
 #include "spool.h"
+#include "spool_blob.h"
 
 static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
 #define NFATAL (sizeof(fatal_signals) / sizeof(fatal_signals[0]))

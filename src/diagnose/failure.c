@@ -18,6 +18,7 @@
 #include "recorder.h"
 #include "settings.h"
 #include "spool.h"
+#include "spool_blob.h"
 
 /*
  * Built with AddressSanitizer or ThreadSanitizer only. GCC 12's ASan allocator (LLVM's before 18)

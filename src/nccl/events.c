@@ -23,6 +23,7 @@
 #include "recorder.h"
 #include "reentry.h"
 #include "spool.h"
+#include "spool_blob.h"
 
 #define OWN_MASK    (NCCL_EV_COLL | NCCL_EV_P2P | NCCL_EV_KERNEL_CH)
 #define NCCL_INFO   3 /* NCCL_LOG_INFO */

@@ -16,6 +16,7 @@
 #include "nvml.h"
 #include "recorder.h"
 #include "spool.h"
+#include "spool_blob.h"
 
 #define MAX_DEVICES 64
 

@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "recorder-private.h"
 #include "spool.h"
+#include "spool_ring.h"
 #include "store.h"
 #include "timing.h"
 

@@ -14,6 +14,7 @@
 #include "nccl_watch.h"
 #include "notice.h"
 #include "spool.h"
+#include "spool_blob.h"
 #include "recorder-private.h"
 #include "row_times.h"
 #include "store.h"

@@ -21,6 +21,8 @@
 #include "notice.h"
 #include "recorder-private.h"
 #include "spool.h"
+#include "spool_ring.h"
+#include "spool_blob.h"
 #include "timing.h"
 
 struct p2pg_recorder_state p2pg_rec = {

@@ -8,6 +8,7 @@
 
 #include "cleanup.h"
 #include "spool.h"
+#include "spool_blob.h"
 #include "store-private.h"
 
 bool p2pg_row_times_add(struct p2pg_spool_blob *blob, int64_t row, uint32_t serial, uint64_t seq,

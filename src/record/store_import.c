@@ -18,6 +18,7 @@
 #include "crc32c.h"
 #include "row_times.h"
 #include "spool.h"
+#include "spool_ring.h"
 #include "store-private.h"
 #include "store_nccl.h"
 

@@ -14,6 +14,8 @@
 #include "mapping_record.h"
 #include "row_times.h"
 #include "spool.h"
+#include "spool_ring.h"
+#include "spool_blob.h"
 #include "store-private.h"
 #include "store_nccl.h"
 

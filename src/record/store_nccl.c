@@ -14,6 +14,7 @@
 #include "api.h"
 #include "nccl_codes.h"
 #include "spool.h"
+#include "spool_ring.h"
 #include "store-private.h"
 
 struct nccl_bucket {

@@ -12,6 +12,7 @@
 #include "api.h"
 #include "cleanup.h"
 #include "spool.h"
+#include "spool_ring.h"
 #include "store-private.h"
 
 #define HIST_BUCKETS 40 /* host_ns in powers of two up to ~18 minutes */

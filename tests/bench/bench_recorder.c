@@ -26,6 +26,7 @@
 #include "recorder.h"
 #include "settings.h"
 #include "spool.h"
+#include "spool_ring.h"
 #include "store.h"
 
 static uint64_t now_ns(void)

@@ -36,6 +36,8 @@
 #include "mapping_record.h"
 #include "notice.h"
 #include "spool.h"
+#include "spool_blob.h"
+#include "spool_ring.h"
 #include "store.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "spool.h"
+#include "spool_ring.h"
 #include "tap.h"
 
 enum { KILLS = 400, BYTES = 256, HOST_NS = 1000 };

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "spool.h"
+#include "spool_ring.h"
+#include "spool_blob.h"
 #include "store.h"
 #include "db_value.h"
 #include "tap.h"

@@ -12,6 +12,7 @@
 #include "api.h"
 #include "mapping_record.h"
 #include "spool.h"
+#include "spool_ring.h"
 #include "store.h"
 #include "tap.h"
 
