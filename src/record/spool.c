@@ -3,7 +3,6 @@
 
 #include "clock.h"
 #include "crc32c.h"
-#include "spool_ring.h"
 #include "safe_path.h"
 
 #include <errno.h>

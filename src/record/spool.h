@@ -65,5 +65,14 @@ struct p2pg_spool_layout *p2pg_spool_create(const char *dir, const struct p2pg_p
 struct p2pg_spool_thread *p2pg_spool_claim_thread(struct p2pg_spool_layout *spool, int fd,
 						  uint32_t tid);
 
+/*
+ * Gives the ring's next record slots disk blocks (doubling the slots that have them) in spool's
+ * file fd. Only the ring's owner calls it. Returns the ring's records_in_file after it; a refusal
+ * (a full disk) leaves it as it was, and the owner's next P2PG_SPOOL_RING_FIRST records do not ask
+ * again.
+ */
+uint64_t p2pg_spool_ring_grow(const struct p2pg_spool_layout *spool, int fd,
+			      struct p2pg_spool_thread *t);
+
 /* The machine's boot id (/proc/sys/kernel/random/boot_id), or "unknown". */
 void p2pg_boot_id(char *buf, size_t len);

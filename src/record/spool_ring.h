@@ -13,15 +13,7 @@
 #include <stdint.h>
 
 #include "crc32c.h"
-
-/*
- * Gives the ring's next record slots disk blocks (doubling the slots that have them) in spool's
- * file fd. Only the ring's owner calls it. Returns the ring's records_in_file after it; a refusal
- * (a full disk) leaves it as it was, and the owner's next P2PG_SPOOL_RING_FIRST records do not ask
- * again.
- */
-uint64_t p2pg_spool_ring_grow(const struct p2pg_spool_layout *spool, int fd,
-			      struct p2pg_spool_thread *t);
+#include "spool.h"
 
 static inline bool p2pg_spool_agg_matches(const struct p2pg_spool_agg *a,
 					  const struct p2pg_record *r, uint8_t size_bucket)
