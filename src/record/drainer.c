@@ -300,6 +300,7 @@ static void *drainer_main(void *arg)
 	im.on_timed = p2pg_drainer_on_timed;
 	im.budget = PASS_BUDGET;
 	bool warned = false;
+	bool crash_spooled = false;
 	unsigned passes = 0;
 	uint64_t stopped_at = 0;
 
@@ -364,6 +365,16 @@ static void *drainer_main(void *arg)
 		/* Times read whose rows a busy database would not take: into the spool too. */
 		if (flush)
 			p2pg_drainer_spool_row_times(&report);
+		/* A fatal signal while the database is locked: the process may be gone before
+		 * another pass, so the times go where the records are, once for this crash. */
+		bool crashing = atomic_load(&p2pg_rec.crashing);
+		if (crashing && !crash_spooled && !no_cuda && (rc < 0 || im.more)) {
+			p2pg_drainer_time_unimported(spool, &im, NULL);
+			p2pg_drainer_spool_row_times(NULL);
+			crash_spooled = true;
+		}
+		if (!crashing)
+			crash_spooled = false; /* a previous handler recovered from that one */
 		if (rc >= 0)
 			p2pg_drainer_watch_nccl(db, im.process_id, stopping);
 		atomic_store(&p2pg_rec.passes_timed, pass);

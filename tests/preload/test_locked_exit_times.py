@@ -5,6 +5,7 @@ record in the spool, so that the rows `recover` makes later have them. Both ways
 before the guard could open the database at all, and after it opened it (its process row written)
 but before the copies."""
 import os
+import signal
 import sqlite3
 import time
 
@@ -71,6 +72,25 @@ for timing in ("all", "sampled"):
           % (timing, err.strip()))
     equal(scalar(db, "SELECT count(*) FROM processes WHERE recovered = 1"), 0,
           "%s: the process that ended by exit() is not marked recovered" % timing)
+
+# A crash (SIGSEGV right after the synchronise) with the database locked after the guard opened
+# it: the crash row and the copies wait in the spool, the copies with their GPU times.
+db = schema_only()
+proc = subprocess.Popen([EXIT_COPIES, "crash", "50"],
+                        env=environment(db, P2PGUARD_GPU_TIMING="all", EXIT_COPIES_PAUSE="1"),
+                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+equal(proc.stdout.readline().strip(), "READY", "crash: the program initialised CUDA")
+deadline = time.monotonic() + 30
+while scalar(db, "SELECT count(*) FROM processes WHERE pid = ?", proc.pid) == 0:
+    check(time.monotonic() < deadline, "crash: the guard wrote its process row")
+    time.sleep(0.02)
+holder = holding(db)
+out, err = proc.communicate("go\n", timeout=60)
+equal(proc.returncode, -signal.SIGSEGV, "crash, locked: the program died of its SIGSEGV")
+release_and_recover(db, holder)
+equal(scalar(db, "SELECT count(*) FROM crashes"), 1, "crash, locked: the crash row after recover")
+equal(query(db, TIMES)[0], (50, 50, 50),
+      "crash, locked: after recover 50 rows, 50 of 50 with their GPU time (%s)" % err.strip()[-300:])
 
 # Locked after the rows were written, while their copies still run (20 x 1 MiB at 100 ns a byte:
 # about 2 s): the times are read at the exit, but their rows cannot take them; they go into the
