@@ -20,6 +20,14 @@
 /* The same bound as the rows' own wait at exit: a copy about to finish is waited for, a copy that
  * never finishes costs the exit this much and keeps no time. */
 #define SPOOL_TIMES_WAIT_NS (100 * 1000000ull)
+/* Reading the rings: 128 full ones are 8 M records. The exit's last pass has a second in all. */
+#define SPOOL_TIMES_SCAN_NS (300 * 1000000ull)
+
+/* Exit has begun (the exit's wait for this pass ran out): no CUDA call from here on. */
+static bool too_late(void)
+{
+	return atomic_load(&p2pg_rec.exiting);
+}
 
 struct waiting {
 	int ring;
@@ -73,7 +81,9 @@ void p2pg_drainer_time_unimported(struct p2pg_spool_layout *spool, const struct 
 		return;
 	struct waiting *waiting = NULL;
 	size_t nwaiting = 0, cap = 0;
-	for (int k = 0; k < P2PG_SPOOL_THREADS; k++) {
+	uint64_t scan_until = p2pg_now_ns() + SPOOL_TIMES_SCAN_NS;
+	bool stopped = false;
+	for (int k = 0; k < P2PG_SPOOL_THREADS && !stopped; k++) {
 		if (!p2pg_spool_ring_in_file(&spool->header, k))
 			continue;
 		struct p2pg_spool_thread *t = &spool->threads[k];
@@ -82,8 +92,18 @@ void p2pg_drainer_time_unimported(struct p2pg_spool_layout *spool, const struct 
 		if (from >= head || head - from > P2PG_SPOOL_RING)
 			continue;
 		for (uint64_t seq = from; seq < head; seq++) {
-			if (!event_timed(&t->rec[seq & (P2PG_SPOOL_RING - 1)]) ||
-			    settle(t, seq, report))
+			if ((seq - from) % 4096 == 4095 &&
+			    (too_late() || p2pg_now_ns() >= scan_until)) {
+				stopped = true;
+				break;
+			}
+			if (!event_timed(&t->rec[seq & (P2PG_SPOOL_RING - 1)]))
+				continue;
+			if (too_late()) {
+				stopped = true;
+				break;
+			}
+			if (settle(t, seq, report))
 				continue;
 			if (nwaiting == cap) {
 				size_t grown_cap = cap ? cap * 2 : 64;
@@ -100,7 +120,7 @@ void p2pg_drainer_time_unimported(struct p2pg_spool_layout *spool, const struct 
 	/* Copies still running (the program's last wait was on another device): asked again each
 	 * millisecond until they finish or the bound passes. */
 	uint64_t until = p2pg_now_ns() + SPOOL_TIMES_WAIT_NS;
-	while (nwaiting > 0 && p2pg_now_ns() < until) {
+	while (nwaiting > 0 && p2pg_now_ns() < until && !too_late()) {
 		struct timespec ms = {0, 1000000};
 		nanosleep(&ms, NULL);
 		size_t kept = 0;
