@@ -263,6 +263,15 @@ static bool classify(struct p2pg_copy *c)
 	if (s < 0)
 		return false;
 	int d = pointer_device(c->dst);
+	/* A legacy IPC mapping is named by the importer's device, not by its memory's: the
+	 * mapping's own record says whose memory it is. */
+	if (d == s) {
+		int owner = p2pg_mapping_owner(c->src);
+		if (owner >= 0)
+			s = owner;
+		else if ((owner = p2pg_mapping_owner(c->dst)) >= 0)
+			d = owner;
+	}
 	/* P2PGUARD_TEST=local-copies: a copy within one device is taken for a peer copy, so that
 	 * one GPU can show how the guard records and times them. */
 	bool local = d == s && (p2pg_settings_get()->test_hooks & P2PG_TEST_LOCAL_COPIES);

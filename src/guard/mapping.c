@@ -17,6 +17,7 @@
 #include "driver.h"
 #include "failure.h"
 #include "guard.h"
+#include "ipc_owners.h"
 #include "mapping_record.h"
 #include "mapping_table.h"
 #include "notice.h"
@@ -241,9 +242,24 @@ static void ipc_get(const struct p2pg_mapping *m, int status)
 			.accessor = NO_DEVICE,
 			.address = m->ptr,
 			.handle_type = P2PG_MAP_HANDLE_IPC};
-	if (status == CUDA_SUCCESS)
+	if (status == CUDA_SUCCESS) {
 		w.bytes = range_size(m->ptr);
+		p2pg_ipc_owners_note(m->os_handle, w.owner);
+	}
 	row(m, status, &w, -1);
+}
+
+/* The device an IPC mapping's memory is on, as far as the importer can know it: the driver names
+ * the mapping by the importing context's device, whatever device the memory is on (measured on two
+ * H200s), so its answer says the owner only when the process sees one device; otherwise the
+ * exporter's note of its handle says it (src/guard/ipc_owners.h), when the exporter is guarded. */
+static int ipc_owner(int named, const void *handle)
+{
+	int devices = 0;
+	if (named >= 0 && p2pg_drv.cuDeviceGetCount(&devices) == CUDA_SUCCESS && devices == 1)
+		return named;
+	int owner = p2pg_ipc_owners_find(handle);
+	return owner >= 0 ? owner : NO_DEVICE;
 }
 
 static void ipc_open(const struct p2pg_mapping *m, int status)
@@ -257,7 +273,9 @@ static void ipc_open(const struct p2pg_mapping *m, int status)
 		CUdeviceptr p = *m->ret_ptr;
 		struct p2pg_map_range r;
 		w.address = p;
-		pointer_device_and_size(p, &w.owner, &w.bytes);
+		int named = NO_DEVICE;
+		pointer_device_and_size(p, &named, &w.bytes);
+		w.owner = ipc_owner(named, m->os_handle);
 		if (p2pg_map_ranges_get(p, &r)) {
 			/* The same handle again in one context: the driver hands the mapping back.
 			 */
@@ -499,10 +517,18 @@ int p2pg_mapping_end(struct p2pg_mapping *m, int status)
 	return status;
 }
 
+int p2pg_mapping_owner(CUdeviceptr p)
+{
+	struct p2pg_map_range r;
+	if (p2pg_map_ranges_live() == 0 || !p2pg_map_ranges_find(p, &r))
+		return NO_DEVICE;
+	return r.owner;
+}
+
 bool p2pg_mapping_peer_path(CUdeviceptr p, int other_device)
 {
 	struct p2pg_map_range r;
 	if (p2pg_map_ranges_live() == 0 || !p2pg_map_ranges_find(p, &r))
 		return false;
-	return r.owner != other_device && (r.access & device_bit(other_device));
+	return r.owner >= 0 && r.owner != other_device && (r.access & device_bit(other_device));
 }

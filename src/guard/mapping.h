@@ -37,8 +37,8 @@ struct p2pg_mapping {
 	unsigned long long flags;
 	CUmemGenericAllocationHandle handle;
 	CUmemGenericAllocationHandle *ret_handle;
-	int handle_type; /* CUmemAllocationHandleType of an export or import */
-	const void *os_handle;
+	int handle_type;       /* CUmemAllocationHandleType of an export or import */
+	const void *os_handle; /* a cuMem import's OS handle; a legacy IPC handle's 64 bytes */
 	const CUmemAccessDesc *desc;
 	size_t count;
 	/* owned by the core */
@@ -53,3 +53,6 @@ P2PG_CORE_API int p2pg_mapping_end(struct p2pg_mapping *m, int status);
 /* A copy's pointer inside a live mapping of another device's memory given to the copy's other
  * device: the copy goes over P2P. Cheap when the process has no such mapping. */
 bool p2pg_mapping_peer_path(CUdeviceptr p, int other_device);
+/* The device whose memory a pointer inside a live peer mapping is (-1 when it is in none, or its
+ * owner is unknown): the driver names a legacy IPC mapping by the importer's device instead. */
+int p2pg_mapping_owner(CUdeviceptr p);

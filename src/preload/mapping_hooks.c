@@ -47,8 +47,10 @@ P2PG_EXPORT CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdevice
 	struct p2pg_scope scope;
 	if (!p2pg_enter(&scope))
 		return P2PG_PASS_THROUGH(scope, real(pHandle, dptr));
-	struct p2pg_mapping m = {
-	    .api = P2PG_API_cuIpcGetMemHandle, .op = P2PG_MAP_OP_IPC_GET, .ptr = dptr};
+	struct p2pg_mapping m = {.api = P2PG_API_cuIpcGetMemHandle,
+				 .op = P2PG_MAP_OP_IPC_GET,
+				 .ptr = dptr,
+				 .os_handle = pHandle};
 	return P2PG_MAPPING(scope, m, CUresult, real(pHandle, dptr));
 }
 
@@ -60,8 +62,11 @@ static CUresult ipc_open(unsigned api, ipc_open_fn real, CUdeviceptr *pdptr, CUi
 	struct p2pg_scope scope;
 	if (!p2pg_enter(&scope))
 		return P2PG_PASS_THROUGH(scope, real(pdptr, handle, flags));
-	struct p2pg_mapping m = {
-	    .api = api, .op = P2PG_MAP_OP_IPC_OPEN, .ret_ptr = pdptr, .flags = flags};
+	struct p2pg_mapping m = {.api = api,
+				 .op = P2PG_MAP_OP_IPC_OPEN,
+				 .ret_ptr = pdptr,
+				 .flags = flags,
+				 .os_handle = &handle};
 	return P2PG_MAPPING(scope, m, CUresult, real(pdptr, handle, flags));
 }
 
@@ -223,7 +228,8 @@ P2PG_EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *de
 		return P2PG_PASS_THROUGH(scope, real(handle, devPtr));
 	struct p2pg_mapping m = {.api = P2PG_API_cudaIpcGetMemHandle,
 				 .op = P2PG_MAP_OP_IPC_GET,
-				 .ptr = (CUdeviceptr)(uintptr_t)devPtr};
+				 .ptr = (CUdeviceptr)(uintptr_t)devPtr,
+				 .os_handle = handle};
 	return P2PG_MAPPING(scope, m, cudaError_t, real(handle, devPtr));
 }
 
@@ -239,7 +245,8 @@ P2PG_EXPORT cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t h
 	struct p2pg_mapping m = {.api = P2PG_API_cudaIpcOpenMemHandle,
 				 .op = P2PG_MAP_OP_IPC_OPEN,
 				 .ret_ptr = (CUdeviceptr *)devPtr,
-				 .flags = flags};
+				 .flags = flags,
+				 .os_handle = &handle};
 	return P2PG_MAPPING(scope, m, cudaError_t, real(devPtr, handle, flags));
 }
 

@@ -220,6 +220,11 @@ uint64_t p2pg_record(struct p2pg_record *r, uint32_t *ret_serial)
 			      p2pg_rec.spool_fd, t, r);
 }
 
+const char *p2pg_recorder_spool_dir(void)
+{
+	return p2pg_rec.spool_dir;
+}
+
 struct p2pg_spool_blob *p2pg_recorder_blob(void)
 {
 	struct p2pg_spool_layout *spool = spool_get();

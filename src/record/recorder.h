@@ -59,6 +59,9 @@ void p2pg_recorder_watch_nccl(const struct p2pg_nccl_watch *w);
 
 /* A blob slot for a failure or a crash, or NULL (spool unavailable, or every slot waits). */
 struct p2pg_spool_blob *p2pg_recorder_blob(void);
+/* The spool folder of this process's database ("" when there is none); files other processes of
+ * the same database share live there too. */
+const char *p2pg_recorder_spool_dir(void);
 
 /* Async-signal-safe: the spool if one exists, else NULL. */
 struct p2pg_spool_layout *p2pg_recorder_spool_signal_safe(void);

@@ -128,7 +128,11 @@ static int importer(int sock)
 	check_code(cudaPointerGetAttributes(&a, p), cudaSuccess,
 		   "[importer] attributes of the mapping");
 	check_code(a.type, cudaMemoryTypeDevice, "[importer] the mapping is device memory");
-	check_code(a.device, 0, "[importer] the mapping names the owner's device 0");
+	/* The driver names the mapping by the importer's device, not by the owner's (measured on
+	 * two H200s, 2026-11-29): a process that sees several GPUs cannot tell the owner from it.
+	 */
+	check_code(a.device, dev,
+		   "[importer] the mapping names the importer's device, not the owner's");
 	check_code(cudaMemcpy(host, p, SIZE, cudaMemcpyDeviceToHost), cudaSuccess,
 		   "[importer] read through the mapping");
 	check(xproc_matches(host, SIZE, 3), "[importer] it holds the owner's data");

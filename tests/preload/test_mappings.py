@@ -132,9 +132,9 @@ equal(query(db, "SELECT accessor_device, owner_device, is_peer, cross_process FR
 # (xproc_peer: the conformance program expects the P2P answers that staged mode changes on purpose)
 
 
-def ipc_pair(db, owner_devices, open_device, owner_env={}, open_env={}, wrap=[]):
+def ipc_pair(db, owner_devices, open_device, owner_env={}, open_env={}, wrap=[], owner_guarded=True):
     """xproc_peer ipc-owner on owner_devices, ipc-open of all its handles on open_device."""
-    env = environment(db, **owner_env)
+    env = environment(db, preload=owner_guarded, **owner_env)
     owner = subprocess.Popen([program("xproc_peer"), "ipc-owner"] + [str(d) for d in owner_devices], env=env,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     handles = [owner.stdout.readline().split()[1] for _ in owner_devices]
@@ -156,6 +156,36 @@ def vmm_pair(db, owner_device, import_device, owner_env={}, import_env={}):
     owner.wait()
     return importer
 
+
+# ---- whose memory a legacy IPC mapping is ----
+# The driver names an opened mapping by the importer's device (measured on two H200s), so the
+# importer learns the owner from the exporter's note of its handle (src/guard/ipc_owners.h), by the
+# GPU's UUID: right also where the importer numbers the GPUs otherwise.
+def open_rows(db):
+    return query(db, "SELECT accessor_device, owner_device, is_peer FROM peer_mappings "
+                     "WHERE event = 'import' AND status = 0")
+
+
+db = tempdb()
+opener = ipc_pair(db, [0], 0, open_env={"CUDA_VISIBLE_DEVICES": "1,0"})
+check("data=1" in opener.stdout, "renumbered: the importer reads the owner's data (%s)" % opener.stdout.split())
+equal(open_rows(db), [(0, 1, 1)],
+      "renumbered (importer's CUDA_VISIBLE_DEVICES=1,0): its device 0 gains its device 1's memory, a peer mapping")
+equal(query(db, "SELECT src_device, dst_device, path FROM transfers"), [(1, 0, "p2p")],
+      "renumbered: the copy out of the mapping is a peer copy from its device 1")
+
+db = tempdb()
+opener = ipc_pair(db, [1], 1)
+equal(open_rows(db), [(1, 1, 0)], "same device: device 1's memory opened on device 1, not a peer mapping")
+equal(query(db, "SELECT count(*) FROM transfers")[0][0], 0, "same device: the copy out of it is no peer copy")
+
+db = tempdb()
+opener = ipc_pair(db, [0], 1, owner_guarded=False)
+check("data=1" in opener.stdout, "unguarded owner: the importer reads the owner's data (%s)" % opener.stdout.split())
+equal(open_rows(db), [(1, None, None)],
+      "unguarded owner: the open names no owner (the driver cannot tell; nobody noted the handle)")
+equal(query(db, "SELECT count(*) FROM transfers")[0][0], 0,
+      "unguarded owner: the copy out of a mapping of unknown memory is not taken for a peer copy")
 
 db = tempdb()
 opener = ipc_pair(db, [0], 1, {"P2PGUARD_MODE": "staged"}, {"P2PGUARD_MODE": "staged"})

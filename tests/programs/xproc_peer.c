@@ -200,7 +200,8 @@ static int ipc_owner(int argc, char **argv)
 		int dev = atoi(argv[k]);
 		cudaSetDevice(dev);
 		cudaMalloc(&bufs[k], SIZE);
-		fill(host, SIZE, (unsigned)dev);
+		fill(host, SIZE,
+		     7); /* the importer cannot learn the owner's device from its mapping */
 		cudaMemcpy(bufs[k], host, SIZE, cudaMemcpyHostToDevice);
 		cudaIpcMemHandle_t h;
 		int rc = cudaIpcGetMemHandle(&h, bufs[k]);
@@ -289,9 +290,7 @@ static int ipc_open(int argc, char **argv)
 		cudaMalloc(&local, SIZE);
 		copy_out_of_ipc_mapping(local, maps[0]);
 		cudaMemcpy(host, local, SIZE, cudaMemcpyDeviceToHost);
-		struct cudaPointerAttributes a;
-		cudaPointerGetAttributes(&a, maps[0]);
-		printf("data=%d\n", same(host, SIZE, (unsigned)a.device));
+		printf("data=%d\n", same(host, SIZE, 7));
 		cudaFree(local);
 		free(host);
 	}

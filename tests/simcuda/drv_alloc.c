@@ -192,7 +192,10 @@ static CUresult one_attribute(CUpointer_attribute attr, void *data, uintptr_t p,
 		*(unsigned long long *)data = a ? a->id : 0;
 		break;
 	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-		*(int *)data = a ? a->dev : -2;
+		/* A legacy IPC mapping of another device's memory is named by the device of the
+		 * context it is mapped into, not by the device the memory is on (measured on two
+		 * H200s, 2026-11-29: an importer on device 1 got 1 for device 0's memory). */
+		*(int *)data = !a ? -2 : a->ipc_dev >= 0 && a->ctx ? a->ctx->dev : a->dev;
 		break;
 	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
 	case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
