@@ -525,6 +525,14 @@ int p2pg_mapping_owner(CUdeviceptr p)
 	return r.owner;
 }
 
+bool p2pg_mapping_usable_by(CUdeviceptr p, int device)
+{
+	struct p2pg_map_range r;
+	if (p2pg_map_ranges_live() == 0 || !p2pg_map_ranges_find(p, &r))
+		return true;
+	return r.handle_type == P2PG_MAP_HANDLE_IPC || (r.access & device_bit(device));
+}
+
 bool p2pg_mapping_peer_path(CUdeviceptr p, int other_device)
 {
 	struct p2pg_map_range r;

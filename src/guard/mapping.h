@@ -56,3 +56,8 @@ bool p2pg_mapping_peer_path(CUdeviceptr p, int other_device);
 /* The device whose memory a pointer inside a live peer mapping is (-1 when it is in none, or its
  * owner is unknown): the driver names a legacy IPC mapping by the importer's device instead. */
 int p2pg_mapping_owner(CUdeviceptr p);
+/* Whether device's copy engine may touch p: any memory outside a live mapping, a legacy IPC
+ * mapping (usable from every context, measured), a VMM mapping only where cuMemSetAccess granted
+ * device (the staged engine cannot read a peer's mapping on the owner's stream: the driver says
+ * CUDA_ERROR_INVALID_VALUE, measured on two H200s). */
+bool p2pg_mapping_usable_by(CUdeviceptr p, int device);

@@ -4,7 +4,9 @@ passed over a Unix socket) run under the guard, unchanged, and leave a peer_mapp
 export, open, import, map and access, each linked to the close, unmap or release that ended it;
 the copy from the mapped memory into the importer's own device is a peer copy like any other, and an
 asynchronous one gets its GPU time. A process's own memory on its own device is only counted. In
-staged mode that copy is staged, out of an IPC mapping and out of an imported VMM one."""
+staged mode that copy is staged out of an IPC mapping; out of an imported VMM one it is left to the
+program's own copy (only the importer's device may touch that mapping: the staged engine's read on
+the owner's device fails, on two H200s and on the simulated driver alike)."""
 import os
 import re
 import subprocess
@@ -196,14 +198,18 @@ equal(scalar(db, "SELECT count(*) FROM peer_mappings WHERE event = 'import' AND 
       "staged: the mapping itself is made and recorded (staged mode cannot stage a mapping)")
 
 # VMM: device 0's memory imported, mapped and made accessible to device 1 in another process; the
-# copy out of it into device 1's own memory goes through the guard's engine, not the mapping.
+# copy out of it into device 1's own memory cannot go through the guard's engine, which would read
+# the mapping on device 0 (not granted: CUDA_ERROR_INVALID_VALUE, and the copy was lost, before):
+# the program's copy runs as it called it.
 db = tempdb()
 staged = {"P2PGUARD_MODE": "staged"}
 importer = vmm_pair(db, 0, 1, staged, staged)
 check("cuMemcpyDtoD=0" in importer.stdout and "data=1" in importer.stdout,
       "staged vmm: the importer's copy out of the imported mapping succeeds and is right (%s)" % importer.stdout.split())
 equal(query(db, "SELECT api, src_device, dst_device, bytes, path, status FROM transfers"),
-      [("cuMemcpyDtoD_v2", 0, 1, 2 * MiB, "staged", 0)], "staged vmm: the copy out of the imported mapping is staged")
+      [("cuMemcpyDtoD_v2", 0, 1, 2 * MiB, "p2p", 0)],
+      "staged vmm: the copy out of the imported mapping is the program's own, over the mapping (the engine "
+      "cannot read it on device 0)")
 equal(query(db, "SELECT api, accessor_device, owner_device, is_peer FROM peer_mappings WHERE event = 'access' AND status = 0"),
       [("cuMemSetAccess", 1, 0, 1)], "staged vmm: device 1's access to the mapping is still made and recorded")
 equal(scalar(db, "SELECT count(*) FROM failures"), 0, "staged vmm: no failure")

@@ -45,6 +45,10 @@ static CUresult run(struct sim_op *op, enum mode m, CUstream h, bool pt, bool wa
 	}
 	struct sim_stream *s;
 	CUresult r = pick_stream(m, h, pt, &s);
+	if (r == CUDA_SUCCESS && op->type == SIM_OP_COPY &&
+	    (!sim_va_accessible_from((uintptr_t)op->u.copy.src, op->u.copy.n, s->ctx->dev) ||
+	     !sim_va_accessible_from((uintptr_t)op->u.copy.dst, op->u.copy.n, s->ctx->dev)))
+		r = CUDA_ERROR_INVALID_VALUE;
 	if (r != CUDA_SUCCESS) {
 		sim_op_free(op);
 	} else {

@@ -214,6 +214,20 @@ static CUresult check_va_span(uintptr_t p, size_t n, int *region)
 	return CUDA_SUCCESS;
 }
 
+bool sim_va_accessible_from(uintptr_t p, size_t n, int dev)
+{
+	if (!in_va(p))
+		return true;
+	for (uintptr_t q = p; q < p + (n ? n : 1);) {
+		struct sim_alloc *a = page_alloc(&va_region, q);
+		if (!a || dev < 0 || dev >= 32 ||
+		    !(__atomic_load_n(&a->access, __ATOMIC_ACQUIRE) & (1u << dev)))
+			return false;
+		q = a->base + a->size;
+	}
+	return true;
+}
+
 CUresult sim_check_ep(uintptr_t p, size_t n, enum sim_ep_req req, int *region)
 {
 	if (p == 0)

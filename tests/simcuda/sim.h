@@ -141,6 +141,11 @@ CUresult sim_va_map(uintptr_t p, size_t size, struct sim_phys *phys, int fd, int
 CUresult sim_va_unmap(uintptr_t p, size_t size);
 /* grant/revoke: device bits; allowed(owner, grant) refuses (INVALID_DEVICE) what the pair cannot
  * reach. */
+/* Whether [p, p + n) is usable by device dev's copy engine: memory outside the VMM range always;
+ * a mapped range only where cuMemSetAccess granted dev (a copy run in a context of another device
+ * fails with CUDA_ERROR_INVALID_VALUE: measured on two H200s, a staged copy that read device 1's
+ * mapping of device 0's memory on device 0's stream). */
+bool sim_va_accessible_from(uintptr_t p, size_t n, int dev);
 CUresult sim_va_set_access(uintptr_t p, size_t size, unsigned grant, unsigned revoke,
 			   bool (*allowed)(int owner, unsigned grant));
 void sim_vmm_unmapped(struct sim_phys *phys); /* drv_vmm.c: one mapping of phys fewer */
