@@ -15,10 +15,9 @@
 #include "driver.h"
 #include "notice.h"
 #include "recorder.h"
-#include "settings.h"
 #include "spool.h"
 
-/* 2 MiB, sparse: a slot is touched only when a handle lands in it. */
+/* 2 MiB of disk, given blocks when made. */
 #define SLOTS	   65536u
 #define MAX_PROBES 64u
 #define MAGIC	   "P2PGIPC1"
@@ -80,9 +79,11 @@ static struct table *map_table(bool create)
 		return NULL;
 	struct stat st;
 	struct table *t = NULL;
+	/* A writer gives the whole file its blocks first: a store into a hole on a full disk would
+	 * be a SIGBUS. A reader reads zeros from a hole. */
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-	    ((size_t)st.st_size >= sizeof(struct table) ||
-	     (create && ftruncate(fd, sizeof(struct table)) == 0))) {
+	    (create ? posix_fallocate(fd, 0, sizeof(struct table)) == 0
+		    : (size_t)st.st_size >= sizeof(struct table))) {
 		t = mmap(NULL, sizeof(struct table), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (t == MAP_FAILED)
 			t = NULL;
@@ -118,12 +119,13 @@ static struct table *get_table(bool create)
 			__atomic_store_n(&table, made, __ATOMIC_RELEASE);
 		else if (!create)
 			atomic_store(&retry_after, p2pg_now_ns() + 100000000ull);
-		else if (!atomic_exchange(&said, true) && !p2pg_settings_get()->quiet)
+		else if (p2pg_recorder_spool_signal_safe() && !atomic_exchange(&said, true))
 			p2pg_notice(
 			    "CUDA IPC: cannot use the table of IPC handles' GPUs in %s; "
 			    "other processes' opens of this process's handles name no owner",
 			    p2pg_recorder_spool_dir());
 	}
+	/* (Without a spool the recorder has said why; the table lives beside the spools.) */
 	t = table;
 	pthread_mutex_unlock(&open_lock);
 	return t;

@@ -134,15 +134,21 @@ equal(query(db, "SELECT accessor_device, owner_device, is_peer, cross_process FR
 # (xproc_peer: the conformance program expects the P2P answers that staged mode changes on purpose)
 
 
-def ipc_pair(db, owner_devices, open_device, owner_env={}, open_env={}, wrap=[], owner_guarded=True):
-    """xproc_peer ipc-owner on owner_devices, ipc-open of all its handles on open_device."""
+def ipc_pair(db, owner_devices, open_device, owner_env={}, open_env={}, wrap=[], owner_guarded=True,
+             owner_said=None):
+    """xproc_peer ipc-owner on owner_devices, ipc-open of all its handles on open_device; the
+    owner's stderr lines go to owner_said when it is a list."""
     env = environment(db, preload=owner_guarded, **owner_env)
     owner = subprocess.Popen([program("xproc_peer"), "ipc-owner"] + [str(d) for d in owner_devices], env=env,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE if owner_said is not None else None, text=True)
     handles = [owner.stdout.readline().split()[1] for _ in owner_devices]
     opener = run(wrap + [program("xproc_peer"), "ipc-open", str(open_device)] + handles, db=db, **open_env)
     owner.stdin.close()
+    err = owner.stderr.read() if owner_said is not None else ""
     owner.wait()
+    if owner_said is not None:
+        owner_said.extend(l for l in err.splitlines() if l.strip())
     return opener
 
 
@@ -188,6 +194,19 @@ equal(open_rows(db), [(1, None, None)],
       "unguarded owner: the open names no owner (the driver cannot tell; nobody noted the handle)")
 equal(query(db, "SELECT count(*) FROM transfers")[0][0], 0,
       "unguarded owner: the copy out of a mapping of unknown memory is not taken for a peer copy")
+
+# The table cannot be made (a folder where its file goes): the exporter says so once and runs on,
+# its export is a row, the importer names no owner.
+db = tempdb()
+os.makedirs(db + ".spool/ipc-owners.v1")
+said = []
+opener = ipc_pair(db, [0], 1, owner_said=said)
+check("data=1" in opener.stdout, "no table: the importer reads the owner's data (%s)" % opener.stdout.split())
+check(len(said) == 1 and "table of IPC handles' GPUs" in said[0],
+      "no table: one line from the exporter (%s)" % said)
+equal(scalar(db, "SELECT count(*) FROM peer_mappings WHERE event = 'export' AND status = 0"), 1,
+      "no table: the export is a row")
+equal(open_rows(db), [(1, None, None)], "no table: the open names no owner")
 
 db = tempdb()
 opener = ipc_pair(db, [0], 1, {"P2PGUARD_MODE": "staged"}, {"P2PGUARD_MODE": "staged"})
