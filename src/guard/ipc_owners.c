@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+/* The table of legacy IPC handles' GPUs (ipc_owners.h says why): a file in the spool folder,
+ * open-addressed by a hash of the handle, written and read without a lock. */
 #include "ipc_owners.h"
 
 #include <errno.h>
