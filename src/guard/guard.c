@@ -348,9 +348,9 @@ enum p2pg_route p2pg_copy_begin(struct p2pg_copy *c)
 	enum p2pg_route route = P2PG_ROUTE_REAL;
 	/* The staged engine reads the source on its device's stream and writes the destination on
 	 * its own: a mapping only the other device may touch is left to the program's copy. */
-	bool stageable = !c->not_stageable && p2pg_mapping_usable_by(c->src, c->src_device) &&
-			 p2pg_mapping_usable_by(c->dst, c->dst_device);
-	if (stageable && pair_is_staged(c->src_device, c->dst_device)) {
+	if (!c->not_stageable && pair_is_staged(c->src_device, c->dst_device) &&
+	    p2pg_mapping_usable_by(c->src, c->src_device) &&
+	    p2pg_mapping_usable_by(c->dst, c->dst_device)) {
 		c->path = P2PG_PATH_STAGED;
 		route = P2PG_ROUTE_STAGED;
 	} else {
