@@ -3,7 +3,6 @@
  * open-addressed by a hash of the handle, written and read without a lock. */
 #include "ipc_owners.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -25,7 +24,7 @@
 #define MAGIC	   "P2PGIPC1"
 
 /* A slot is claimed by its key (compare-and-swap from 0) and published by ready; a reader takes
- * the UUID only from a ready slot whose key it read before and after the UUID. */
+ * the UUID only from a ready slot. A slot never changes once ready. */
 struct slot {
 	_Atomic uint64_t key;
 	_Atomic uint64_t uuid[2];
@@ -93,9 +92,10 @@ static struct table *map_table(bool create)
 	close(fd);
 	if (!t)
 		return NULL;
-	/* Written once by whoever made the file; another layout is left alone. */
+	/* Written once by a writer that found the file new; a reader waits for it (looks again
+	 * later), and another layout is left alone. */
 	static const char zero[8];
-	if (memcmp(t->magic, zero, sizeof(zero)) == 0) {
+	if (create && memcmp(t->magic, zero, sizeof(zero)) == 0) {
 		t->slots = SLOTS;
 		memcpy(t->magic, MAGIC, sizeof(t->magic));
 	}
