@@ -25,6 +25,7 @@
 #include "merge_db.h"
 #include "notice.h"
 #include "store.h"
+#include "db_value.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -113,17 +114,6 @@ static int strangers(void)
 	if (d)
 		closedir(d);
 	return n;
-}
-
-static long long one(sqlite3 *db, const char *sql)
-{
-	sqlite3_stmt *st = NULL;
-	long long v = -1;
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-	    sqlite3_step(st) == SQLITE_ROW)
-		v = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	return v;
 }
 
 static const char *const rows_sql =

@@ -39,6 +39,7 @@
 #include "spool_blob.h"
 #include "spool_ring.h"
 #include "store.h"
+#include "db_value.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -260,17 +261,6 @@ static void well_formed(int fd)
 	put_blob(fd, 5, &b);
 }
 
-static long long one(const char *sql)
-{
-	sqlite3_stmt *st = NULL;
-	long long v = -1;
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-	    sqlite3_step(st) == SQLITE_ROW)
-		v = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	return v;
-}
-
 /*
  * Rows no writer can have published, whatever the damage, each table's counted apart; ?1 is the
  * device count the import believed (0: not known). A failed call's devices are the program's own
@@ -430,13 +420,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    "fuzz-spool: %lld transfers, %lld peer calls, %lld failures, %lld crashes, "
 		    "%lld folded, %lld mappings, %lld counted mapping calls, %lld devices, %lld "
 		    "invalid\n",
-		    one("SELECT count(*) FROM transfers"), one("SELECT count(*) FROM peer_access"),
-		    one("SELECT count(*) FROM failures"), one("SELECT count(*) FROM crashes"),
-		    one("SELECT coalesce(sum(count), 0) FROM transfer_overflow"),
-		    one("SELECT count(*) FROM peer_mappings"),
-		    one("SELECT coalesce(sum(calls), 0) FROM mapping_counts"),
-		    one("SELECT count(*) FROM devices"),
-		    one("SELECT coalesce(sum(records_invalid), 0) FROM processes"));
+		    one(db, "SELECT count(*) FROM transfers"),
+		    one(db, "SELECT count(*) FROM peer_access"),
+		    one(db, "SELECT count(*) FROM failures"),
+		    one(db, "SELECT count(*) FROM crashes"),
+		    one(db, "SELECT coalesce(sum(count), 0) FROM transfer_overflow"),
+		    one(db, "SELECT count(*) FROM peer_mappings"),
+		    one(db, "SELECT coalesce(sum(calls), 0) FROM mapping_counts"),
+		    one(db, "SELECT count(*) FROM devices"),
+		    one(db, "SELECT coalesce(sum(records_invalid), 0) FROM processes"));
 	sqlite3_exec(db,
 		     "DELETE FROM transfers; DELETE FROM peer_access; DELETE FROM failures; "
 		     "DELETE FROM crashes; DELETE FROM processes; DELETE FROM spool_progress; "

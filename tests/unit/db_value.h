@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The first column of a query's first row, -1 when there is none: the unit tests' look at a
- * database. */
+/* The first column of a query's first row, -1 when there is none: the unit tests' and the fuzz
+ * targets' look at a database. */
 #pragma once
 
 #include <sqlite3.h>
