@@ -42,8 +42,9 @@ struct table {
 
 static struct table *table;
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
-/* monotonic ns before which an importer does not look for the file again (none was there) */
-static _Atomic uint64_t retry_after;
+/* Monotonic ns before which the file is not looked for again: by an importer (none was there),
+ * by an exporter (it could not be made or used: each export would pay the attempt again). */
+static _Atomic uint64_t retry_after[2];
 static _Atomic bool said;
 
 /* The UUIDs of this process's devices, read once each. */
@@ -108,20 +109,22 @@ static struct table *map_table(bool create)
 
 /* The table, mapped once. An importer that finds no file looks again 100 ms later at the earliest
  * (an exporter may make it meanwhile), so an open whose exporter is not guarded pays no file
- * lookup. */
+ * lookup; an exporter that cannot make or use it tries again a second later. */
 static struct table *get_table(bool create)
 {
 	struct table *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
-	if (t || (!create && p2pg_now_ns() < atomic_load(&retry_after)))
+	if (t || p2pg_now_ns() < atomic_load(&retry_after[create]))
 		return t;
 	pthread_mutex_lock(&open_lock);
 	if (!table) {
 		struct table *made = map_table(create);
 		if (made)
 			__atomic_store_n(&table, made, __ATOMIC_RELEASE);
-		else if (!create)
-			atomic_store(&retry_after, p2pg_now_ns() + 100000000ull);
-		else if (p2pg_recorder_spool_signal_safe() && !atomic_exchange(&said, true))
+		else
+			atomic_store(&retry_after[create],
+				     p2pg_now_ns() + (create ? 1000000000ull : 100000000ull));
+		if (!made && create && p2pg_recorder_spool_signal_safe() &&
+		    !atomic_exchange(&said, true))
 			p2pg_notice(
 			    "CUDA IPC: cannot use the table of IPC handles' GPUs in %s; "
 			    "other processes' opens of this process's handles name no owner",
