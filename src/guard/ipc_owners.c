@@ -3,7 +3,9 @@
  * open-addressed by a hash of the handle, written and read without a lock. */
 #include "ipc_owners.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -16,36 +18,50 @@
 #include "driver.h"
 #include "notice.h"
 #include "recorder.h"
+#include "settings.h"
 #include "spool.h"
 
-/* 2 MiB of disk, given blocks when made. */
-#define SLOTS	   65536u
-#define MAX_PROBES 64u
-#define MAGIC	   "P2PGIPC1"
+/* 2.5 MiB of disk, given blocks when made. */
+#define SLOTS	    65536u
+#define SMALL_SLOTS 16u /* P2PGUARD_TEST=ipc-owners-small */
+#define MAX_SLOTS   (1u << 20)
+#define MAX_PROBES  64u
+#define MAGIC	    "P2PGIPC2"
 
-/* A slot is claimed by its key (compare-and-swap from 0) and published by ready; a reader takes
- * the UUID only from a ready slot. A slot never changes once ready. */
+/*
+ * A slot is guarded by seq, a sequence lock: 0 empty, odd while a writer fills it, even once
+ * filled. A writer takes it by compare-and-swap of seq; a reader takes key and UUID only when seq
+ * was the same even number before and after reading them. A slot never becomes empty again (a
+ * probe stops at an empty slot), but one whose exporter has died may be taken by a new handle
+ * when its probe window is full: the dead exporter's memory is gone, and so is its handle.
+ */
 struct slot {
+	_Atomic uint32_t seq;
+	_Atomic uint32_t pid;
 	_Atomic uint64_t key;
 	_Atomic uint64_t uuid[2];
-	_Atomic uint32_t ready;
-	uint32_t pad;
+	_Atomic uint64_t pid_namespace;
 };
-_Static_assert(sizeof(struct slot) == 32, "a slot is 32 bytes");
+_Static_assert(sizeof(struct slot) == 40, "a slot is 40 bytes");
 
 struct table {
 	char magic[8];
 	uint32_t slots;
 	uint32_t pad[13];
-	struct slot slot[SLOTS];
+	struct slot slot[];
 };
+
+static size_t table_bytes(uint32_t slots)
+{
+	return sizeof(struct table) + (size_t)slots * sizeof(struct slot);
+}
 
 static struct table *table;
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Monotonic ns before which the file is not looked for again: by an importer (none was there),
  * by an exporter (it could not be made or used: each export would pay the attempt again). */
 static _Atomic uint64_t retry_after[2];
-static _Atomic bool said;
+static _Atomic bool said, said_full;
 
 /* The UUIDs of this process's devices, read once each. */
 #define CACHED_DEVICES 64
@@ -81,12 +97,17 @@ static struct table *map_table(bool create)
 		return NULL;
 	struct stat st;
 	struct table *t = NULL;
+	size_t mapped = 0;
 	/* A writer gives the whole file its blocks first: a store into a hole on a full disk would
 	 * be a SIGBUS. A reader reads zeros from a hole. */
+	uint32_t slots =
+	    (p2pg_settings_get()->test_hooks & P2PG_TEST_IPC_OWNERS_SMALL) ? SMALL_SLOTS : SLOTS;
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-	    (create ? posix_fallocate(fd, 0, sizeof(struct table)) == 0
-		    : (size_t)st.st_size >= sizeof(struct table))) {
-		t = mmap(NULL, sizeof(struct table), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	    (!create ||
+	     (posix_fallocate(fd, 0, (off_t)table_bytes(slots)) == 0 && fstat(fd, &st) == 0)) &&
+	    (size_t)st.st_size >= sizeof(struct table)) {
+		mapped = (size_t)st.st_size;
+		t = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (t == MAP_FAILED)
 			t = NULL;
 	}
@@ -97,11 +118,13 @@ static struct table *map_table(bool create)
 	 * later), and another layout is left alone. */
 	static const char zero[8];
 	if (create && memcmp(t->magic, zero, sizeof(zero)) == 0) {
-		t->slots = SLOTS;
+		t->slots = slots;
 		memcpy(t->magic, MAGIC, sizeof(t->magic));
 	}
-	if (memcmp(t->magic, MAGIC, sizeof(t->magic)) != 0 || t->slots != SLOTS) {
-		munmap(t, sizeof(struct table));
+	if (memcmp(t->magic, MAGIC, sizeof(t->magic)) != 0 || t->slots < SMALL_SLOTS ||
+	    t->slots > MAX_SLOTS || (t->slots & (t->slots - 1)) != 0 ||
+	    table_bytes(t->slots) > mapped) {
+		munmap(t, mapped);
 		return NULL;
 	}
 	return t;
@@ -158,30 +181,114 @@ static bool device_uuid(int device, uint64_t uuid[2])
 	return true;
 }
 
+/* The pid namespace's inode, so that a process judges only its own namespace's process ids;
+ * 0 when unknown (then it judges none). */
+static uint64_t own_pid_namespace(void)
+{
+	static _Atomic uint64_t known;
+	uint64_t ns = atomic_load_explicit(&known, memory_order_relaxed);
+	struct stat st;
+	if (ns == 0 && stat("/proc/self/ns/pid", &st) == 0) {
+		ns = (uint64_t)st.st_ino;
+		atomic_store_explicit(&known, ns, memory_order_relaxed);
+	}
+	return ns;
+}
+
+struct entry {
+	uint64_t key, uuid[2], pid_namespace;
+	uint32_t pid;
+};
+
+/* A consistent copy of a filled slot; false while it is empty or being written. */
+static bool read_slot(struct slot *s, struct entry *e, uint32_t *seq)
+{
+	for (int tries = 0; tries < 4; tries++) {
+		uint32_t before = atomic_load_explicit(&s->seq, memory_order_acquire);
+		if (before == 0 || (before & 1))
+			return false;
+		e->key = atomic_load_explicit(&s->key, memory_order_relaxed);
+		e->uuid[0] = atomic_load_explicit(&s->uuid[0], memory_order_relaxed);
+		e->uuid[1] = atomic_load_explicit(&s->uuid[1], memory_order_relaxed);
+		e->pid = atomic_load_explicit(&s->pid, memory_order_relaxed);
+		e->pid_namespace = atomic_load_explicit(&s->pid_namespace, memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&s->seq, memory_order_relaxed) == before) {
+			*seq = before;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Fills s, taken from seq (0 or even): false when another writer took it first. */
+static bool write_slot(struct slot *s, uint32_t seq, const struct entry *e)
+{
+	if (!atomic_compare_exchange_strong(&s->seq, &seq, seq + 1))
+		return false;
+	atomic_store_explicit(&s->pid, e->pid, memory_order_relaxed);
+	atomic_store_explicit(&s->pid_namespace, e->pid_namespace, memory_order_relaxed);
+	atomic_store_explicit(&s->key, e->key, memory_order_relaxed);
+	atomic_store_explicit(&s->uuid[0], e->uuid[0], memory_order_relaxed);
+	atomic_store_explicit(&s->uuid[1], e->uuid[1], memory_order_relaxed);
+	atomic_store_explicit(&s->seq, seq + 2, memory_order_release);
+	return true;
+}
+
+/* The slot's exporter has ended: a process of this namespace that no longer exists (a live one
+ * of another user answers EPERM; a reused pid only delays the slot's reuse). */
+static bool exporter_gone(const struct entry *e, const struct entry *mine)
+{
+	return e->pid_namespace != 0 && e->pid_namespace == mine->pid_namespace &&
+	       e->pid != mine->pid && e->pid > 0 && kill((pid_t)e->pid, 0) != 0 && errno == ESRCH;
+}
+
+static uint32_t probes(const struct table *t)
+{
+	return t->slots < MAX_PROBES ? t->slots : MAX_PROBES;
+}
+
 void p2pg_ipc_owners_note(const void *handle, int device)
 {
-	uint64_t uuid[2];
-	if (!handle || device < 0 || !device_uuid(device, uuid))
+	struct entry mine = {.pid = (uint32_t)getpid(), .pid_namespace = own_pid_namespace()};
+	if (!handle || device < 0 || !device_uuid(device, mine.uuid))
 		return;
 	struct table *t = get_table(true);
 	if (!t)
 		return;
-	uint64_t key = key_of(handle);
-	for (uint32_t k = 0; k < MAX_PROBES; k++) {
-		struct slot *s = &t->slot[(key + k) & (SLOTS - 1)];
-		uint64_t seen = atomic_load_explicit(&s->key, memory_order_acquire);
-		if (seen == key)
-			return; /* the same handle again (the driver gives one per allocation) */
-		if (seen == 0 && atomic_compare_exchange_strong(&s->key, &seen, key)) {
-			atomic_store_explicit(&s->uuid[0], uuid[0], memory_order_relaxed);
-			atomic_store_explicit(&s->uuid[1], uuid[1], memory_order_relaxed);
-			atomic_store_explicit(&s->ready, 1, memory_order_release);
-			return;
+	mine.key = key_of(handle);
+	uint32_t mask = t->slots - 1, window = probes(t);
+	for (uint32_t k = 0; k < window; k++) {
+		struct slot *s = &t->slot[(mine.key + k) & mask];
+		struct entry e;
+		uint32_t seq;
+		if (atomic_load_explicit(&s->seq, memory_order_acquire) == 0) {
+			if (write_slot(s, 0, &mine))
+				return;
+			k--; /* taken meanwhile: look at what it holds */
+			continue;
 		}
-		if (seen == key)
+		if (!read_slot(s, &e, &seq) || e.key != mine.key)
+			continue;
+		/* The same handle again (the driver gives one per allocation), or a handle a
+		 * process that has ended made before: it is this process's now. */
+		if (e.pid == mine.pid || write_slot(s, seq, &mine))
+			return;
+		k--;
+	}
+	/* The window is full: a slot of an exporter that has ended is taken. */
+	for (uint32_t k = 0; k < window; k++) {
+		struct slot *s = &t->slot[(mine.key + k) & mask];
+		struct entry e;
+		uint32_t seq;
+		if (read_slot(s, &e, &seq) && exporter_gone(&e, &mine) && write_slot(s, seq, &mine))
 			return;
 	}
-	/* Full around this key: its importers will name no owner. */
+	if (p2pg_recorder_spool_signal_safe() && !atomic_exchange(&said_full, true))
+		p2pg_notice("CUDA IPC: the table of IPC handles' GPUs in %s is full of live "
+			    "processes' handles; other processes' opens of this process's newer "
+			    "handles name no owner",
+			    p2pg_recorder_spool_dir());
 }
 
 int p2pg_ipc_owners_find(const void *handle)
@@ -190,16 +297,18 @@ int p2pg_ipc_owners_find(const void *handle)
 	if (!t)
 		return -1;
 	uint64_t key = key_of(handle), uuid[2];
+	uint32_t mask = t->slots - 1, window = probes(t);
 	bool found = false;
-	for (uint32_t k = 0; k < MAX_PROBES && !found; k++) {
-		struct slot *s = &t->slot[(key + k) & (SLOTS - 1)];
-		uint64_t seen = atomic_load_explicit(&s->key, memory_order_acquire);
-		if (seen == 0)
+	for (uint32_t k = 0; k < window && !found; k++) {
+		struct slot *s = &t->slot[(key + k) & mask];
+		struct entry e;
+		uint32_t seq;
+		if (atomic_load_explicit(&s->seq, memory_order_acquire) == 0)
 			return -1;
-		if (seen != key || !atomic_load_explicit(&s->ready, memory_order_acquire))
+		if (!read_slot(s, &e, &seq) || e.key != key)
 			continue;
-		uuid[0] = atomic_load_explicit(&s->uuid[0], memory_order_relaxed);
-		uuid[1] = atomic_load_explicit(&s->uuid[1], memory_order_relaxed);
+		uuid[0] = e.uuid[0];
+		uuid[1] = e.uuid[1];
 		found = true;
 	}
 	if (!found)

@@ -6,8 +6,9 @@
  * 2026-11-29), and the handle's 64 bytes are opaque. So a guarded exporter notes each handle it
  * makes, with its GPU's UUID, in a small table shared by the processes of one database (a file in
  * its spool folder), and a guarded importer looks its handle up there and finds the GPU among its
- * own devices by UUID (its numbering may differ: CUDA_VISIBLE_DEVICES). An unguarded exporter, a
- * table of another database or a full one: the owner stays unknown.
+ * own devices by UUID (its numbering may differ: CUDA_VISIBLE_DEVICES). A handle whose exporter
+ * has ended gives its slot to a new one when the table is full around it. An unguarded exporter,
+ * a table of another database or one full of live processes' handles: the owner stays unknown.
  */
 #pragma once
 
@@ -21,4 +22,4 @@ void p2pg_ipc_owners_note(const void *handle, int device);
 int p2pg_ipc_owners_find(const void *handle);
 
 /* The table's file name in the spool folder. */
-#define P2PG_IPC_OWNERS_FILE "ipc-owners.v1"
+#define P2PG_IPC_OWNERS_FILE "ipc-owners.v2"

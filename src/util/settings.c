@@ -121,7 +121,8 @@ static bool parse_rank(const char *value, int *out)
 /* "0-1,2-3": pairs of device ordinals. */
 static unsigned parse_test_hooks(const char *value, const struct setting_problems *warn)
 {
-	static const char *const words[] = {"local-copies", "exit-report", "exit-early"};
+	static const char *const words[] = {"local-copies", "exit-report", "exit-early",
+					    "ipc-owners-small"};
 	unsigned hooks = 0;
 	const char *p = value;
 	while (*p) {
@@ -135,7 +136,7 @@ static unsigned parse_test_hooks(const char *value, const struct setting_problem
 		else if (n > 0)
 			warnf(warn, "it is left out",
 			      "P2PGUARD_TEST=%s: \"%.*s\" is not understood (accepted: "
-			      "local-copies, exit-report, exit-early)",
+			      "local-copies, exit-report, exit-early, ipc-owners-small)",
 			      value, (int)n, p);
 		p += n;
 		if (*p == ',')

@@ -72,6 +72,9 @@ enum p2pg_test_hook {
 	/* The exit path is registered when the guard starts, before the CUDA runtime's exit
 	 * handler, as before this release ("exit-early"): what the runtime's teardown leaves. */
 	P2PG_TEST_EXIT_EARLY = 1 << 2,
+	/* A new table of IPC handles' GPUs has 16 slots, so that a test fills it with a few
+	 * handles ("ipc-owners-small"). */
+	P2PG_TEST_IPC_OWNERS_SMALL = 1 << 3,
 };
 
 /*

@@ -198,7 +198,7 @@ equal(query(db, "SELECT count(*) FROM transfers")[0][0], 0,
 # The table cannot be made (a folder where its file goes): the exporter says so once and runs on,
 # its export is a row, the importer names no owner.
 db = tempdb()
-os.makedirs(db + ".spool/ipc-owners.v1")
+os.makedirs(db + ".spool/ipc-owners.v2")
 said = []
 opener = ipc_pair(db, [0], 1, owner_said=said)
 check("data=1" in opener.stdout, "no table: the importer reads the owner's data (%s)" % opener.stdout.split())

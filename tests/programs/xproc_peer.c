@@ -193,8 +193,8 @@ static void wait_for_stdin(void)
 
 static int ipc_owner(int argc, char **argv)
 {
-	void *bufs[16];
-	int n = argc < 16 ? argc : 16;
+	int n = argc;
+	void **bufs = calloc((size_t)n, sizeof(*bufs));
 	unsigned char *host = malloc(SIZE);
 	for (int k = 0; k < n; k++) {
 		int dev = atoi(argv[k]);
@@ -214,6 +214,7 @@ static int ipc_owner(int argc, char **argv)
 	wait_for_stdin();
 	for (int k = 0; k < n; k++)
 		cudaFree(bufs[k]);
+	free(bufs);
 	free(host);
 	return 0;
 }
