@@ -4,8 +4,8 @@
 # then the preload test of cross-process mappings against the real driver (tests/preload/
 # test_mappings.py, P2PG_REAL_CUDA=1): the open's owner from the exporter's note of its handle, the
 # importer's devices renumbered, an unguarded exporter, and the copy out of the mapping as a peer
-# copy. The test's one-device cases (SIMCUDA_DEVICES=1) do not apply on two real GPUs and are
-# listed apart. Prints markdown.
+# copy; then tests/preload/test_ipc_owners_table.py (a full table). The first test's one-device
+# cases (SIMCUDA_DEVICES=1) do not apply on two real GPUs and are listed apart. Prints markdown.
 # Env: BUILD (the carried build, default .carry/build), RESULTS (output folder).
 set -uo pipefail
 source "$(dirname "$0")/../gpu-part-env.sh" ipc-owners
@@ -41,3 +41,8 @@ echo "the legacy IPC owner's checks:"
 grep -E "^(ok|not ok) - (legacy|renumbered|same device|unguarded owner|staged:|timed ipc)" "$RESULTS/test_mappings.log" | cut -c1-220 | sed 's/^/    /'
 echo "every other not ok:"
 grep -E "^not ok" "$RESULTS/test_mappings.log" | grep -vE " - (legacy|renumbered|same device|unguarded owner|staged:|timed ipc)" | cut -c1-220 | sed 's/^/    /'
+echo
+echo "tests/preload/test_ipc_owners_table.py against the real driver (a full table: slots of ended exporters taken, one of live ones said):"
+timeout 120 python3 tests/preload/test_ipc_owners_table.py >"$RESULTS/test_ipc_owners_table.log" 2>&1
+echo "exit $?; $(grep -c '^ok' "$RESULTS/test_ipc_owners_table.log") ok, $(grep -c '^not ok' "$RESULTS/test_ipc_owners_table.log") not ok"
+grep -E "^(ok|not ok)" "$RESULTS/test_ipc_owners_table.log" | cut -c1-220 | sed 's/^/    /'
