@@ -16,6 +16,7 @@
 #include "evidence.h"
 #include "failure.h"
 #include "mapping.h"
+#include "mapping_table.h"
 #include "notice.h"
 #include "probe.h"
 #include "recorder.h"
@@ -94,6 +95,7 @@ static void atfork_child(void)
 	p2pg_cupti_after_fork_child();
 	p2pg_recorder_atfork_child();
 	p2pg_evidence_reset();
+	p2pg_map_tables_after_fork_child();
 }
 
 static void init(void)

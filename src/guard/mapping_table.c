@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "mapping_table.h"
 
+#include "range_index.h"
+
 #include <stdatomic.h>
 #include <string.h>
 
@@ -109,6 +111,7 @@ static bool range_remove(struct range_slot *s, struct p2pg_map_range *r)
 						     memory_order_acq_rel, memory_order_relaxed))
 		return false;
 	range_copy(s, r);
+	p2pg_range_index_remove((uint32_t)(s - ranges));
 	begin_write(&s->seq); /* readers that copied it meanwhile retry and find it busy */
 	end_write(&s->seq);
 	atomic_store_explicit(&s->state, SLOT_FREE, memory_order_release);
@@ -147,6 +150,24 @@ static bool slot_may_meet(struct range_slot *s, uint64_t base, uint64_t size)
 	return b < base + (size ? size : 1) && base < b + (n ? n : 1);
 }
 
+_Static_assert(P2PG_MAP_RANGES <= P2PG_RANGE_INDEX_MAX, "the index holds every range");
+
+static int ranges_end(void);
+
+/* The index's rebuild reads the table. */
+static int live_ranges(struct p2pg_range_entry *out, int max)
+{
+	int n = 0;
+	for (int k = 0, end = ranges_end(); k < end && n < max; k++) {
+		struct p2pg_map_range r;
+		if (range_read(&ranges[k], &r))
+			out[n++] = (struct p2pg_range_entry){.base = r.base,
+							     .end = r.base + (r.size ? r.size : 1),
+							     .slot = (uint32_t)k};
+	}
+	return n;
+}
+
 bool p2pg_map_ranges_add(const struct p2pg_map_range *r)
 {
 	for (int k = 0; k < P2PG_MAP_RANGES; k++) {
@@ -166,6 +187,11 @@ bool p2pg_map_ranges_add(const struct p2pg_map_range *r)
 			;
 		atomic_fetch_add_explicit(&ranges_live, 1, memory_order_relaxed);
 		atomic_store_explicit(&s->state, SLOT_LIVE, memory_order_release);
+		p2pg_range_index_init(live_ranges);
+		p2pg_range_index_insert(
+		    &(struct p2pg_range_entry){.base = r->base,
+					       .end = r->base + (r->size ? r->size : 1),
+					       .slot = (uint32_t)k});
 		return true;
 	}
 	return false;
@@ -242,6 +268,13 @@ bool p2pg_map_ranges_find(uint64_t p, struct p2pg_map_range *ret)
 {
 	if (!may_meet(p, 1))
 		return false;
+	int slot = p2pg_range_index_find(p);
+	if (slot == P2PG_RANGE_NONE)
+		return false;
+	if (slot >= 0 && range_read(&ranges[slot], ret) && p >= ret->base &&
+	    p - ret->base < ret->size)
+		return true;
+	/* A writer at work, or the slot changed since the search: the table answers. */
 	for (int k = 0, end = ranges_end(); k < end; k++)
 		if (slot_may_meet(&ranges[k], p, 1) && range_read(&ranges[k], ret) &&
 		    p >= ret->base && p - ret->base < ret->size)
@@ -404,4 +437,10 @@ void p2pg_map_tables_reset(void)
 	atomic_store(&span_lo, UINT64_MAX);
 	atomic_store(&span_hi, 0);
 	atomic_store(&handles_live, 0);
+	p2pg_range_index_reset();
+}
+
+void p2pg_map_tables_after_fork_child(void)
+{
+	p2pg_range_index_after_fork_child();
 }

@@ -4,7 +4,9 @@
  * import's handle mapped, a peer range unmapped, a copy through a peer mapping): two fixed tables
  * of static memory, lock-free. Writers take a slot with one compare-and-swap and own it while
  * they write; readers copy a slot under its sequence counter and retry (a bounded number of times)
- * when a writer was at work. No call of the driver is made here, and no lock is ever held.
+ * when a writer was at work. No call of the driver is made here, and no lock is ever held. The
+ * ranges are also kept sorted by address (range_index.h), so that a pointer is found without a
+ * walk over every slot.
  *
  * Only what crosses a process or a device is kept: the imported handles, and the address ranges
  * of IPC opens, of maps of imported handles and of the ranges another device was given access
@@ -67,3 +69,5 @@ int p2pg_map_handles_release(uint64_t handle, struct p2pg_map_handle *ret);
 
 /* Forgets everything (tests). Never while another thread uses the tables. */
 void p2pg_map_tables_reset(void);
+/* A forked child: what a thread of the parent left half done is made whole. */
+void p2pg_map_tables_after_fork_child(void);

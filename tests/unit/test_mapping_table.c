@@ -113,6 +113,52 @@ int main(void)
 	CHECK(p2pg_map_ranges_take(0, UINT64_MAX / 2, out, 4) == 4, "take stops at max");
 	p2pg_map_tables_reset();
 
+	/* Found by address among many, added out of order (the sorted index), with the gaps
+	 * between them and the addresses around them in none. */
+	int wrong = 0;
+	for (uint64_t k = 0; k < 1000; k++) {
+		r.base = ((k * 7919) % 1000 + 1) << 21;
+		r.size = 1 << 20;
+		r.mapping_id = (uint32_t)(r.base >> 21);
+		p2pg_map_ranges_add(&r);
+	}
+	for (uint64_t k = 1; k <= 1000; k++) {
+		uint64_t base = k << 21;
+		wrong += !p2pg_map_ranges_find(base, out) || out[0].mapping_id != k;
+		wrong += !p2pg_map_ranges_find(base + (1 << 20) - 1, out) || out[0].base != base;
+		wrong += p2pg_map_ranges_find(base + (1 << 20), out);
+		wrong += p2pg_map_ranges_find(base - 1, out);
+	}
+	CHECK(wrong == 0,
+	      "1000 ranges: each found by its first and last byte, none in a gap (%d "
+	      "wrong)",
+	      wrong);
+	for (uint64_t k = 1; k <= 1000; k += 2)
+		p2pg_map_ranges_take(k << 21, 1, out, 1);
+	wrong = 0;
+	for (uint64_t k = 1; k <= 1000; k++)
+		wrong += p2pg_map_ranges_find((k << 21) + 5, out) != (k % 2 == 0);
+	CHECK(wrong == 0 && p2pg_map_ranges_live() == 500,
+	      "half taken out: only the other half found (%d wrong)", wrong);
+	p2pg_map_tables_reset();
+
+	/* A range inside a larger one (a stale range never unmapped, then a new one): the one
+	 * starting last answers inside it, the larger one past its end. */
+	r.base = 0x100000, r.size = 0x200000, r.mapping_id = 1;
+	p2pg_map_ranges_add(&r);
+	r.base = 0x180000, r.size = 0x80000, r.mapping_id = 2;
+	p2pg_map_ranges_add(&r);
+	r.base = 0x400000, r.size = 0x1000, r.mapping_id = 3;
+	p2pg_map_ranges_add(&r);
+	CHECK(p2pg_map_ranges_find(0x190000, out) && out[0].mapping_id == 2,
+	      "nested: the inner range inside it");
+	CHECK(p2pg_map_ranges_find(0x250000, out) && out[0].mapping_id == 1,
+	      "nested: the outer range past the inner one's end");
+	CHECK(p2pg_map_ranges_find(0x400fff, out) && out[0].mapping_id == 3 &&
+		  !p2pg_map_ranges_find(0x300000, out),
+	      "and the next range, with the gap before it in none");
+	p2pg_map_tables_reset();
+
 	struct p2pg_map_handle h = {.handle = 0xabc, .owner = 2, .mapping_id = 9, .handle_type = 2};
 	struct p2pg_map_handle hout;
 	CHECK(p2pg_map_handles_add(&h) && p2pg_map_handles_find(0xabc, &hout) &&
