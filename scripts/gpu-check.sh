@@ -150,6 +150,12 @@ if want ab; then
 		row "guard's cost inside one process, cuMemcpyPeerAsync 256 B, timing=$t" "$(med "${AB[peer-$t]}") ns (no guard, same method: $(med "${AB[peer-bare]}") ns)" "median paired difference per call, 3 runs: ${AB[peer-$t]}; budget 1000 ns"
 	done
 	row "timing=cupti, whole cost inside one process (CUPTI tracing off for libcuda's own half), cuMemcpyPeerAsync 256 B" "$(med "${AB[peer-whole]}") ns" "median paired difference per call, 3 runs: ${AB[peer-whole]}; budget 1000 ns"
+	# What the guard asks the driver for each generic copy, twice: the floor under the local row.
+	PQ=""
+	for rep in 1 2 3; do
+		PQ+="$(taskset -c "$BENCH_CORES" "$BUILD/tests/programs/drv_peer" procaddr bench-pointer 200000 2>/dev/null | sed -n 's/.*ns_per_call=\([0-9.]*\).*/\1/p') "
+	done
+	row "the driver's cuPointerGetAttribute(DEVICE_ORDINAL), per call (libcuda's own)" "$(med "$PQ") ns" "median batch of 256, 3 runs: $PQ; a copy within one GPU asks it twice"
 fi
 
 # 5. PyTorch: a split model, 200 steps, bare and under every mode.

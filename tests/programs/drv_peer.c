@@ -21,6 +21,10 @@
  *        interposes dlsym; dlvsym reaches glibc's). Without the guard both are one function,
  *        which shows the method's own noise. Prints medians of the batches' ns per call and the
  *        median (and quartiles) of the paired differences.
+ *   drv_peer procaddr|dlsym bench-pointer N
+ *        what the guard asks the driver for each generic copy: N cuPointerGetAttribute(
+ *        DEVICE_ORDINAL) through libcuda's own function, on the two pointers of bench-ab's local
+ *        copy in turn, in batches of 256; prints the median batch's ns per call.
  *   drv_peer procaddr|dlsym bench-ab N SIZE peer untraced-own
  *        the same, with CUPTI's copy tracing switched off around libcuda's own batches (the guard
  *        switched it on: P2PGUARD_GPU_TIMING=cupti), so that the difference is the whole of that
@@ -451,10 +455,41 @@ static int mode_bench_ab(long n, size_t size, bool peer, bool untraced_own)
 	return 0;
 }
 
+static int mode_bench_pointer(long n)
+{
+	setup();
+	CUresult(CUDAAPI * own_query)(void *, CUpointer_attribute, CUdeviceptr) =
+	    own_function("cuPointerGetAttribute");
+	CUdeviceptr other;
+	CHECK(cu.MemAlloc(&other, 1 << 20));
+	long batches = n / AB_BATCH > 0 ? n / AB_BATCH : 1;
+	double *ns = calloc((size_t)batches, sizeof(double));
+	if (!ns)
+		return 1;
+	for (long k = 0; k < batches; k++) {
+		struct timespec t0, t1;
+		int ordinal = -1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (int j = 0; j < AB_BATCH; j++)
+			CHECK(own_query(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+					j & 1 ? other : a0));
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		ns[k] =
+		    ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) /
+		    AB_BATCH;
+	}
+	qsort(ns, (size_t)batches, sizeof(double), compare_double);
+	printf("BENCHPOINTER calls=%ld ns_per_call=%.1f p25=%.1f p75=%.1f\n", batches * AB_BATCH,
+	       ns[batches / 2], ns[batches / 4], ns[batches * 3 / 4]);
+	free(ns);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3 || (strcmp(argv[1], "procaddr") != 0 && strcmp(argv[1], "dlsym") != 0)) {
-		fprintf(stderr, "usage: drv_peer procaddr|dlsym basic|errors|ctx-reuse|bench-ab [N "
+		fprintf(stderr, "usage: drv_peer procaddr|dlsym "
+				"basic|errors|ctx-reuse|bench-pointer [N]|bench-ab [N "
 				"SIZE peer|local [untraced-own]]\n");
 		return 2;
 	}
@@ -466,6 +501,8 @@ int main(int argc, char **argv)
 		return mode_errors();
 	if (strcmp(argv[2], "ctx-reuse") == 0)
 		return mode_ctx_reuse();
+	if (strcmp(argv[2], "bench-pointer") == 0)
+		return mode_bench_pointer(argc > 3 ? atol(argv[3]) : 100000);
 	if (strcmp(argv[2], "bench-ab") == 0)
 		return mode_bench_ab(argc > 3 ? atol(argv[3]) : 20000,
 				     argc > 4 ? (size_t)atol(argv[4]) : 256,
