@@ -160,24 +160,34 @@ static void load(void)
 static CUcontext ctx[2];
 static CUdeviceptr a0, b1;
 
-static void setup(void)
+/* Both devices' contexts and buffers; with one_device, device 0's alone (a mode that never
+ * touches device 1). */
+static void setup_devices(bool one_device)
 {
 	CHECK(cu.Init(0));
 	int n = 0;
 	CHECK(cu.DeviceGetCount(&n));
-	if (n < 2) {
-		fprintf(stderr, "drv_peer: needs two devices\n");
+	int need = one_device ? 1 : 2;
+	if (n < need) {
+		fprintf(stderr, "drv_peer: needs %d devices\n", need);
 		exit(77);
 	}
-	for (int d = 0; d < 2; d++) {
+	for (int d = 0; d < need; d++) {
 		CUdevice dev;
 		CHECK(cu.DeviceGet(&dev, d));
 		CHECK(cu.PrimaryCtxRetain(&ctx[d], dev));
 	}
-	CHECK(cu.CtxSetCurrent(ctx[1]));
-	CHECK(cu.MemAlloc(&b1, 1 << 20));
+	if (!one_device) {
+		CHECK(cu.CtxSetCurrent(ctx[1]));
+		CHECK(cu.MemAlloc(&b1, 1 << 20));
+	}
 	CHECK(cu.CtxSetCurrent(ctx[0]));
 	CHECK(cu.MemAlloc(&a0, 1 << 20));
+}
+
+static void setup(void)
+{
+	setup_devices(false);
 }
 
 static int mode_basic(void)
@@ -392,7 +402,7 @@ static int compare_double(const void *x, const void *y)
 
 static int mode_bench_ab(long n, size_t size, bool peer, bool untraced_own)
 {
-	setup();
+	setup_devices(!peer);
 	if (size > 1 << 20)
 		size = 1 << 20;
 	struct ab b = {.peer = peer, .size = size};
@@ -457,7 +467,7 @@ static int mode_bench_ab(long n, size_t size, bool peer, bool untraced_own)
 
 static int mode_bench_pointer(long n)
 {
-	setup();
+	setup_devices(true);
 	CUresult(CUDAAPI * own_query)(void *, CUpointer_attribute, CUdeviceptr) =
 	    own_function("cuPointerGetAttribute");
 	CUdeviceptr other;
