@@ -296,6 +296,14 @@ static bool number_is_status(const char *text, const char *start, const char *en
 	}
 	if (foreign_call_before(text, start))
 		return false;
+	/* Codes of libraries outside CUDA that name no call: the NIC's "vendor error 136" after a
+	 * verbs completion status (Open MPI's openib), and libfabric's EFA provider's own
+	 * "EFA internal error: (4112)" (FI_EFA_ERR_*, 4096 and up). */
+	if (n == 5 && m == 6 && strncasecmp(before, "vendor", 6) == 0)
+		return false;
+	if (n == 5 && m == 8 && strncasecmp(before, "internal", 8) == 0 && before >= text + 4 &&
+	    strncasecmp(before - 4, "EFA ", 4) == 0)
+		return false;
 	return !(m == 4 && strncasecmp(before, "nccl", 4) == 0);
 }
 

@@ -228,6 +228,13 @@ static void test_reading(void)
 	/* A status word inside an identifier introduces nothing: verbs' vendor_err is the NIC's. */
 	check_str(first(rs, "local protection error (syndrome 0x4, vendor_err 0x321)"), "(none)");
 	check_str(first(rs, "local protection error (err 0x321)"), "t/notsupported");
+	/* The NIC's code after a verbs completion status, and the EFA provider's own codes. */
+	check_str(first(rs, "error polling LP CQ with status REMOTE ACCESS ERROR status number 10 "
+			    "for wr_id 25e14b8 opcode 3  vendor error 801 qp_idx 0"),
+		  "(none)");
+	check_str(first(rs, "EFA internal error: (801) Failure to post internal receive buffers"),
+		  "(none)");
+	check_str(first(rs, "internal error: (801)"), "t/notsupported");
 	/* At the start of the line too, and "cu" must start a call's name. */
 	check_str(first(rs, "non-zero status: 3 building transport map failed"), "(none)");
 	check_str(first(rs, "x: non-zero status: 3 current device"), "(none)");
