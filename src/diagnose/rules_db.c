@@ -6,6 +6,8 @@
 #include "p2pguard/rules.h"
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
@@ -47,7 +49,8 @@ static int bind_text(sqlite3_stmt *st, int index, const char *text)
 	return sqlite3_bind_text(st, index, text, -1, SQLITE_STATIC);
 }
 
-static int insert_all(sqlite3 *db, const struct p2pg_ruleset *rs)
+/* The table; with table_only nothing more. */
+static int insert_all(sqlite3 *db, const struct p2pg_ruleset *rs, bool table_only)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
 	int rc;
@@ -57,7 +60,7 @@ static int insert_all(sqlite3 *db, const struct p2pg_ruleset *rs)
 			  "id TEXT PRIMARY KEY, title TEXT, error_codes TEXT, root_cause TEXT, "
 			  "advice TEXT, doc_url TEXT, confidence REAL, json TEXT)",
 			  NULL, NULL, NULL);
-	if (rc != SQLITE_OK)
+	if (rc != SQLITE_OK || table_only)
 		return rc;
 	rc =
 	    sqlite3_prepare_v2(db,
@@ -91,6 +94,65 @@ static int insert_all(sqlite3 *db, const struct p2pg_ruleset *rs)
 	return SQLITE_OK;
 }
 
+/* FNV-1a over every rule's id and JSON text: the same set gives the same number. */
+static uint64_t fingerprint(const struct p2pg_ruleset *rs)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t k = 0; k < p2pg_ruleset_count(rs); k++) {
+		const struct p2pg_rule *rule = p2pg_ruleset_at(rs, k);
+		const char *parts[2] = {p2pg_rule_id(rule), p2pg_rule_json(rule)};
+		for (int j = 0; j < 2; j++) {
+			for (const char *c = parts[j] ? parts[j] : ""; *c; c++)
+				h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+			h = (h ^ 0xff) * 0x100000001b3ull; /* between fields, never in text */
+		}
+	}
+	return h;
+}
+
+/* Whether this set was written to the database already and its rows are still there: every
+ * process that opens the database would otherwise write all of it again (1.5 MiB of pages with the
+ * built-in rules, which a database on a nearly full disk cannot take). */
+static int written_already(sqlite3 *db, uint64_t fp, bool *yes)
+{
+	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	*yes = false;
+	int rc =
+	    sqlite3_exec(db,
+			 "CREATE TABLE IF NOT EXISTS rule_sets(fingerprint INTEGER PRIMARY KEY, "
+			 "rules INTEGER)",
+			 NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		return rc;
+	rc = sqlite3_prepare_v2(db,
+				"SELECT 1 FROM rule_sets WHERE fingerprint = ?1 AND "
+				"(SELECT count(*) FROM rules) >= rules",
+				-1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return rc;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)fp);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*yes = true;
+	else if (rc != SQLITE_DONE)
+		return rc;
+	return SQLITE_OK;
+}
+
+static int note_written(sqlite3 *db, const struct p2pg_ruleset *rs, uint64_t fp)
+{
+	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(
+	    db, "INSERT OR REPLACE INTO rule_sets(fingerprint, rules) VALUES (?1, ?2)", -1, &st,
+	    NULL);
+	if (rc != SQLITE_OK)
+		return rc;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)fp);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)p2pg_ruleset_count(rs));
+	rc = sqlite3_step(st);
+	return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
 int p2pg_rules_write_sqlite(sqlite3 *db, const struct p2pg_ruleset *rs)
 {
 	int rc;
@@ -101,7 +163,16 @@ int p2pg_rules_write_sqlite(sqlite3 *db, const struct p2pg_ruleset *rs)
 	rc = sqlite3_exec(db, "SAVEPOINT p2pg_rules", NULL, NULL, NULL);
 	if (rc != SQLITE_OK)
 		return errno_from_sqlite(rc);
-	rc = insert_all(db, rs);
+	uint64_t fp = fingerprint(rs);
+	bool done = false;
+	rc = insert_all(db, rs, true);
+	if (rc == SQLITE_OK)
+		rc = written_already(db, fp, &done);
+	if (rc == SQLITE_OK && !done) {
+		rc = insert_all(db, rs, false);
+		if (rc == SQLITE_OK)
+			rc = note_written(db, rs, fp);
+	}
 	if (rc != SQLITE_OK) {
 		sqlite3_exec(db, "ROLLBACK TO p2pg_rules", NULL, NULL, NULL);
 		sqlite3_exec(db, "RELEASE p2pg_rules", NULL, NULL, NULL);

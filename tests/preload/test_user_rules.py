@@ -36,4 +36,26 @@ equal(scalar(db, "SELECT rule_id FROM failures WHERE status = 217"), "cuda/peer-
 check(scalar(db, "SELECT count(*) FROM rules") >= 38, "the rules table holds the built-in and the site's entries")
 equal(scalar(db, "SELECT count(*) FROM failures f JOIN rules r ON r.id = f.rule_id"),
       scalar(db, "SELECT count(*) FROM failures"), "every failure joins to its full entry")
+
+# The rule set is written once per database, not by every process that opens it (each rank of a
+# job would write its 1.5 MiB again): a second run of the same set leaves the rows as they were
+# (a rewrite replaces each row under a new rowid); another set (here the built-in one alone) adds
+# its own.
+rows = lambda: query(db, "SELECT id, rowid FROM rules ORDER BY id")
+sets = lambda: scalar(db, "SELECT count(*) FROM rule_sets")
+before = rows()
+run([program("rt_peer"), "errors"], db=db, P2PGUARD_RULES=folder)
+check(rows() == before, "the same set again: no rule rewritten (%d rows)" % len(before))
+equal(sets(), 1, "one set written")
+run([program("rt_peer"), "errors"], db=db)
+equal(sets(), 2, "the built-in set alone is another set: written once")
+equal(scalar(db, "SELECT count(*) FROM rules WHERE id = 'site/disable-in-cleanup'"), 1,
+      "the site's entry stays in the table")
+after = rows()
+run([program("rt_peer"), "errors"], db=db)
+check(rows() == after, "the built-in set again: no rule rewritten (%d rows)" % len(after))
+query(db, "DELETE FROM rules WHERE id LIKE 'cuda/%'")
+run([program("rt_peer"), "errors"], db=db)
+check(scalar(db, "SELECT count(*) FROM rules WHERE id = 'cuda/peer-access-to-own-device'") == 1,
+      "rules deleted from the table are written again by the next process")
 done()
