@@ -40,7 +40,7 @@ tests=(store settings gpu_match
 	sigkill overload crashsoak
 	nccl-loading nccl-ops nccl-multirank nccl-chain nccl-summary nccl-stalls
 	exit_timing devices cupti
-	mapping_table store_mappings spool_fold mappings mapping_failures mapping_lookups ipc_owners_table
+	mapping_table range_index_fork store_mappings spool_fold mappings mapping_failures mapping_lookups ipc_owners_table
 	crc32c file_limits locked_exit locked_exit_times replaced_db_times damaged_spool foreign_db builtin)
 status=0
 meson test -C "$build" --print-errorlogs --num-processes 2 --timeout-multiplier 4 "${tests[@]}" || status=$?

@@ -2,7 +2,6 @@
 #include "range_index.h"
 
 #include <stdatomic.h>
-#include <stdlib.h>
 
 #define READ_TRIES 4
 
@@ -28,16 +27,17 @@ void p2pg_range_index_init(p2pg_range_source from)
 
 static void put(uint32_t i, uint64_t base, uint64_t end, uint32_t slot)
 {
-	atomic_store_explicit(&entries[i].base, base, memory_order_relaxed);
-	atomic_store_explicit(&entries[i].end, end, memory_order_relaxed);
-	atomic_store_explicit(&entries[i].slot, slot, memory_order_relaxed);
+	atomic_store_explicit(&entries[i].base, base, memory_order_release);
+	atomic_store_explicit(&entries[i].end, end, memory_order_release);
+	atomic_store_explicit(&entries[i].slot, slot, memory_order_release);
 }
+
+static struct p2pg_range_entry entry_at(uint32_t i);
 
 static void move(uint32_t to, uint32_t from)
 {
-	put(to, atomic_load_explicit(&entries[from].base, memory_order_relaxed),
-	    atomic_load_explicit(&entries[from].end, memory_order_relaxed),
-	    atomic_load_explicit(&entries[from].slot, memory_order_relaxed));
+	struct p2pg_range_entry e = entry_at(from);
+	put(to, e.base, e.end, e.slot);
 }
 
 static void recompute_reach(uint32_t from, uint32_t n)
@@ -48,15 +48,25 @@ static void recompute_reach(uint32_t from, uint32_t n)
 		uint64_t end = atomic_load_explicit(&entries[i].end, memory_order_relaxed);
 		if (end > reach)
 			reach = end;
-		atomic_store_explicit(&entries[i].reach, reach, memory_order_relaxed);
+		atomic_store_explicit(&entries[i].reach, reach, memory_order_release);
 	}
 }
 
+/* By base, then by slot: ranges that start together keep one order, whoever built the index. */
 static int by_base(const void *a, const void *b)
 {
-	uint64_t x = ((const struct p2pg_range_entry *)a)->base;
-	uint64_t y = ((const struct p2pg_range_entry *)b)->base;
-	return (x > y) - (x < y);
+	const struct p2pg_range_entry *x = a, *y = b;
+	if (x->base != y->base)
+		return (x->base > y->base) - (x->base < y->base);
+	return (x->slot > y->slot) - (x->slot < y->slot);
+}
+
+static struct p2pg_range_entry entry_at(uint32_t i)
+{
+	return (struct p2pg_range_entry){
+	    .base = atomic_load_explicit(&entries[i].base, memory_order_relaxed),
+	    .end = atomic_load_explicit(&entries[i].end, memory_order_relaxed),
+	    .slot = atomic_load_explicit(&entries[i].slot, memory_order_relaxed)};
 }
 
 static void rebuild(void)
@@ -65,20 +75,30 @@ static void rebuild(void)
 	int n = from ? from(scratch, P2PG_RANGE_INDEX_MAX) : 0;
 	if (n < 0)
 		n = 0;
-	qsort(scratch, (size_t)n, sizeof(scratch[0]), by_base);
+	/* Shell sort in place: qsort may allocate, and this runs in a forked child too. */
+	for (int gap = n / 2; gap > 0; gap /= 2)
+		for (int i = gap; i < n; i++) {
+			struct p2pg_range_entry e = scratch[i];
+			int j = i;
+			for (; j >= gap && by_base(&scratch[j - gap], &e) > 0; j -= gap)
+				scratch[j] = scratch[j - gap];
+			scratch[j] = e;
+		}
 	for (int i = 0; i < n; i++)
 		put((uint32_t)i, scratch[i].base, scratch[i].end, scratch[i].slot);
 	recompute_reach(0, (uint32_t)n);
-	atomic_store_explicit(&count, (uint32_t)n, memory_order_relaxed);
+	atomic_store_explicit(&count, (uint32_t)n, memory_order_release);
 }
 
-/* The odd count is an acquire-release read-modify-write, which no later store moves ahead of
- * (mapping_table.c's slots do the same). */
+/* Sequentially consistent: a writer's "stale" store then its look at seq, against the holder's
+ * seq increment then its look at "stale", must not both read the old values (either the writer
+ * takes the index or the holder sees the mark). The entries are written with release stores, so
+ * that a reader who sees any of them sees the odd count too. */
 static bool try_hold(void)
 {
-	uint32_t s = atomic_load_explicit(&seq, memory_order_relaxed);
+	uint32_t s = atomic_load_explicit(&seq, memory_order_seq_cst);
 	return !(s & 1) && atomic_compare_exchange_strong_explicit(
-			       &seq, &s, s + 1, memory_order_acq_rel, memory_order_relaxed);
+			       &seq, &s, s + 1, memory_order_seq_cst, memory_order_seq_cst);
 }
 
 /* A writer that marked the index stale while this one held it either sees this one let go (and
@@ -88,7 +108,7 @@ static void let_go(void)
 	for (;;) {
 		while (atomic_exchange(&stale, false))
 			rebuild();
-		atomic_fetch_add_explicit(&seq, 1, memory_order_release);
+		atomic_fetch_add_explicit(&seq, 1, memory_order_seq_cst);
 		if (!atomic_load(&stale) || !try_hold())
 			return;
 	}
@@ -108,16 +128,25 @@ void p2pg_range_index_insert(const struct p2pg_range_entry *e)
 		return;
 	}
 	uint32_t n = atomic_load_explicit(&count, memory_order_relaxed);
-	if (n < P2PG_RANGE_INDEX_MAX) {
+	/* A rebuild between the slot's going live and this insert has it already. */
+	int there =
+	    0; /* 1: the same range; -1: another range under that slot, which a rebuild mends */
+	for (uint32_t i = 0; i < n && !there; i++) {
+		struct p2pg_range_entry got = entry_at(i);
+		if (got.slot == e->slot)
+			there = got.base == e->base && got.end == e->end ? 1 : -1;
+	}
+	if (there) {
+		if (there < 0)
+			atomic_store(&stale, true);
+	} else if (n < P2PG_RANGE_INDEX_MAX) {
 		uint32_t at = n;
-		while (at > 0 && atomic_load_explicit(&entries[at - 1].base, memory_order_relaxed) >
-				     e->base) {
+		for (struct p2pg_range_entry prev;
+		     at > 0 && (prev = entry_at(at - 1), by_base(&prev, e) > 0); at--)
 			move(at, at - 1);
-			at--;
-		}
 		put(at, e->base, e->end, e->slot);
 		recompute_reach(at, n + 1);
-		atomic_store_explicit(&count, n + 1, memory_order_relaxed);
+		atomic_store_explicit(&count, n + 1, memory_order_release);
 	} else {
 		atomic_store(&stale, true); /* not the table's picture: rebuilt from it */
 	}
@@ -138,7 +167,7 @@ void p2pg_range_index_remove(uint32_t slot)
 		for (uint32_t i = at; i + 1 < n; i++)
 			move(i, i + 1);
 		recompute_reach(at, n - 1);
-		atomic_store_explicit(&count, n - 1, memory_order_relaxed);
+		atomic_store_explicit(&count, n - 1, memory_order_release);
 	}
 	let_go();
 }
@@ -154,7 +183,7 @@ int p2pg_range_index_find(uint64_t p)
 {
 	for (int tries = 0; tries < READ_TRIES; tries++) {
 		uint32_t before = atomic_load_explicit(&seq, memory_order_acquire);
-		if (before & 1)
+		if ((before & 1) || atomic_load_explicit(&stale, memory_order_acquire))
 			return P2PG_RANGE_ASK_TABLE;
 		uint32_t n = atomic_load_explicit(&count, memory_order_acquire);
 		if (n > P2PG_RANGE_INDEX_MAX)
@@ -185,8 +214,7 @@ int p2pg_range_index_find(uint64_t p)
 void p2pg_range_index_after_fork_child(void)
 {
 	uint32_t s = atomic_load(&seq);
-	if (!(s & 1) && !atomic_load(&stale))
-		return;
+	/* Always: a thread of the parent may have made a slot live and not inserted it yet. */
 	rebuild();
 	atomic_store(&stale, false);
 	atomic_store(&seq, (s + 1) & ~1u);

@@ -15,7 +15,7 @@
 #define THREADS 8
 #define ROUNDS	20000
 
-static _Atomic int torn, removed_twice, lost;
+static _Atomic int torn, removed_twice, lost, missed;
 
 /* Each thread owns its own ranges (bases that encode the thread and the round), and reads all. */
 static void *worker(void *arg)
@@ -33,9 +33,10 @@ static void *worker(void *arg)
 			continue;
 		struct p2pg_map_range seen;
 		/* An entry read back is whole: its fields all derive from its base. */
-		if (p2pg_map_ranges_find(base + 100, &seen) &&
-		    (seen.base != base || seen.owner != (int)id ||
-		     seen.mapping_id != (uint32_t)(base >> 16)))
+		if (!p2pg_map_ranges_find(base + 100, &seen))
+			atomic_fetch_add(&missed, 1);
+		else if ((seen.base != base || seen.owner != (int)id ||
+			  seen.mapping_id != (uint32_t)(base >> 16)))
 			atomic_fetch_add(&torn, 1);
 		/* Someone else's entry, whatever it is, is whole too. */
 		uint64_t other = ((id + 1) % THREADS + 1) << 40 | (uint64_t)k << 16;
@@ -188,6 +189,8 @@ int main(void)
 		pthread_join(t[k], NULL);
 	CHECK(atomic_load(&torn) == 0, "%d threads: no torn entry read (%d)", THREADS,
 	      atomic_load(&torn));
+	CHECK(atomic_load(&missed) == 0, "each thread finds its own live range (%d missed)",
+	      atomic_load(&missed));
 	CHECK(atomic_load(&lost) == 0, "every entry removed by its owner (%d lost)",
 	      atomic_load(&lost));
 	CHECK(atomic_load(&removed_twice) == 0, "none removed twice");
