@@ -16,9 +16,11 @@ enum { SLOT_FREE, SLOT_BUSY, SLOT_LIVE, SLOT_GONE };
 
 #define READ_TRIES 64
 
-/* No fences (ThreadSanitizer does not follow them): the odd count is an acquire-release
- * read-modify-write, which no later store moves ahead of; the even one a release; readers load
- * the fields with acquire, which no later load (the counter again) moves ahead of. */
+/* No fences (ThreadSanitizer does not follow them): a writer makes the count odd, then writes
+ * the fields with release stores, so that a reader whose acquire load sees any of them sees the
+ * odd count too (an atomic read-modify-write alone does not order the stores after it); the even
+ * count is a release. Readers load the fields with acquire, which no later load (the counter
+ * again) moves ahead of. */
 static void begin_write(_Atomic uint32_t *seq)
 {
 	atomic_fetch_add_explicit(seq, 1, memory_order_acq_rel);
@@ -63,14 +65,14 @@ static _Atomic uint64_t span_lo = UINT64_MAX, span_hi;
 static void range_store(struct range_slot *s, const struct p2pg_map_range *r)
 {
 	begin_write(&s->seq);
-	atomic_store_explicit(&s->base, r->base, memory_order_relaxed);
-	atomic_store_explicit(&s->size, r->size, memory_order_relaxed);
-	atomic_store_explicit(&s->owner, r->owner, memory_order_relaxed);
-	atomic_store_explicit(&s->access, r->access, memory_order_relaxed);
-	atomic_store_explicit(&s->mapping_id, r->mapping_id, memory_order_relaxed);
-	atomic_store_explicit(&s->refs, r->refs, memory_order_relaxed);
+	atomic_store_explicit(&s->base, r->base, memory_order_release);
+	atomic_store_explicit(&s->size, r->size, memory_order_release);
+	atomic_store_explicit(&s->owner, r->owner, memory_order_release);
+	atomic_store_explicit(&s->access, r->access, memory_order_release);
+	atomic_store_explicit(&s->mapping_id, r->mapping_id, memory_order_release);
+	atomic_store_explicit(&s->refs, r->refs, memory_order_release);
 	atomic_store_explicit(&s->kind, r->handle_type | (uint32_t)r->cross_process << 8,
-			      memory_order_relaxed);
+			      memory_order_release);
 	end_write(&s->seq);
 }
 
@@ -381,11 +383,11 @@ bool p2pg_map_handles_add(const struct p2pg_map_handle *h)
 			&s->state, &state, SLOT_BUSY, memory_order_acq_rel, memory_order_relaxed))
 			continue;
 		begin_write(&s->seq);
-		atomic_store_explicit(&s->handle, h->handle, memory_order_relaxed);
-		atomic_store_explicit(&s->owner, h->owner, memory_order_relaxed);
-		atomic_store_explicit(&s->mapping_id, h->mapping_id, memory_order_relaxed);
-		atomic_store_explicit(&s->handle_type, h->handle_type, memory_order_relaxed);
-		atomic_store_explicit(&s->refs, 1, memory_order_relaxed);
+		atomic_store_explicit(&s->handle, h->handle, memory_order_release);
+		atomic_store_explicit(&s->owner, h->owner, memory_order_release);
+		atomic_store_explicit(&s->mapping_id, h->mapping_id, memory_order_release);
+		atomic_store_explicit(&s->handle_type, h->handle_type, memory_order_release);
+		atomic_store_explicit(&s->refs, 1, memory_order_release);
 		end_write(&s->seq);
 		atomic_fetch_add_explicit(&handles_live, 1, memory_order_relaxed);
 		atomic_store_explicit(&s->state, SLOT_LIVE, memory_order_release);
