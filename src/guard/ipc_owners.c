@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -40,7 +41,7 @@ struct slot {
 	_Atomic uint32_t pid;
 	_Atomic uint64_t key;
 	_Atomic uint64_t uuid[2];
-	_Atomic uint64_t pid_namespace;
+	_Atomic uint64_t pid_space;
 };
 _Static_assert(sizeof(struct slot) == 40, "a slot is 40 bytes");
 
@@ -57,6 +58,8 @@ static size_t table_bytes(uint32_t slots)
 }
 
 static struct table *table;
+/* Its slot count as checked when mapped: the file's own field is not read again. */
+static uint32_t table_slots;
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Monotonic ns before which the file is not looked for again: by an importer (none was there),
  * by an exporter (it could not be made or used: each export would pay the attempt again). */
@@ -127,6 +130,7 @@ static struct table *map_table(bool create)
 		munmap(t, mapped);
 		return NULL;
 	}
+	table_slots = t->slots; /* published with the table */
 	return t;
 }
 
@@ -181,22 +185,36 @@ static bool device_uuid(int device, uint64_t uuid[2])
 	return true;
 }
 
-/* The pid namespace's inode, so that a process judges only its own namespace's process ids;
- * 0 when unknown (then it judges none). */
-static uint64_t own_pid_namespace(void)
+/* Where this process's pid means something: this boot of this host (its boot_id: a spool folder
+ * on a shared file system may hold other hosts' slots) and this PID namespace (its inode).
+ * 0 when unknown: then no other process's slot is judged. Not kept: a child may be in another
+ * namespace than its parent. */
+static uint64_t own_pid_space(void)
 {
-	static _Atomic uint64_t known;
-	uint64_t ns = atomic_load_explicit(&known, memory_order_relaxed);
-	struct stat st;
-	if (ns == 0 && stat("/proc/self/ns/pid", &st) == 0) {
-		ns = (uint64_t)st.st_ino;
-		atomic_store_explicit(&known, ns, memory_order_relaxed);
+	static _Atomic uint64_t boot;
+	uint64_t b = atomic_load_explicit(&boot, memory_order_relaxed);
+	if (b == 0) {
+		char id[64] = "";
+		int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd >= 0 ? read(fd, id, sizeof(id) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		if (n <= 0)
+			return 0;
+		b = 0xcbf29ce484222325ull;
+		for (ssize_t k = 0; k < n; k++)
+			b = (b ^ (unsigned char)id[k]) * 0x100000001b3ull;
+		atomic_store_explicit(&boot, b, memory_order_relaxed);
 	}
-	return ns;
+	struct stat st;
+	if (stat("/proc/self/ns/pid", &st) != 0)
+		return 0;
+	uint64_t space = (b ^ (uint64_t)st.st_ino) * 0x100000001b3ull;
+	return space ? space : 1;
 }
 
 struct entry {
-	uint64_t key, uuid[2], pid_namespace;
+	uint64_t key, uuid[2], pid_space;
 	uint32_t pid;
 };
 
@@ -207,12 +225,12 @@ static bool read_slot(struct slot *s, struct entry *e, uint32_t *seq)
 		uint32_t before = atomic_load_explicit(&s->seq, memory_order_acquire);
 		if (before == 0 || (before & 1))
 			return false;
-		e->key = atomic_load_explicit(&s->key, memory_order_relaxed);
-		e->uuid[0] = atomic_load_explicit(&s->uuid[0], memory_order_relaxed);
-		e->uuid[1] = atomic_load_explicit(&s->uuid[1], memory_order_relaxed);
-		e->pid = atomic_load_explicit(&s->pid, memory_order_relaxed);
-		e->pid_namespace = atomic_load_explicit(&s->pid_namespace, memory_order_relaxed);
-		atomic_thread_fence(memory_order_acquire);
+		/* Acquire: the count read again after them is read after them. */
+		e->key = atomic_load_explicit(&s->key, memory_order_acquire);
+		e->uuid[0] = atomic_load_explicit(&s->uuid[0], memory_order_acquire);
+		e->uuid[1] = atomic_load_explicit(&s->uuid[1], memory_order_acquire);
+		e->pid = atomic_load_explicit(&s->pid, memory_order_acquire);
+		e->pid_space = atomic_load_explicit(&s->pid_space, memory_order_acquire);
 		if (atomic_load_explicit(&s->seq, memory_order_relaxed) == before) {
 			*seq = before;
 			return true;
@@ -221,17 +239,20 @@ static bool read_slot(struct slot *s, struct entry *e, uint32_t *seq)
 	return false;
 }
 
-/* Fills s, taken from seq (0 or even): false when another writer took it first. */
+/* Fills s, taken from seq (0 or even): false when another writer took it first. The fields are
+ * release stores, so that a reader who sees any of them sees the odd count too (the
+ * compare-and-swap alone does not order the stores after it). The count skips 0 when it wraps: 0
+ * is an empty slot, which ends a probe. */
 static bool write_slot(struct slot *s, uint32_t seq, const struct entry *e)
 {
 	if (!atomic_compare_exchange_strong(&s->seq, &seq, seq + 1))
 		return false;
-	atomic_store_explicit(&s->pid, e->pid, memory_order_relaxed);
-	atomic_store_explicit(&s->pid_namespace, e->pid_namespace, memory_order_relaxed);
-	atomic_store_explicit(&s->key, e->key, memory_order_relaxed);
-	atomic_store_explicit(&s->uuid[0], e->uuid[0], memory_order_relaxed);
-	atomic_store_explicit(&s->uuid[1], e->uuid[1], memory_order_relaxed);
-	atomic_store_explicit(&s->seq, seq + 2, memory_order_release);
+	atomic_store_explicit(&s->pid, e->pid, memory_order_release);
+	atomic_store_explicit(&s->pid_space, e->pid_space, memory_order_release);
+	atomic_store_explicit(&s->key, e->key, memory_order_release);
+	atomic_store_explicit(&s->uuid[0], e->uuid[0], memory_order_release);
+	atomic_store_explicit(&s->uuid[1], e->uuid[1], memory_order_release);
+	atomic_store_explicit(&s->seq, seq + 2 ? seq + 2 : 2, memory_order_release);
 	return true;
 }
 
@@ -239,25 +260,25 @@ static bool write_slot(struct slot *s, uint32_t seq, const struct entry *e)
  * of another user answers EPERM; a reused pid only delays the slot's reuse). */
 static bool exporter_gone(const struct entry *e, const struct entry *mine)
 {
-	return e->pid_namespace != 0 && e->pid_namespace == mine->pid_namespace &&
-	       e->pid != mine->pid && e->pid > 0 && kill((pid_t)e->pid, 0) != 0 && errno == ESRCH;
+	return e->pid_space != 0 && e->pid_space == mine->pid_space && e->pid != mine->pid &&
+	       e->pid > 0 && e->pid <= INT_MAX && kill((pid_t)e->pid, 0) != 0 && errno == ESRCH;
 }
 
-static uint32_t probes(const struct table *t)
+static uint32_t probes(uint32_t slots)
 {
-	return t->slots < MAX_PROBES ? t->slots : MAX_PROBES;
+	return slots < MAX_PROBES ? slots : MAX_PROBES;
 }
 
 void p2pg_ipc_owners_note(const void *handle, int device)
 {
-	struct entry mine = {.pid = (uint32_t)getpid(), .pid_namespace = own_pid_namespace()};
+	struct entry mine = {.pid = (uint32_t)getpid(), .pid_space = own_pid_space()};
 	if (!handle || device < 0 || !device_uuid(device, mine.uuid))
 		return;
 	struct table *t = get_table(true);
 	if (!t)
 		return;
 	mine.key = key_of(handle);
-	uint32_t mask = t->slots - 1, window = probes(t);
+	uint32_t mask = table_slots - 1, window = probes(table_slots);
 	for (uint32_t k = 0; k < window; k++) {
 		struct slot *s = &t->slot[(mine.key + k) & mask];
 		struct entry e;
@@ -272,7 +293,9 @@ void p2pg_ipc_owners_note(const void *handle, int device)
 			continue;
 		/* The same handle again (the driver gives one per allocation), or a handle a
 		 * process that has ended made before: it is this process's now. */
-		if (e.pid == mine.pid || write_slot(s, seq, &mine))
+		if ((e.pid == mine.pid && e.pid_space == mine.pid_space &&
+		     e.uuid[0] == mine.uuid[0] && e.uuid[1] == mine.uuid[1]) ||
+		    write_slot(s, seq, &mine))
 			return;
 		k--;
 	}
@@ -297,7 +320,7 @@ int p2pg_ipc_owners_find(const void *handle)
 	if (!t)
 		return -1;
 	uint64_t key = key_of(handle), uuid[2];
-	uint32_t mask = t->slots - 1, window = probes(t);
+	uint32_t mask = table_slots - 1, window = probes(table_slots);
 	bool found = false;
 	for (uint32_t k = 0; k < window && !found; k++) {
 		struct slot *s = &t->slot[(key + k) & mask];

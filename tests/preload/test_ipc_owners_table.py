@@ -67,7 +67,7 @@ equal(open_rows(db, newest_process(db)), [(1, None, None)],
 equal(len([l for l in said if "p2pguard" in l and "full of live processes' handles" in l]), 1,
       "live table: the exporter says once that the table is full (%s)" % said)
 
-# ---- its handles again after it ended: the same exporter's slots stay its own ----
+# ---- a small table that is not full: an exporter's several handles each name the owner ----
 db = tempdb()
 owner, handles = start_owner(db, 3, **SMALL)
 opener = run([program("xproc_peer"), "ipc-open", "1"] + handles, db=db)
