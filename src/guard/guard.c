@@ -256,19 +256,25 @@ static bool is_device_memory(CUdeviceptr p)
 	       type == CU_MEMORYTYPE_DEVICE;
 }
 
-/* One device visible and no other device's or process's memory mapped here: no copy can cross
- * devices, and none needs the driver's pointer queries (39-72 ns each on an H200). The count is
- * fixed once the driver is initialised (CUDA_VISIBLE_DEVICES is read then). */
-static bool alone_on_one_device(void)
+/* The count is fixed once the driver is initialised (CUDA_VISIBLE_DEVICES is read then): asked
+ * until the driver answers, then kept. */
+int p2pg_visible_devices(void)
 {
 	static _Atomic int devices; /* 0: not known yet */
 	int n = atomic_load_explicit(&devices, memory_order_relaxed);
 	if (n == 0) {
 		if (p2pg_drv.cuDeviceGetCount(&n) != CUDA_SUCCESS || n <= 0)
-			return false;
+			return 0;
 		atomic_store_explicit(&devices, n, memory_order_relaxed);
 	}
-	return n == 1 && p2pg_map_ranges_live() == 0 &&
+	return n;
+}
+
+/* One device visible and no other device's or process's memory mapped here: no copy can cross
+ * devices, and none needs the driver's pointer queries (39-72 ns each on an H200). */
+static bool alone_on_one_device(void)
+{
+	return p2pg_visible_devices() == 1 && p2pg_map_ranges_live() == 0 &&
 	       !(p2pg_settings_get()->test_hooks & P2PG_TEST_LOCAL_COPIES);
 }
 

@@ -130,3 +130,5 @@ int p2pg_peers_enabled(int device);
 P2PG_CORE_API int p2pg_context_device(CUcontext ctx);
 /* The device of the current context, or -1. */
 P2PG_CORE_API int p2pg_current_device(void);
+/* How many devices the process sees; 0 until the driver can say. */
+int p2pg_visible_devices(void);

@@ -17,6 +17,7 @@
 
 #include "clock.h"
 #include "driver.h"
+#include "guard.h"
 #include "notice.h"
 #include "recorder.h"
 #include "settings.h"
@@ -336,10 +337,7 @@ int p2pg_ipc_owners_find(const void *handle)
 	}
 	if (!found)
 		return -1;
-	int devices = 0;
-	if (p2pg_drv.cuDeviceGetCount(&devices) != CUDA_SUCCESS)
-		return -1;
-	for (int d = 0; d < devices; d++) {
+	for (int d = 0, devices = p2pg_visible_devices(); d < devices; d++) {
 		uint64_t mine[2];
 		if (device_uuid(d, mine) && mine[0] == uuid[0] && mine[1] == uuid[1])
 			return d;

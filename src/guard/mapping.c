@@ -255,8 +255,7 @@ static void ipc_get(const struct p2pg_mapping *m, int status)
  * exporter's note of its handle says it (src/guard/ipc_owners.h), when the exporter is guarded. */
 static int ipc_owner(int named, const void *handle)
 {
-	int devices = 0;
-	if (named >= 0 && p2pg_drv.cuDeviceGetCount(&devices) == CUDA_SUCCESS && devices == 1)
+	if (named >= 0 && p2pg_visible_devices() == 1)
 		return named;
 	int owner = p2pg_ipc_owners_find(handle);
 	return owner >= 0 ? owner : NO_DEVICE;
