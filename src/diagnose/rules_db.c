@@ -49,20 +49,21 @@ static int bind_text(sqlite3_stmt *st, int index, const char *text)
 	return sqlite3_bind_text(st, index, text, -1, SQLITE_STATIC);
 }
 
-/* The table; with table_only nothing more. */
-static int insert_all(sqlite3 *db, const struct p2pg_ruleset *rs, bool table_only)
+static int create_tables(sqlite3 *db)
+{
+	return sqlite3_exec(db,
+			    "CREATE TABLE IF NOT EXISTS rules("
+			    "id TEXT PRIMARY KEY, title TEXT, error_codes TEXT, root_cause TEXT, "
+			    "advice TEXT, doc_url TEXT, confidence REAL, json TEXT);"
+			    "CREATE TABLE IF NOT EXISTS rule_sets(fingerprint INTEGER PRIMARY KEY, "
+			    "rules INTEGER)",
+			    NULL, NULL, NULL);
+}
+
+static int insert_all(sqlite3 *db, const struct p2pg_ruleset *rs)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	int rc;
-
-	rc = sqlite3_exec(db,
-			  "CREATE TABLE IF NOT EXISTS rules("
-			  "id TEXT PRIMARY KEY, title TEXT, error_codes TEXT, root_cause TEXT, "
-			  "advice TEXT, doc_url TEXT, confidence REAL, json TEXT)",
-			  NULL, NULL, NULL);
-	if (rc != SQLITE_OK || table_only)
-		return rc;
-	rc =
+	int rc =
 	    sqlite3_prepare_v2(db,
 			       "INSERT OR REPLACE INTO rules(id, title, error_codes, root_cause, "
 			       "advice, doc_url, confidence, json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
@@ -117,17 +118,10 @@ static int written_already(sqlite3 *db, uint64_t fp, bool *yes)
 {
 	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
 	*yes = false;
-	int rc =
-	    sqlite3_exec(db,
-			 "CREATE TABLE IF NOT EXISTS rule_sets(fingerprint INTEGER PRIMARY KEY, "
-			 "rules INTEGER)",
-			 NULL, NULL, NULL);
-	if (rc != SQLITE_OK)
-		return rc;
-	rc = sqlite3_prepare_v2(db,
-				"SELECT 1 FROM rule_sets WHERE fingerprint = ?1 AND "
-				"(SELECT count(*) FROM rules) >= rules",
-				-1, &st, NULL);
+	int rc = sqlite3_prepare_v2(db,
+				    "SELECT 1 FROM rule_sets WHERE fingerprint = ?1 AND "
+				    "(SELECT count(*) FROM rules) >= rules",
+				    -1, &st, NULL);
 	if (rc != SQLITE_OK)
 		return rc;
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)fp);
@@ -165,11 +159,11 @@ int p2pg_rules_write_sqlite(sqlite3 *db, const struct p2pg_ruleset *rs)
 		return errno_from_sqlite(rc);
 	uint64_t fp = fingerprint(rs);
 	bool done = false;
-	rc = insert_all(db, rs, true);
+	rc = create_tables(db);
 	if (rc == SQLITE_OK)
 		rc = written_already(db, fp, &done);
 	if (rc == SQLITE_OK && !done) {
-		rc = insert_all(db, rs, false);
+		rc = insert_all(db, rs);
 		if (rc == SQLITE_OK)
 			rc = note_written(db, rs, fp);
 	}
