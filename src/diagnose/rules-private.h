@@ -119,6 +119,7 @@ struct p2pg_rule {
 	size_t n_context_files;
 	unsigned context_frameworks; /* bit k: enum framework k (explain-line.h) */
 	unsigned folder_framework; /* the framework whose folder holds the rule (nccl/...), or 0 */
+	bool triage; /* category "triage": the answer for a line that names no cause */
 
 	struct note *notes;
 	size_t n_notes;

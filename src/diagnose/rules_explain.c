@@ -125,6 +125,10 @@ static int compare_candidates(const void *a, const void *b)
 	const struct candidate *x = a, *y = b;
 	if (x->clues != y->clues)
 		return x->clues > y->clues ? -1 : 1;
+	/* A triage answer says how to find the cause of a line that names none; any other rule
+	 * the line finds as well names a cause, however few of the line's words it matches. */
+	if (x->rule->triage != y->rule->triage)
+		return x->rule->triage ? 1 : -1;
 	if (x->score != y->score)
 		return x->score > y->score ? -1 : 1;
 	/* Text carries no evidence: the rules that need none first, then the narrower causes the

@@ -686,6 +686,8 @@ static struct p2pg_rule *rule_from_json(struct loader *ld, const struct p2pg_jso
 	v = member(root, "confidence");
 	if (v)
 		r->confidence = v->number;
+	v = member(root, "category");
+	r->triage = v && strcmp(v->string, "triage") == 0;
 
 	v = member(root, "codes");
 	if (v)

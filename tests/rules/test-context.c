@@ -515,6 +515,35 @@ static void test_framework_folders(void)
 	p2pg_ruleset_free(rs);
 }
 
+/* A triage answer (category "triage") is for a line that names no cause: a rule that names one
+ * and that the line finds as well comes first, even when the triage's regex matches more of the
+ * line; alone, the triage answers. */
+static void test_triage_last(void)
+{
+	struct p2pg_ruleset *rs = p2pg_ruleset_new();
+	add_ok(rs, entry("t/fault-triage", "[101]",
+			 "  \"category\": \"triage\",\n"
+			 "  \"regex\": \"CUDA driver error: invalid device ordinal\",\n"));
+	add_ok(rs, entry("t/rendezvous", "[101]", "  \"regex\": \"symm_mem.rendezvous\",\n"));
+
+	check_str(first(rs, "\"CUDA driver error: invalid device ordinal\" when calling "
+			    "`symm_mem.rendezvous`"),
+		  "t/rendezvous");
+	check_str(first(rs, "RuntimeError: CUDA driver error: invalid device ordinal"),
+		  "t/fault-triage");
+	p2pg_ruleset_free(rs);
+
+	/* Without the category the longer match wins, as for any two rules. */
+	rs = p2pg_ruleset_new();
+	add_ok(rs, entry("t/fault", "[101]",
+			 "  \"regex\": \"CUDA driver error: invalid device ordinal\",\n"));
+	add_ok(rs, entry("t/rendezvous", "[101]", "  \"regex\": \"symm_mem.rendezvous\",\n"));
+	check_str(first(rs, "\"CUDA driver error: invalid device ordinal\" when calling "
+			    "`symm_mem.rendezvous`"),
+		  "t/fault");
+	p2pg_ruleset_free(rs);
+}
+
 static void test_notes(void)
 {
 	struct p2pg_ruleset *rs = p2pg_ruleset_new();
@@ -561,6 +590,7 @@ int main(void)
 	RUN(test_anchored);
 	RUN(test_calls_in_words);
 	RUN(test_framework_folders);
+	RUN(test_triage_last);
 	RUN(test_notes);
 	return test_failures ? 1 : 0;
 }
