@@ -13,6 +13,14 @@ rule may be listed for it, except a rule tagged "not-p2p" (a triage answer whose
 about P2P). A line may also carry "why": the labeller's reading of the thread, which explains
 the label and is not scored.
 
+A line whose text names nothing of its cause (a bare "an illegal memory access was encountered",
+where the fault was noticed, not what caused it) expects the triage answer of its failure, as the
+NCCL "unhandled cuda error" lines always have: the same bare text comes from P2P and from
+single-GPU threads, and the triage says how to tell them apart. Such a line keeps the cause its
+thread showed in "thread_cause"; the score is also printed against those causes ("strict"), which
+no answer to the text alone can reach.
+"relabelled" says why a line's label changed after it was gathered (a reviewed relabelling).
+
 Exits 1 when any non-P2P line of the corpus gets P2P advice, and when the corpus misses the goal
 (P2P lines right at the top) unless a baseline is given. With --baseline the goal is reported, and
 the corpus fails on regressions instead: every P2P line the baseline file names (one key per line,
@@ -54,7 +62,7 @@ def load(path):
 
 
 def score(binary, rows, verbose, name):
-    counts = {"right": 0, "partly": 0, "none": 0, "misleading": 0}
+    counts = {"right": 0, "partly": 0, "none": 0, "misleading": 0, "triage": 0, "strict": 0}
     right_keys = set()
     p2p_total = 0
     other_total = 0
@@ -77,6 +85,8 @@ def score(binary, rows, verbose, name):
             if ids and ids[0] == row["expect"]:
                 verdict = "right"
                 right_keys.add(line_key(row))
+                if "thread_cause" in row:
+                    counts["triage"] += 1
             elif row["expect"] in ids:
                 verdict = "partly"
             elif not ids:
@@ -84,6 +94,8 @@ def score(binary, rows, verbose, name):
             else:
                 verdict = "misleading"
             counts[verdict] += 1
+            if ids and ids[0] == row.get("thread_cause", row["expect"]):
+                counts["strict"] += 1
         if verbose or verdict not in ("right", "ok"):
             got = ids[0] if ids else "-"
             print(f"  [{name}] {verdict:10} expect {row['expect']:48} got {got}")
@@ -104,6 +116,10 @@ def table(title, result):
     for key, label in (("right", "right at the top"), ("partly", "partly (listed lower)"),
                        ("none", "no rule"), ("misleading", "misleading (another rule first)")):
         print(f"| {label} | {counts[key]} | {pct(counts[key], p2p_total)} |")
+    print(f"| (of those right: the triage of a line that names no cause) | {counts['triage']} | "
+          f"{pct(counts['triage'], p2p_total)} |")
+    print(f"| strict: right against the thread's cause | {counts['strict']} | "
+          f"{pct(counts['strict'], p2p_total)} |")
     print("| **non-P2P lines** | | |")
     print(f"| no P2P advice | {other_clean} | {pct(other_clean, other_total)} |")
     print(f"| answered with P2P advice | {len(advised)} | {pct(len(advised), other_total)} |")
