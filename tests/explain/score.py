@@ -20,6 +20,9 @@ single-GPU threads, and the triage says how to tell them apart. Such a line keep
 thread showed in "thread_cause"; the score is also printed against those causes ("strict"), which
 no answer to the text alone can reach.
 "relabelled" says why a line's label changed after it was gathered (a reviewed relabelling).
+A held-out line may carry "bare" instead (true: the gatherer read its text as naming nothing of
+its cause); its label is the thread's cause, and a triage answer (tags "triage" and "not-p2p")
+first counts as right, in the triage row, while the strict row needs the label.
 
 Exits 1 when any non-P2P line of the corpus gets P2P advice, and when the corpus misses the goal
 (P2P lines right at the top) unless a baseline is given. With --baseline the goal is reported, and
@@ -47,8 +50,11 @@ def explain(binary, text):
     if out.returncode not in (0, 1):
         raise SystemExit(f"p2pguard explain failed ({out.returncode}) on {text!r}: {out.stderr}")
     doc = json.loads(out.stdout)
-    return [(m["id"], "not-p2p" in ((m.get("rule") or {}).get("tags") or []))
-            for m in doc["matches"]]
+    matches = []
+    for m in doc["matches"]:
+        tags = (m.get("rule") or {}).get("tags") or []
+        matches.append((m["id"], "not-p2p" in tags, "triage" in tags and "not-p2p" in tags))
+    return matches
 
 
 def line_key(row):
@@ -82,10 +88,13 @@ def score(binary, rows, verbose, name):
                 verdict = "ok"
         else:
             p2p_total += 1
-            if ids and ids[0] == row["expect"]:
+            # A held-out line the gatherer marked "bare" (it names nothing of its cause) is
+            # right with a triage answer first, as the corpus's lines with "thread_cause" are.
+            bare_triage = row.get("bare") is True and bool(matches) and matches[0][2]
+            if ids and (ids[0] == row["expect"] or bare_triage):
                 verdict = "right"
                 right_keys.add(line_key(row))
-                if "thread_cause" in row:
+                if "thread_cause" in row or (bare_triage and ids[0] != row["expect"]):
                     counts["triage"] += 1
             elif row["expect"] in ids:
                 verdict = "partly"
