@@ -64,10 +64,21 @@ def check_tree(value, depth):
         value.encode("utf-8")  # a lone surrogate cannot be encoded
 
 
+def count_values(value):
+    """JSON values in the tree, keys not counted: what json_value_lines() counts in the text, so
+    that the C reader of checked text need not count them again (json.h)."""
+    if isinstance(value, dict):
+        return 1 + sum(count_values(item) for item in value.values())
+    if isinstance(value, list):
+        return 1 + sum(count_values(item) for item in value)
+    return 1
+
+
 def strict_json(data):
-    """True when the C reader for checked text may read data (json_checked.c): everything jansson
-    would refuse, the checks here refuse too. A file that fails is still compiled in, marked
-    unchecked, so that the loader's strict reader reports what is wrong with it."""
+    """The number of values in data when the C reader for checked text may read it
+    (json_checked.c), else 0: everything jansson would refuse, the checks here refuse too. A file
+    that fails is still compiled in, marked unchecked, so that the loader's strict reader reports
+    what is wrong with it."""
     try:
         text = data.decode("utf-8")
         if text.startswith("\ufeff"):
@@ -77,8 +88,8 @@ def strict_json(data):
                            parse_constant=reject_constant)
         check_tree(value, 0)
     except (ValueError, UnicodeError, RecursionError):
-        return False
-    return True
+        return 0
+    return count_values(value)
 
 
 def c_string_lines(data):
@@ -155,7 +166,8 @@ def main():
         parts.append("\t{\n\t\t\"%s\",\n" % rel.replace(os.sep, "/"))
         for literal in c_string_lines(data):
             parts.append("\t\t%s\n" % literal)
-        parts.append("\t\t,%d, %s,\n\t},\n" % (len(data), "true" if strict_json(data) else "false"))
+        values = strict_json(data)
+        parts.append("\t\t,%d, %s, %d,\n\t},\n" % (len(data), "true" if values else "false", values))
     if not listed:
         # An empty initializer list is not C11.
         parts.append("\t{0},\n")

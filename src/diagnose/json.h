@@ -58,6 +58,13 @@ int p2pg_json_parse(const char *text, size_t len, struct p2pg_json **ret,
  * for anything it does not expect, and the caller then asks p2pg_json_parse why; -ENOMEM.
  */
 int p2pg_json_parse_checked(const char *text, size_t len, struct p2pg_json **ret);
+/*
+ * The same with the number of values the text holds (keys not counted) given: the build counts
+ * them (scripts/embed-rules.py), which saves the pass that counts them here, a fifth of reading
+ * the rules. 0 counts them here. A wrong count is answered with -EINVAL, like any other surprise.
+ */
+int p2pg_json_parse_checked_values(const char *text, size_t len, size_t values,
+				   struct p2pg_json **ret);
 
 void p2pg_json_free(struct p2pg_json *value); /* accepts NULL */
 

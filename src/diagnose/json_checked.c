@@ -315,16 +315,19 @@ static bool read_value(struct reader *rd, int depth, struct p2pg_json **ret)
 	}
 }
 
-int p2pg_json_parse_checked(const char *text, size_t len, struct p2pg_json **ret)
+int p2pg_json_parse_checked_values(const char *text, size_t len, size_t values,
+				   struct p2pg_json **ret)
 {
-	struct reader rd = {.p = text, .end = text + len, .line = 1};
+	struct reader rd = {.p = text, .end = text + len, .line = 1, .n_nodes = values};
 	int r;
 
 	if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
 		rd.p += 3;
-	r = json_value_lines(rd.p, rd.end, NULL, &rd.n_nodes);
-	if (r < 0)
-		return r;
+	if (values == 0) {
+		r = json_value_lines(rd.p, rd.end, NULL, &rd.n_nodes);
+		if (r < 0)
+			return r;
+	}
 	if (rd.n_nodes == 0 || rd.n_nodes > SIZE_MAX / (4 * sizeof(void *) + sizeof(*rd.nodes)))
 		return -EINVAL;
 	size_t n = rd.n_nodes;
@@ -355,4 +358,9 @@ int p2pg_json_parse_checked(const char *text, size_t len, struct p2pg_json **ret
 	}
 	*ret = rd.nodes;
 	return 0;
+}
+
+int p2pg_json_parse_checked(const char *text, size_t len, struct p2pg_json **ret)
+{
+	return p2pg_json_parse_checked_values(text, len, 0, ret);
 }

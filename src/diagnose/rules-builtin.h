@@ -13,6 +13,7 @@ struct p2pg_builtin_rule {
 	const char *text; /* the file's bytes, NUL-terminated */
 	size_t len;	  /* without the NUL */
 	bool checked;	  /* strict JSON, as scripts/embed-rules.py checks it */
+	size_t values;	  /* JSON values in the text, keys not counted (0: not counted) */
 };
 
 extern const struct p2pg_builtin_rule p2pg_builtin_rules[];

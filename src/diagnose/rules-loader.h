@@ -17,7 +17,8 @@ struct loader {
 	void *userdata;
 	int problems;
 	bool nomem;
-	bool builtin; /* a built-in rule: its regex is compiled at first use */
+	bool builtin;	       /* a built-in rule: its regex is compiled at first use */
+	size_t builtin_values; /* a built-in text's JSON values, as the build counted them */
 };
 
 void ld_problem(struct loader *ld, int line, const char *fmt, ...)

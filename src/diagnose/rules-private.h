@@ -179,8 +179,9 @@ void rules_report(p2pg_rules_report_fn report, void *userdata, const char *file,
 int rules_add_text(struct p2pg_ruleset *rs, const char *file, const char *id_path, const char *text,
 		   size_t len, p2pg_rules_report_fn report, void *userdata, int *problems);
 /* The same for a built-in rule: text the build has checked, NUL-terminated, which lives as long as
- * the program. It is read without jansson unless the faster reader finds it is not what the build
- * passed, and the rule keeps it rather than a copy. */
+ * the program, with the number of JSON values the build counted in it (0: count them). It is read
+ * without jansson unless the faster reader finds it is not what the build passed, and the rule
+ * keeps it rather than a copy. */
 int rules_add_builtin_text(struct p2pg_ruleset *rs, const char *file, const char *id_path,
-			   const char *text, size_t len, p2pg_rules_report_fn report,
+			   const char *text, size_t len, size_t values, p2pg_rules_report_fn report,
 			   void *userdata, int *problems);

@@ -280,7 +280,7 @@ int p2pg_ruleset_load_builtin(struct p2pg_ruleset *rs, p2pg_rules_report_fn repo
 		if (has_suffix(id_path, ".json"))
 			id_path[strlen(id_path) - strlen(".json")] = '\0';
 		int r = b->checked ? rules_add_builtin_text(rs, file, id_path, b->text, b->len,
-							    report, userdata, &problems)
+							    b->values, report, userdata, &problems)
 				   : rules_add_text(rs, file, id_path, b->text, b->len, report,
 						    userdata, &problems);
 		if (r == -ENOMEM)

@@ -781,7 +781,7 @@ static int add_entry(struct p2pg_ruleset *rs, struct loader *ld, const char *id_
 	int rc = -EINVAL;
 
 	if (builtin)
-		rc = p2pg_json_parse_checked(text, len, &root);
+		rc = p2pg_json_parse_checked_values(text, len, ld->builtin_values, &root);
 	if (rc == -EINVAL)
 		rc = p2pg_json_parse(text, len, &root, &error);
 	if (rc == -ENOMEM)
@@ -817,11 +817,14 @@ static int add_entry(struct p2pg_ruleset *rs, struct loader *ld, const char *id_
 
 /* Adds one entry; *problems grows by the number of problems reported. */
 static int add_text(struct p2pg_ruleset *rs, const char *file, const char *id_path,
-		    const char *text, size_t len, bool builtin, p2pg_rules_report_fn report,
-		    void *userdata, int *problems)
+		    const char *text, size_t len, bool builtin, size_t values,
+		    p2pg_rules_report_fn report, void *userdata, int *problems)
 {
-	struct loader ld = {
-	    .file = file, .report = report, .userdata = userdata, .builtin = builtin};
+	struct loader ld = {.file = file,
+			    .report = report,
+			    .userdata = userdata,
+			    .builtin = builtin,
+			    .builtin_values = values};
 	int rc = add_entry(rs, &ld, id_path, text, len);
 	if (problems)
 		*problems += ld.problems;
@@ -831,12 +834,12 @@ static int add_text(struct p2pg_ruleset *rs, const char *file, const char *id_pa
 int rules_add_text(struct p2pg_ruleset *rs, const char *file, const char *id_path, const char *text,
 		   size_t len, p2pg_rules_report_fn report, void *userdata, int *problems)
 {
-	return add_text(rs, file, id_path, text, len, false, report, userdata, problems);
+	return add_text(rs, file, id_path, text, len, false, 0, report, userdata, problems);
 }
 
 int rules_add_builtin_text(struct p2pg_ruleset *rs, const char *file, const char *id_path,
-			   const char *text, size_t len, p2pg_rules_report_fn report,
+			   const char *text, size_t len, size_t values, p2pg_rules_report_fn report,
 			   void *userdata, int *problems)
 {
-	return add_text(rs, file, id_path, text, len, true, report, userdata, problems);
+	return add_text(rs, file, id_path, text, len, true, values, report, userdata, problems);
 }

@@ -51,8 +51,19 @@ static void test_checked_at_build(void)
 		if (d)
 			fprintf(stderr, "rules/%s:%d: the two readers differ\n", b->path, d);
 		check_int(d, 0);
+		p2pg_json_free(checked);
+
+		/* The build's count of values is the reader's own (the same tree, without the pass
+		 * that counts them), and a count one off either way is refused, not read past. */
+		checked = NULL;
+		check_int(p2pg_json_parse_checked_values(b->text, b->len, b->values, &checked), 0);
+		check_int(json_first_difference(strict, checked), 0);
 		p2pg_json_free(strict);
 		p2pg_json_free(checked);
+		check_int(p2pg_json_parse_checked_values(b->text, b->len, b->values + 1, &checked),
+			  -EINVAL);
+		check_int(p2pg_json_parse_checked_values(b->text, b->len, b->values - 1, &checked),
+			  -EINVAL);
 	}
 }
 
