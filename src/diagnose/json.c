@@ -268,8 +268,10 @@ const struct p2pg_json *p2pg_json_member(const struct p2pg_json *object, const c
 {
 	if (!object || object->type != P2PG_JSON_OBJECT)
 		return NULL;
+	/* The first letter rules out most keys without a call: loading the rules asks for every
+	 * field of every rule this way. */
 	for (size_t k = 0; k < object->count; k++)
-		if (strcmp(object->keys[k], key) == 0)
+		if (object->keys[k][0] == key[0] && strcmp(object->keys[k], key) == 0)
 			return object->items[k];
 	return NULL;
 }

@@ -332,7 +332,12 @@ int p2pg_json_parse_checked_values(const char *text, size_t len, size_t values,
 		return -EINVAL;
 	size_t n = rd.n_nodes;
 	/* The layout p2pg_json_parse uses, so that p2pg_json_free frees either tree. */
-	rd.nodes = calloc(1, n * sizeof(*rd.nodes) + 2 * n * sizeof(void *) + len + 1);
+	/* Only the nodes start zeroed: the item and key slots and the string bytes are written
+	 * before anything reads them, and zeroing them too cost a twentieth of loading the rules.
+	 */
+	rd.nodes = malloc(n * sizeof(*rd.nodes) + 2 * n * sizeof(void *) + len + 1);
+	if (rd.nodes)
+		memset(rd.nodes, 0, n * sizeof(*rd.nodes));
 	rd.pending_items = malloc(n * sizeof(*rd.pending_items));
 	rd.pending_keys = malloc(n * sizeof(*rd.pending_keys));
 	if (!rd.nodes || !rd.pending_items || !rd.pending_keys) {

@@ -176,8 +176,10 @@ static const struct field {
 
 static const struct field *field_lookup(const char *name)
 {
+	/* The first letter rules out most names without a call (every rule of every command
+	 * passes here). */
 	for (size_t k = 0; k < sizeof(fields) / sizeof(fields[0]); k++)
-		if (strcmp(fields[k].name, name) == 0)
+		if (fields[k].name[0] == name[0] && strcmp(fields[k].name, name) == 0)
 			return &fields[k];
 	return NULL;
 }
