@@ -82,8 +82,11 @@ struct p2pg_rule {
 	char *file;
 	char *json;
 	bool json_is_builtin; /* json is the compiled-in text, not a copy to free */
-	char *advice;
-	char *dead_ends_text;
+	/* "action (NN% success): how" a line each, built at first use (rules.c): explain prints
+	 * the workarounds of a few rules and needs neither, and building them for every rule was a
+	 * twentieth of loading the rules. */
+	_Atomic(char *) advice;
+	_Atomic(char *) dead_ends_text;
 	double confidence;
 
 	int *codes;

@@ -8,6 +8,8 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,8 +67,8 @@ void rules_rule_free(struct p2pg_rule *r)
 	free(r->file);
 	if (!r->json_is_builtin)
 		free(r->json);
-	free(r->advice);
-	free(r->dead_ends_text);
+	free(atomic_load(&r->advice));
+	free(atomic_load(&r->dead_ends_text));
 	free(r->codes);
 	rules_strings_free(r->apis, r->n_apis);
 	free(r->statuses);
@@ -158,9 +160,61 @@ const char *p2pg_rule_root_cause(const struct p2pg_rule *rule)
 	return rule ? rule->root_cause : NULL;
 }
 
+/* The workarounds (or dead ends) as "action (NN% success): how" lines, or NULL without memory. */
+static char *remedy_lines(const struct workaround *w, size_t n, bool workarounds)
+{
+	size_t size = 1;
+	for (size_t k = 0; k < n; k++)
+		size += (w[k].action ? strlen(w[k].action) : 0) +
+			(w[k].how ? strlen(w[k].how) : 0) + 40;
+	char *out = malloc(size);
+	if (!out)
+		return NULL;
+	char *p = out;
+	*p = '\0';
+	for (size_t k = 0; k < n; k++) {
+		size_t left = size - (size_t)(p - out);
+		if (workarounds)
+			p += snprintf(p, left, "%s (%.0f%% success)%s%s\n", w[k].action,
+				      w[k].rate * 100.0, w[k].how ? ": " : "",
+				      w[k].how ? w[k].how : "");
+		else if (w[k].rate >= 0)
+			p += snprintf(
+			    p, left, "%s%s%s (fails %.0f%%)\n", w[k].action ? w[k].action : "",
+			    w[k].action && *w[k].action ? ": " : "", w[k].how, w[k].rate * 100.0);
+		else
+			p += snprintf(p, left, "%s%s%s\n", w[k].action ? w[k].action : "",
+				      w[k].action && *w[k].action ? ": " : "", w[k].how);
+	}
+	if (p > out)
+		p[-1] = '\0'; /* no newline after the last line */
+	return out;
+}
+
+/* Built by the first caller; threads that race each build one and all but the first to publish
+ * free theirs, so every caller gets the same text for the life of the rule. */
+static const char *remedies_once(_Atomic(char *) *slot, const struct workaround *w, size_t n,
+				 bool workarounds)
+{
+	char *text = atomic_load_explicit(slot, memory_order_acquire);
+	if (text)
+		return text;
+	char *built = remedy_lines(w, n, workarounds);
+	if (!built)
+		return "";
+	if (atomic_compare_exchange_strong_explicit(slot, &text, built, memory_order_acq_rel,
+						    memory_order_acquire))
+		return built;
+	free(built);
+	return text;
+}
+
 const char *p2pg_rule_advice(const struct p2pg_rule *rule)
 {
-	return rule ? rule->advice : NULL;
+	if (!rule)
+		return NULL;
+	struct p2pg_rule *r = (struct p2pg_rule *)rule;
+	return remedies_once(&r->advice, r->workarounds, r->n_workarounds, true);
 }
 
 const char *p2pg_rule_doc_url(const struct p2pg_rule *rule)
@@ -185,7 +239,10 @@ double p2pg_rule_confidence(const struct p2pg_rule *rule)
 
 const char *p2pg_rule_dead_ends(const struct p2pg_rule *rule)
 {
-	return rule ? rule->dead_ends_text : NULL;
+	if (!rule || rule->n_dead_ends == 0)
+		return NULL;
+	struct p2pg_rule *r = (struct p2pg_rule *)rule;
+	return remedies_once(&r->dead_ends_text, r->dead_ends, r->n_dead_ends, false);
 }
 
 size_t p2pg_rule_codes(const struct p2pg_rule *rule, const int **ret_codes)

@@ -614,36 +614,6 @@ static int compare_workarounds(const void *a, const void *b)
 	return x->order < y->order ? -1 : x->order > y->order;
 }
 
-static char *percent_lines(struct loader *ld, const struct workaround *w, size_t n,
-			   bool workarounds)
-{
-	size_t size = 1;
-	for (size_t k = 0; k < n; k++)
-		size += (w[k].action ? strlen(w[k].action) : 0) +
-			(w[k].how ? strlen(w[k].how) : 0) + 40;
-	char *out = ld_alloc_array(ld, size, 1);
-	if (!out)
-		return NULL;
-	char *p = out;
-	for (size_t k = 0; k < n; k++) {
-		size_t left = size - (size_t)(p - out);
-		if (workarounds)
-			p += snprintf(p, left, "%s (%.0f%% success)%s%s\n", w[k].action,
-				      w[k].rate * 100.0, w[k].how ? ": " : "",
-				      w[k].how ? w[k].how : "");
-		else if (w[k].rate >= 0)
-			p += snprintf(
-			    p, left, "%s%s%s (fails %.0f%%)\n", w[k].action ? w[k].action : "",
-			    w[k].action && *w[k].action ? ": " : "", w[k].how, w[k].rate * 100.0);
-		else
-			p += snprintf(p, left, "%s%s%s\n", w[k].action ? w[k].action : "",
-				      w[k].action && *w[k].action ? ": " : "", w[k].how);
-	}
-	if (p > out)
-		p[-1] = '\0'; /* no newline after the last line */
-	return out;
-}
-
 /* Builds a rule from a parsed entry. id_path is the file's path relative to its rules folder
  * without ".json", or NULL when the entry does not come from a folder. */
 static struct p2pg_rule *rule_from_json(struct loader *ld, const struct p2pg_json *root,
@@ -751,11 +721,6 @@ static struct p2pg_rule *rule_from_json(struct loader *ld, const struct p2pg_jso
 		goto fail_soft;
 
 	qsort(r->workarounds, r->n_workarounds, sizeof(*r->workarounds), compare_workarounds);
-	r->advice = percent_lines(ld, r->workarounds, r->n_workarounds, true);
-	if (r->n_dead_ends)
-		r->dead_ends_text = percent_lines(ld, r->dead_ends, r->n_dead_ends, false);
-	if (ld->nomem)
-		goto fail_soft;
 	return r;
 
 fail_soft:

@@ -86,14 +86,18 @@ static const char *const thread_lines[] = {
 struct explainer {
 	const struct p2pg_ruleset *rs;
 	const struct p2pg_rule *top[THREAD_LINES];
+	const char *advice[THREAD_LINES], *dead_ends[THREAD_LINES];
 };
 
+/* The advice texts too are built at their first use, by whichever thread asks first. */
 static void *explain_lines(void *arg)
 {
 	struct explainer *e = arg;
 	for (size_t k = 0; k < THREAD_LINES; k++) {
 		e->top[k] = NULL;
 		p2pg_ruleset_explain(e->rs, thread_lines[k], &e->top[k], 1);
+		e->advice[k] = p2pg_rule_advice(e->top[k]);
+		e->dead_ends[k] = p2pg_rule_dead_ends(e->top[k]);
 	}
 	return NULL;
 }
@@ -116,8 +120,13 @@ static void test_regex_threads(void)
 		for (size_t l = 0; l < THREAD_LINES; l++) {
 			const struct p2pg_rule *a = alone.top[l], *b = many[k].top[l];
 			check((a == NULL) == (b == NULL));
-			if (a && b)
+			if (a && b) {
 				check_str(p2pg_rule_id(b), p2pg_rule_id(a));
+				check_str(many[k].advice[l], alone.advice[l]);
+				/* one text a rule, whichever thread built it */
+				check(many[k].advice[l] == many[0].advice[l]);
+				check(many[k].dead_ends[l] == many[0].dead_ends[l]);
+			}
 			answered += b != NULL;
 		}
 	}
