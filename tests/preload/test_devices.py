@@ -141,7 +141,30 @@ proc = subprocess.Popen([program("rt_peer"), "copier", counts, "1"], env=env, st
                         text=True)
 proc.stdout.readline()  # READY
 wait_for_copies(counts, 1)
-time.sleep(0.3)  # the drainer's spool-only loop: a try every 50 ms
+
+
+def spool_holds(text, timeout=20.0):
+    """The drainer's spool-only loop writes the devices within about 50 ms of the driver's
+    start, later on a loaded machine: wait until the process's spool holds the last device's
+    UUID, then a moment for the record's publication, which follows it at once."""
+    end = time.time() + timeout
+    while time.time() < end:
+        for name in os.listdir(db + ".spool") if os.path.isdir(db + ".spool") else []:
+            if not name.startswith("%d-" % proc.pid):  # "<pid>-<start>.spool", its own
+                continue
+            try:
+                with open(os.path.join(db + ".spool", name), "rb") as f:
+                    if text in f.read():
+                        time.sleep(0.2)
+                        return True
+            except OSError:
+                pass
+        time.sleep(0.05)
+    return False
+
+
+check(spool_holds(by_pci["00000000:12:00.0"].encode()),
+      "the killed process's devices reached its spool while the database was locked")
 proc.send_signal(signal.SIGKILL)
 proc.wait()
 lock.execute("ROLLBACK")
