@@ -27,7 +27,8 @@
  * (sglang/srt/distributed/parallel_state.py); "Test CUDA failure" and "Test NCCL failure" are
  * nccl-tests' own checks (src/common.h). Triton Inference Server is named by its programs and by
  * its wording of CUDA shared memory ("failed to register CUDA shared memory region"), never by
- * "triton" alone, which is also OpenAI's kernel compiler. NVIDIA Fabric Manager's journal lines
+ * "triton" alone, which is also OpenAI's kernel compiler, nor by its install folder
+ * (names_triton_server). NVIDIA Fabric Manager's journal lines
  * carry its program name (nv-fabricmanager) or, in its own log file, its multicast team set-up
  * for NVLS ("in the multicast team request setup"). WSL 2 is a platform rather than a framework,
  * but it is named the same way, by words only its users' logs carry (the kernel's
@@ -55,9 +56,7 @@ static const struct {
     [FW_NVBANDWIDTH] = {"nvbandwidth", {"nvbandwidth", NULL}},
     [FW_NCCL_TESTS] = {"nccl-tests",
 		       {"nccl-tests", "Test CUDA failure", "Test NCCL failure", NULL}},
-    [FW_TRITON] = {"triton",
-		   {"tritonserver", "tritonclient", "perf_analyzer", "CUDA shared memory region",
-		    NULL}},
+    [FW_TRITON] = {"triton", {"tritonclient", "perf_analyzer", "CUDA shared memory region", NULL}},
     [FW_FABRIC_MANAGER] = {"fabric-manager",
 			   {"fabricmanager", "fabric manager", "multicast team", NULL}},
     [FW_WSL] = {"wsl",
@@ -115,9 +114,23 @@ static bool names_nccl_driver_check(const char *text)
 	return false;
 }
 
+/* Triton Inference Server's program, "tritonserver", but not its install folder
+ * (/opt/tritonserver/...): other frameworks' backends run from there and print their own errors
+ * with that path (lmdeploy's TurboMind allocator, FasterTransformer). */
+static bool names_triton_server(const char *text)
+{
+	static const char word[] = "tritonserver";
+	for (const char *p = text; (p = strcasestr(p, word)); p++)
+		if (p == text || p[-1] != '/')
+			return true;
+	return false;
+}
+
 static unsigned read_frameworks(const char *text)
 {
 	unsigned found = names_nccl_driver_check(text) ? 1u << FW_NCCL : 0;
+	if (names_triton_server(text))
+		found |= 1u << FW_TRITON;
 	for (int k = 0; k < FW_COUNT; k++)
 		for (size_t m = 0; frameworks[k].markers[m]; m++)
 			if (strcasestr(text, frameworks[k].markers[m]))

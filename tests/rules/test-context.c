@@ -284,6 +284,13 @@ static void test_frameworks(void)
 		  "t/triton");
 	check_str(first(rs, "triton.compiler: failed to open CUDA IPC handle: invalid argument"),
 		  "(none)");
+	/* The server's program names it; its install folder, where other frameworks' backends run
+	 * (lmdeploy's TurboMind, FasterTransformer), does not. */
+	check_str(first(rs, "tritonserver: failed to open CUDA IPC handle: invalid argument"),
+		  "t/triton");
+	check_str(first(rs, "what(): [FT][ERROR] failed to open CUDA IPC handle: invalid argument "
+			    "/opt/tritonserver/lmdeploy/src/turbomind/utils/allocator.h:252"),
+		  "(none)");
 	p2pg_ruleset_free(rs);
 }
 
