@@ -20,9 +20,10 @@ single-GPU threads, and the triage says how to tell them apart. Such a line keep
 thread showed in "thread_cause"; the score is also printed against those causes ("strict"), which
 no answer to the text alone can reach.
 "relabelled" says why a line's label changed after it was gathered (a reviewed relabelling).
-A held-out line may carry "bare" instead (true: the gatherer read its text as naming nothing of
-its cause); its label is the thread's cause, and a triage answer (tags "triage" and "not-p2p")
-first counts as right, in the triage row, while the strict row needs the label.
+The lines of held-out rounds 17 on carry "bare" instead (true: the gatherer read the text as
+naming nothing of its cause), also once they join the corpus: their label is the thread's cause,
+and for a bare one a triage answer (tags "triage" and "not-p2p") first counts as right, in the
+triage row, while the strict row needs the label.
 
 Exits 1 when any non-P2P line of the corpus gets P2P advice, and when the corpus misses the goal
 (P2P lines right at the top) unless a baseline is given. With --baseline the goal is reported, and
@@ -88,8 +89,8 @@ def score(binary, rows, verbose, name):
                 verdict = "ok"
         else:
             p2p_total += 1
-            # A held-out line the gatherer marked "bare" (it names nothing of its cause) is
-            # right with a triage answer first, as the corpus's lines with "thread_cause" are.
+            # A line the gatherer marked "bare" (it names nothing of its cause) is right with a
+            # triage answer first, as the lines with "thread_cause" are.
             bare_triage = row.get("bare") is True and bool(matches) and matches[0][2]
             if ids and (ids[0] == row["expect"] or bare_triage):
                 verdict = "right"
