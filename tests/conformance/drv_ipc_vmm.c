@@ -127,8 +127,17 @@ static int importer(int sock)
 	check_code(cuMemImportFromShareableHandle(&bad, (void *)(uintptr_t)null_fd,
 						  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
 		   CUDA_ERROR_UNKNOWN, "[importer] importing a descriptor that is not an export");
+	/* A closed number that no other thread of the process can be given in the meantime: open()
+	 * and its relatives take the lowest free number, so a high one stays closed (a low one was
+	 * once reused by the guard's own thread opening its database, and the import then read a
+	 * file that was not an export). */
+	int closed_fd = fcntl(null_fd, F_DUPFD_CLOEXEC, 200);
+	if (closed_fd < 0)
+		closed_fd = null_fd;
+	else
+		close(closed_fd);
 	close(null_fd);
-	check_code(cuMemImportFromShareableHandle(&bad, (void *)(uintptr_t)null_fd,
+	check_code(cuMemImportFromShareableHandle(&bad, (void *)(uintptr_t)closed_fd,
 						  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
 		   CUDA_ERROR_UNKNOWN, "[importer] importing a closed descriptor");
 	if (!check_code(cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)fd,
