@@ -74,7 +74,7 @@ def count_values(value):
     return 1
 
 
-def strict_json(data):
+def checked_values(data):
     """The number of values in data when the C reader for checked text may read it
     (json_checked.c), else 0: everything jansson would refuse, the checks here refuse too. A file
     that fails is still compiled in, marked unchecked, so that the loader's strict reader reports
@@ -166,7 +166,7 @@ def main():
         parts.append("\t{\n\t\t\"%s\",\n" % rel.replace(os.sep, "/"))
         for literal in c_string_lines(data):
             parts.append("\t\t%s\n" % literal)
-        values = strict_json(data)
+        values = checked_values(data)
         parts.append("\t\t,%d, %s, %d,\n\t},\n" % (len(data), "true" if values else "false", values))
     if not listed:
         # An empty initializer list is not C11.

@@ -28,9 +28,9 @@
  * nccl-tests' own checks (src/common.h). Triton Inference Server is named by its programs and by
  * its wording of CUDA shared memory ("failed to register CUDA shared memory region"), never by
  * "triton" alone, which is also OpenAI's kernel compiler, nor by its install folder
- * (names_triton_server). NVIDIA Fabric Manager's journal lines
- * carry its program name (nv-fabricmanager) or, in its own log file, its multicast team set-up
- * for NVLS ("in the multicast team request setup"). WSL 2 is a platform rather than a framework,
+ * (names_triton_server). NVIDIA Fabric Manager's journal lines carry its program name
+ * (nv-fabricmanager) or, in its own log file, its multicast team set-up for NVLS ("in the
+ * multicast team request setup"). WSL 2 is a platform rather than a framework,
  * but it is named the same way, by words only its users' logs carry (the kernel's
  * "microsoft-standard-WSL2", Docker Desktop, which runs Linux containers inside it), and it decides
  * the same kind of thing: CUDA IPC is not available there. */

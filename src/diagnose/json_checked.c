@@ -331,10 +331,9 @@ int p2pg_json_parse_checked_values(const char *text, size_t len, size_t values,
 	if (rd.n_nodes == 0 || rd.n_nodes > SIZE_MAX / (4 * sizeof(void *) + sizeof(*rd.nodes)))
 		return -EINVAL;
 	size_t n = rd.n_nodes;
-	/* The layout p2pg_json_parse uses, so that p2pg_json_free frees either tree. */
-	/* Only the nodes start zeroed: the item and key slots and the string bytes are written
-	 * before anything reads them, and zeroing them too cost a twentieth of loading the rules.
-	 */
+	/* The layout p2pg_json_parse uses, so that p2pg_json_free frees either tree. Only the nodes
+	 * start zeroed: the item and key slots and the string bytes are written before anything
+	 * reads them, and zeroing them too cost a twentieth of loading the rules. */
 	rd.nodes = malloc(n * sizeof(*rd.nodes) + 2 * n * sizeof(void *) + len + 1);
 	if (rd.nodes)
 		memset(rd.nodes, 0, n * sizeof(*rd.nodes));

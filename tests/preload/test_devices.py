@@ -5,6 +5,7 @@ be joined by GPU. `failure_report` names the host and the failing devices' UUIDs
 travel through the spool: a SIGKILLed process whose database was locked still has them after
 `p2pguard recover`. The simulated machine's devices have stable UUIDs and PCI bus ids; the fake
 NVML (tests/diagnosis/fakenvml) knows its first two, at indices 0 and 1."""
+import glob
 import os
 import re
 import signal
@@ -143,17 +144,15 @@ proc.stdout.readline()  # READY
 wait_for_copies(counts, 1)
 
 
-def spool_holds(text, timeout=20.0):
-    """The drainer's spool-only loop writes the devices within about 50 ms of the driver's
-    start, later on a loaded machine: wait until the process's spool holds the last device's
-    UUID, then a moment for the record's publication, which follows it at once."""
-    end = time.time() + timeout
-    while time.time() < end:
-        for name in os.listdir(db + ".spool") if os.path.isdir(db + ".spool") else []:
-            if not name.startswith("%d-" % proc.pid):  # "<pid>-<start>.spool", its own
-                continue
+def spool_holds(pid, text, timeout=20.0):
+    """The drainer's spool-only loop writes the devices within about 50 ms of the driver's start,
+    later on a loaded machine: wait until process pid's spool ("<pid>-<start>.spool6") holds
+    text, then a moment for the record's publication, which follows its fields at once."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path in glob.glob("%s.spool/%d-*" % (db, pid)):
             try:
-                with open(os.path.join(db + ".spool", name), "rb") as f:
+                with open(path, "rb") as f:
                     if text in f.read():
                         time.sleep(0.2)
                         return True
@@ -163,7 +162,7 @@ def spool_holds(text, timeout=20.0):
     return False
 
 
-check(spool_holds(by_pci["00000000:12:00.0"].encode()),
+check(spool_holds(proc.pid, by_pci["00000000:12:00.0"].encode()),
       "the killed process's devices reached its spool while the database was locked")
 proc.send_signal(signal.SIGKILL)
 proc.wait()
