@@ -121,6 +121,15 @@ static bool read_unicode_escape(struct reader *rd, char **out)
 	return put_bytes(rd, out, utf8, n);
 }
 
+/* The bytes that end a run of plain string text: the closing quote, an escape, a control
+ * character (which the grammar refuses inside a string). Most of the rules' bytes are long
+ * strings, so one table look-up a byte is the reader's main cost. */
+static const bool ends_string_run[256] = {
+    [0x00 ... 0x1f] = true,
+    ['"'] = true,
+    ['\\'] = true,
+};
+
 /* The string whose opening quote rd->p is at, unescaped into the tree's bytes. */
 static char *read_string(struct reader *rd, size_t *ret_len)
 {
@@ -130,9 +139,16 @@ static char *read_string(struct reader *rd, size_t *ret_len)
 		if (rd->p == rd->end)
 			return NULL;
 		const char *run = rd->p;
-		while (rd->p < rd->end && *rd->p != '"' && *rd->p != '\\' &&
-		       (unsigned char)*rd->p >= 0x20)
-			rd->p++;
+		const unsigned char *q = (const unsigned char *)rd->p;
+		const unsigned char *end = (const unsigned char *)rd->end;
+		while (end - q >= 8 &&
+		       !(ends_string_run[q[0]] | ends_string_run[q[1]] | ends_string_run[q[2]] |
+			 ends_string_run[q[3]] | ends_string_run[q[4]] | ends_string_run[q[5]] |
+			 ends_string_run[q[6]] | ends_string_run[q[7]]))
+			q += 8;
+		while (q < end && !ends_string_run[*q])
+			q++;
+		rd->p = (const char *)q;
 		if (!put_bytes(rd, &out, run, (size_t)(rd->p - run)) || rd->p == rd->end)
 			return NULL;
 		if (*rd->p == '"')
