@@ -141,6 +141,8 @@ struct p2pg_rule {
 struct p2pg_ruleset {
 	struct p2pg_rule **rules;
 	size_t count;
+	/* Set once an id arrived that does not sort after the one before it (see add_entry). */
+	bool ids_unordered;
 };
 
 void rules_rule_free(struct p2pg_rule *r); /* accepts NULL */

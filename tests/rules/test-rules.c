@@ -481,6 +481,27 @@ static void test_duplicate(void)
 	p2pg_ruleset_free(rs);
 }
 
+/* The loader looks for a twin only once ids stop arriving in their files' order, so a repeat is
+ * found however the ids came: sorted, then one out of order ("t/a-b.json" sorts before
+ * "t/a.json"), then a repeat that sorts after the one before it. */
+static void test_duplicate_after_order_breaks(void)
+{
+	const char *ids[] = {"t/a", "t/c", "t/a-b", "t/c"};
+	struct p2pg_ruleset *rs = p2pg_ruleset_new();
+	struct captured c = {0};
+	for (size_t k = 0; k < 4; k++) {
+		char line[64];
+		snprintf(line, sizeof(line), "\"id\": \"%s\"", ids[k]);
+		const char *text = with(base, "\"id\": \"test/sample\"", line);
+		check_int(p2pg_ruleset_add_text(rs, "x.json", text, strlen(text), capture, &c),
+			  k == 3 ? -EEXIST : 0);
+	}
+	check_int(c.n, 1);
+	check_str(c.message, "duplicate id \"t/c\" (also in x.json)");
+	check_int(p2pg_ruleset_count(rs), 3);
+	p2pg_ruleset_free(rs);
+}
+
 /* ---- Matching ---- */
 
 static const char *rule_text(const char *id, const char *match, double confidence)
@@ -733,6 +754,7 @@ int main(void)
 	RUN(test_builtin_regex);
 	RUN(test_null_and_seed_fields);
 	RUN(test_duplicate);
+	RUN(test_duplicate_after_order_breaks);
 	RUN(test_match);
 	RUN(test_explain);
 	RUN(test_examples_behave);
