@@ -35,7 +35,7 @@ static bool parse_example(struct loader *ld, const struct p2pg_json *v, const ch
 		return false;
 
 	if (text) {
-		snprintf(sub, sizeof(sub), "%s.text", path);
+		ld_field_key(sub, sizeof(sub), path, "text");
 		if (!ld_expect_type(ld, text, sub, P2PG_JSON_STRING))
 			return false;
 		if (v->count > 1) {
@@ -55,7 +55,7 @@ static bool parse_example(struct loader *ld, const struct p2pg_json *v, const ch
 	}
 	const struct p2pg_json *api = p2pg_json_member(v, "api");
 	if (api) {
-		snprintf(sub, sizeof(sub), "%s.api", path);
+		ld_field_key(sub, sizeof(sub), path, "api");
 		if (!ld_expect_type(ld, api, sub, P2PG_JSON_STRING))
 			return false;
 		ex->api = ld_copy(ld, api->string);
@@ -72,7 +72,7 @@ static bool parse_example(struct loader *ld, const struct p2pg_json *v, const ch
 	}
 	const struct p2pg_json *facts = p2pg_json_member(v, "facts");
 	if (facts) {
-		snprintf(sub, sizeof(sub), "%s.facts", path);
+		ld_field_key(sub, sizeof(sub), path, "facts");
 		if (!ld_expect_type(ld, facts, sub, P2PG_JSON_OBJECT))
 			return false;
 		ex->facts = ld_alloc_array(ld, facts->count, sizeof(*ex->facts));
@@ -112,7 +112,7 @@ static bool parse_example_list(struct loader *ld, const struct p2pg_json *exampl
 	char path[32];
 	const struct p2pg_json *list = p2pg_json_member(examples, name);
 
-	snprintf(path, sizeof(path), "examples.%s", name);
+	ld_field_key(path, sizeof(path), "examples", name);
 	if (!list) {
 		ld_problem(ld, examples->line, "missing required field \"%s\"", path);
 		return false;
@@ -129,7 +129,7 @@ static bool parse_example_list(struct loader *ld, const struct p2pg_json *exampl
 	bool ok = true;
 	for (size_t k = 0; k < list->count; k++) {
 		char sub[64];
-		snprintf(sub, sizeof(sub), "%s[%zu]", path, k);
+		ld_field_index(sub, sizeof(sub), path, k);
 		ok &= parse_example(ld, list->items[k], sub, r, &(*ret)[k]);
 		*ret_n = k + 1;
 	}

@@ -68,6 +68,43 @@ bool ld_expect_type(struct loader *ld, const struct p2pg_json *v, const char *pa
 	return false;
 }
 
+static size_t append(char *buf, size_t size, size_t at, const char *s, size_t n)
+{
+	if (at + 1 >= size)
+		return at;
+	if (n > size - 1 - at)
+		n = size - 1 - at;
+	memcpy(buf + at, s, n);
+	buf[at + n] = '\0';
+	return at + n;
+}
+
+void ld_field_key(char *buf, size_t size, const char *path, const char *key)
+{
+	if (!size)
+		return;
+	buf[0] = '\0';
+	size_t at = append(buf, size, 0, path, strlen(path));
+	at = append(buf, size, at, ".", 1);
+	append(buf, size, at, key, strlen(key));
+}
+
+void ld_field_index(char *buf, size_t size, const char *path, size_t k)
+{
+	char digits[24];
+	size_t n = sizeof(digits);
+	do
+		digits[--n] = (char)('0' + k % 10);
+	while ((k /= 10) && n > 1);
+	digits[--n] = '[';
+	if (!size)
+		return;
+	buf[0] = '\0';
+	size_t at = append(buf, size, 0, path, strlen(path));
+	at = append(buf, size, at, digits + n, sizeof(digits) - n);
+	append(buf, size, at, "]", 1);
+}
+
 static bool expect_rate(struct loader *ld, const struct p2pg_json *v, const char *path)
 {
 	if (v->type == P2PG_JSON_NUMBER && v->number >= 0.0 && v->number <= 1.0)
@@ -504,7 +541,7 @@ static bool parse_remedies(struct loader *ld, const struct p2pg_json *v, const c
 
 		*ret_n = k + 1;
 		w->order = k;
-		snprintf(path, sizeof(path), "%s[%zu]", name, k);
+		ld_field_index(path, sizeof(path), name, k);
 		if (!ld_expect_type(ld, item, path, P2PG_JSON_OBJECT)) {
 			ok = false;
 			continue;
@@ -521,7 +558,7 @@ static bool parse_remedies(struct loader *ld, const struct p2pg_json *v, const c
 		}
 		char sub[128];
 		const struct p2pg_json *text = member(item, text_key);
-		snprintf(sub, sizeof(sub), "%s.%s", path, text_key);
+		ld_field_key(sub, sizeof(sub), path, text_key);
 		if (!text) {
 			ld_problem(ld, item->line, "missing required field \"%s\"", sub);
 			ok = false;
@@ -534,7 +571,7 @@ static bool parse_remedies(struct loader *ld, const struct p2pg_json *v, const c
 			ok = false;
 		}
 		const struct p2pg_json *extra = member(item, extra_key);
-		snprintf(sub, sizeof(sub), "%s.%s", path, extra_key);
+		ld_field_key(sub, sizeof(sub), path, extra_key);
 		if (extra && ld_expect_type(ld, extra, sub, P2PG_JSON_STRING)) {
 			if (workarounds)
 				w->how = extra->length ? ld_copy(ld, extra->string) : NULL;
@@ -544,7 +581,7 @@ static bool parse_remedies(struct loader *ld, const struct p2pg_json *v, const c
 			ok = false;
 		}
 		const struct p2pg_json *rate = member(item, rate_key);
-		snprintf(sub, sizeof(sub), "%s.%s", path, rate_key);
+		ld_field_key(sub, sizeof(sub), path, rate_key);
 		if (rate) {
 			ok &= expect_rate(ld, rate, sub);
 			w->rate = rate->number;

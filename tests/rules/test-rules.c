@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "p2pguard/rules.h"
+#include "rules-loader.h"
 #include "rules-private.h"
 #include "rules-test.h"
 
@@ -481,6 +482,23 @@ static void test_duplicate(void)
 	p2pg_ruleset_free(rs);
 }
 
+/* The names fields go by in messages, put together without printf: many digits, and cut like
+ * snprintf cuts. */
+static void test_field_names(void)
+{
+	char buf[32];
+	ld_field_index(buf, sizeof(buf), "examples.matches", 1234);
+	check_str(buf, "examples.matches[1234]");
+	ld_field_index(buf, sizeof(buf), "workarounds", 0);
+	check_str(buf, "workarounds[0]");
+	ld_field_key(buf, sizeof(buf), "dead_ends[3]", "why_fails");
+	check_str(buf, "dead_ends[3].why_fails");
+	ld_field_key(buf, 12, "dead_ends[3]", "why_fails");
+	check_str(buf, "dead_ends[3");
+	ld_field_index(buf, 9, "notes", 42);
+	check_str(buf, "notes[42");
+}
+
 /* The loader looks for a twin only once ids stop arriving in their files' order, so a repeat is
  * found however the ids came: sorted, then one out of order ("t/a-b.json" sorts before
  * "t/a.json"), then a repeat that sorts after the one before it. */
@@ -753,6 +771,7 @@ int main(void)
 	RUN(test_builtin_path);
 	RUN(test_builtin_regex);
 	RUN(test_null_and_seed_fields);
+	RUN(test_field_names);
 	RUN(test_duplicate);
 	RUN(test_duplicate_after_order_breaks);
 	RUN(test_match);
