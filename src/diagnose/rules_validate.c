@@ -775,17 +775,23 @@ static int ruleset_append(struct p2pg_ruleset *rs, struct p2pg_rule *r)
 	return 0;
 }
 
+/* An id's k-th byte as its file's name has it: the id, then ".json", then the end. */
+static unsigned char file_name_byte(const char *id, size_t len, size_t k)
+{
+	static const char suffix[] = ".json";
+	if (k < len)
+		return (unsigned char)id[k];
+	k -= len;
+	return k < sizeof(suffix) ? (unsigned char)suffix[k] : 0;
+}
+
 /* Ids compared as their files' names are, the order in which the build lists the built-in
  * rules: "x/a-b" before "x/a", since "x/a-b.json" sorts before "x/a.json". */
 static int file_order(const char *a, const char *b)
 {
-	static const char suffix[] = ".json";
 	size_t la = strlen(a), lb = strlen(b);
 	for (size_t k = 0;; k++) {
-		unsigned char ca =
-		    k < la ? (unsigned char)a[k] : (unsigned char)suffix[k - la < 5 ? k - la : 5];
-		unsigned char cb =
-		    k < lb ? (unsigned char)b[k] : (unsigned char)suffix[k - lb < 5 ? k - lb : 5];
+		unsigned char ca = file_name_byte(a, la, k), cb = file_name_byte(b, lb, k);
 		if (ca != cb || !ca)
 			return ca - cb;
 	}
