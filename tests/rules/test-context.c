@@ -235,6 +235,12 @@ static void test_reading(void)
 	check_str(first(rs, "EFA internal error: (801) Failure to post internal receive buffers"),
 		  "(none)");
 	check_str(first(rs, "internal error: (801)"), "t/notsupported");
+	/* CUDA statuses are never negative: "returned -1" is a C call's result, not status 1. */
+	add_ok(rs, entry("t/efault", "[]", "  \"regex\": \"Bad address\",\n"));
+	check_str(first(rs, "process_vm_writev(pid=1 length=64) returned -801: Bad address"),
+		  "t/efault");
+	check_str(first(rs, "cuMemMap returned -801"), "(none)");
+	check_str(first(rs, "cuMemMap returned 801"), "t/notsupported");
 	/* At the start of the line too, and "cu" must start a call's name. */
 	check_str(first(rs, "non-zero status: 3 building transport map failed"), "(none)");
 	check_str(first(rs, "x: non-zero status: 3 current device"), "(none)");
