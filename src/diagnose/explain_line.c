@@ -243,6 +243,25 @@ static bool foreign_call_name(const char *q, const char *end)
 	return false;
 }
 
+/*
+ * Whether the word [q, end) is a system call written with its parentheses ("unix client connect()
+ * error: 2", GPUDirect-TCPX's socket to its receive daemon): what follows is an errno, ENOENT here,
+ * not CUDA's out of memory.
+ */
+static bool system_call_name(const char *q, const char *end, const char *limit)
+{
+	static const char *const calls[] = {"connect", "bind",	  "accept", "listen", "socket",
+					    "sendmsg", "recvmsg", "send",   "recv",   "open",
+					    "mmap",    "ioctl",	  "read",   "write",  NULL};
+	size_t len = (size_t)(end - q);
+	if (end + 2 > limit || end[0] != '(' || end[1] != ')')
+		return false;
+	for (size_t k = 0; calls[k]; k++)
+		if (len == strlen(calls[k]) && strncmp(q, calls[k], len) == 0)
+			return true;
+	return false;
+}
+
 static bool foreign_call_before(const char *text, const char *p)
 {
 	bool foreign = false;
@@ -254,7 +273,7 @@ static bool foreign_call_before(const char *text, const char *p)
 		const char *end = q;
 		while (end < p && is_word_char(*end))
 			end++;
-		if (foreign_call_name(q, end))
+		if (foreign_call_name(q, end) || system_call_name(q, end, p))
 			foreign = true;
 		else if (starts_call_name(q))
 			foreign = false;

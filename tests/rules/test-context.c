@@ -241,6 +241,13 @@ static void test_reading(void)
 		  "t/efault");
 	check_str(first(rs, "cuMemMap returned -801"), "(none)");
 	check_str(first(rs, "cuMemMap returned 801"), "t/notsupported");
+	/* After a system call written with its parentheses the number is its errno (ENOENT from
+	 * connect() to a daemon's socket), not a CUDA status; without them, or after a CUDA call
+	 * named later, it is read as before. */
+	check_str(first(rs, "unix client connect() error: 801 Bad address"), "t/efault");
+	check_str(first(rs, "connect error: 801"), "t/notsupported");
+	check_str(first(rs, "connect() failed, then cuMemMap returned error 801"),
+		  "t/notsupported");
 	/* At the start of the line too, and "cu" must start a call's name. */
 	check_str(first(rs, "non-zero status: 3 building transport map failed"), "(none)");
 	check_str(first(rs, "x: non-zero status: 3 current device"), "(none)");
