@@ -282,6 +282,41 @@ static bool foreign_call_before(const char *text, const char *p)
 	return foreign;
 }
 
+/*
+ * Whether a verbs work completion's status text follows the number in parentheses, as
+ * ibv_wc_status_str() spells it ("status=4(local protection error)", MoRI's CQE line): the number
+ * is the completion's status, not CUDA's 4.
+ */
+static bool verbs_completion_status_after(const char *p)
+{
+	static const char *const texts[] = {"local length error",
+					    "local QP operation error",
+					    "local EE context operation error",
+					    "local protection error",
+					    "Work Request Flushed Error",
+					    "memory management operation error",
+					    "bad response error",
+					    "local access error",
+					    "remote invalid request error",
+					    "remote access error",
+					    "remote operation error",
+					    "transport retry counter exceeded",
+					    "RNR retry counter exceeded",
+					    "local RDD violation error",
+					    "remote invalid RD request",
+					    "response timeout error",
+					    "general error",
+					    NULL};
+	while (*p == ' ')
+		p++;
+	if (*p != '(')
+		return false;
+	for (size_t k = 0; texts[k]; k++)
+		if (strncasecmp(p + 1, texts[k], strlen(texts[k])) == 0)
+			return true;
+	return false;
+}
+
 static bool number_is_status(const char *text, const char *start, const char *end, long value)
 {
 	static const char *const words[] = {"error",  "err",	  "code", "status", "failure",
@@ -368,7 +403,8 @@ static void read_numbers(const char *text, struct line_clues *c)
 		if (p - start > (hex ? 10 : 6))
 			continue;
 		value = strtol(start, NULL, hex ? 16 : 10);
-		if (value > 0 && value < 100000 && number_is_status(text, start, p, value))
+		if (value > 0 && value < 100000 && !verbs_completion_status_after(p) &&
+		    number_is_status(text, start, p, value))
 			add_status(c, (int)value, (size_t)(p - start));
 	}
 }

@@ -248,6 +248,11 @@ static void test_reading(void)
 	check_str(first(rs, "connect error: 801"), "t/notsupported");
 	check_str(first(rs, "connect() failed, then cuMemMap returned error 801"),
 		  "t/notsupported");
+	/* A verbs work completion's status, its text in parentheses, is not CUDA's; a CUDA
+	 * message in parentheses keeps the number a status. */
+	check_str(first(rs, "CQE error: wr_id=17 status=801(local protection error) Bad address"),
+		  "t/efault");
+	check_str(first(rs, "cuMemMap status=801 (operation not supported)"), "t/notsupported");
 	/* At the start of the line too, and "cu" must start a call's name. */
 	check_str(first(rs, "non-zero status: 3 building transport map failed"), "(none)");
 	check_str(first(rs, "x: non-zero status: 3 current device"), "(none)");
