@@ -33,6 +33,20 @@ bool p2pg_explain_is_log(const char *text)
 	return false;
 }
 
+char *p2pg_explain_log_next_line(char **p)
+{
+	char *line = *p;
+	if (!*line)
+		return NULL;
+	size_t len = strcspn(line, "\n");
+	*p = line + len;
+	if (**p)
+		*(*p)++ = '\0';
+	if (len && line[len - 1] == '\r')
+		line[len - 1] = '\0';
+	return line;
+}
+
 /* Digits read as one '0' each run, so that "rank 3 pid 1234" and "rank 12 pid 77" are alike. */
 static uint64_t shape_hash(const char *s)
 {
@@ -126,14 +140,8 @@ int p2pg_explain_log_read(const struct p2pg_ruleset *rs, const char *text,
 	if (!log.buf || !log.lines || seen_grow(&set) < 0)
 		goto out;
 
-	for (char *p = log.buf; *p;) {
-		char *line = p;
-		size_t len = strcspn(p, "\n");
-		p += len;
-		if (*p)
-			*p++ = '\0';
-		if (len && line[len - 1] == '\r')
-			line[len - 1] = '\0';
+	char *p = log.buf;
+	for (char *line; (line = p2pg_explain_log_next_line(&p));) {
 		number++;
 		if (is_blank(line))
 			continue;

@@ -36,5 +36,11 @@ int p2pg_explain_log_read(const struct p2pg_ruleset *rs, const char *text,
 			  struct p2pg_explain_log *ret);
 void p2pg_explain_log_done(struct p2pg_explain_log *log);
 
+/*
+ * The next line of a log in the buffer at *p, cut in place (its end of line and a '\r' before it
+ * removed), *p moved past it; NULL at the buffer's end. Lines come as the log reader reads them.
+ */
+char *p2pg_explain_log_next_line(char **p);
+
 /* True when text holds more than one non-blank line: explain reads it as a log. */
 bool p2pg_explain_is_log(const char *text);
