@@ -190,3 +190,6 @@ int rules_add_text(struct p2pg_ruleset *rs, const char *file, const char *id_pat
 int rules_add_builtin_text(struct p2pg_ruleset *rs, const char *file, const char *id_path,
 			   const char *text, size_t len, size_t values, p2pg_rules_report_fn report,
 			   void *userdata, int *problems);
+/* Adds p2pg_builtin_rules[k] to rs, as rules_add_builtin_text. */
+int rules_load_builtin_one(struct p2pg_ruleset *rs, size_t k, p2pg_rules_report_fn report,
+			   void *userdata, int *problems);

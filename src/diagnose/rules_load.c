@@ -265,26 +265,30 @@ int p2pg_ruleset_load_dir(struct p2pg_ruleset *rs, const char *dir, p2pg_rules_r
 	return r;
 }
 
+int rules_load_builtin_one(struct p2pg_ruleset *rs, size_t k, p2pg_rules_report_fn report,
+			   void *userdata, int *problems)
+{
+	const struct p2pg_builtin_rule *b = &p2pg_builtin_rules[k];
+	char file[PATH_MAX], id_path[PATH_MAX];
+
+	snprintf(file, sizeof(file), "rules/%s", b->path);
+	snprintf(id_path, sizeof(id_path), "%s", b->path);
+	if (has_suffix(id_path, ".json"))
+		id_path[strlen(id_path) - strlen(".json")] = '\0';
+	return b->checked
+		   ? rules_add_builtin_text(rs, file, id_path, b->text, b->len, b->values, report,
+					    userdata, problems)
+		   : rules_add_text(rs, file, id_path, b->text, b->len, report, userdata, problems);
+}
+
 int p2pg_ruleset_load_builtin(struct p2pg_ruleset *rs, p2pg_rules_report_fn report, void *userdata)
 {
 	int problems = 0;
 
 	if (!rs)
 		return -EINVAL;
-	for (size_t k = 0; k < p2pg_builtin_rule_count; k++) {
-		const struct p2pg_builtin_rule *b = &p2pg_builtin_rules[k];
-		char file[PATH_MAX], id_path[PATH_MAX];
-
-		snprintf(file, sizeof(file), "rules/%s", b->path);
-		snprintf(id_path, sizeof(id_path), "%s", b->path);
-		if (has_suffix(id_path, ".json"))
-			id_path[strlen(id_path) - strlen(".json")] = '\0';
-		int r = b->checked ? rules_add_builtin_text(rs, file, id_path, b->text, b->len,
-							    b->values, report, userdata, &problems)
-				   : rules_add_text(rs, file, id_path, b->text, b->len, report,
-						    userdata, &problems);
-		if (r == -ENOMEM)
-			return r;
-	}
+	for (size_t k = 0; k < p2pg_builtin_rule_count; k++)
+		if (rules_load_builtin_one(rs, k, report, userdata, &problems) == -ENOMEM)
+			return -ENOMEM;
 	return problems;
 }
