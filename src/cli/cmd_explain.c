@@ -194,7 +194,7 @@ int p2pg_cmd_explain(int argc, char **argv)
 		return 2;
 	}
 
-	rs = p2pg_cli_load_rules(NULL);
+	rs = p2pg_cli_load_rules_for_text(text);
 	if (!rs) {
 		free(text);
 		return 2;

@@ -10,7 +10,9 @@
 #include <string.h>
 
 #include "commands.h"
+#include "explain_log.h"
 #include "p2pguard/rules.h"
+#include "rules-gate.h"
 
 static void print_problem(void *userdata, const char *file, int line, const char *message)
 {
@@ -21,7 +23,41 @@ static void print_problem(void *userdata, const char *file, int line, const char
 		fprintf(out, "%s: %s\n", file, message);
 }
 
-struct p2pg_ruleset *p2pg_cli_load_rules(int *ret_problems)
+/* A log of more lines than this reaches most rules anyway: it reads them all. */
+#define GATED_LOG_LINES 256
+
+/*
+ * The builtin rules that may explain text (one line, or a log's lines each on its own): a log is
+ * split as the log reader splits it. Returns as p2pg_ruleset_load_builtin.
+ */
+static int load_builtin_for_text(struct p2pg_ruleset *rs, const char *text)
+{
+	if (!p2pg_explain_is_log(text))
+		return p2pg_ruleset_load_builtin_for_lines(rs, &text, 1, p2pg_builtin_gates,
+							   p2pg_builtin_gate_count, print_problem,
+							   stderr);
+	const char *lines[GATED_LOG_LINES];
+	size_t n = 0;
+	char *buf = strdup(text), *p = buf;
+	if (!buf)
+		return -ENOMEM;
+	bool too_many = false;
+	for (char *line; !too_many && (line = p2pg_explain_log_next_line(&p));) {
+		if (!line[strspn(line, " \t\r\f\v")])
+			continue;
+		too_many = n == GATED_LOG_LINES;
+		if (!too_many)
+			lines[n++] = line;
+	}
+	int r = too_many ? p2pg_ruleset_load_builtin(rs, print_problem, stderr)
+			 : p2pg_ruleset_load_builtin_for_lines(rs, lines, n, p2pg_builtin_gates,
+							       p2pg_builtin_gate_count,
+							       print_problem, stderr);
+	free(buf);
+	return r;
+}
+
+static struct p2pg_ruleset *load_rules(const char *text, int *ret_problems)
 {
 	struct p2pg_ruleset *rs = p2pg_ruleset_new();
 	const char *user = getenv("P2PGUARD_RULES");
@@ -31,7 +67,10 @@ struct p2pg_ruleset *p2pg_cli_load_rules(int *ret_problems)
 		fprintf(stderr, "p2pguard: out of memory\n");
 		return NULL;
 	}
-	r = p2pg_ruleset_load_builtin(rs, print_problem, stderr);
+	if (text && !(user && *user))
+		r = load_builtin_for_text(rs, text);
+	else
+		r = p2pg_ruleset_load_builtin(rs, print_problem, stderr);
 	if (r < 0) {
 		fprintf(stderr, "p2pguard: cannot load the builtin rules: %s\n", strerror(-r));
 		p2pg_ruleset_free(rs);
@@ -51,6 +90,16 @@ struct p2pg_ruleset *p2pg_cli_load_rules(int *ret_problems)
 	if (ret_problems)
 		*ret_problems = problems;
 	return rs;
+}
+
+struct p2pg_ruleset *p2pg_cli_load_rules(int *ret_problems)
+{
+	return load_rules(NULL, ret_problems);
+}
+
+struct p2pg_ruleset *p2pg_cli_load_rules_for_text(const char *text)
+{
+	return load_rules(text, NULL);
 }
 
 static void usage(FILE *out)

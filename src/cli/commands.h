@@ -21,3 +21,7 @@ struct p2pg_ruleset;
  * Returns NULL (after saying why) when the set cannot be built.
  */
 struct p2pg_ruleset *p2pg_cli_load_rules(int *ret_problems);
+/* The same for explaining text (a line or a log): of the builtin rules, only those its lines can
+ * reach (rules-gate.h); every rule when P2PGUARD_RULES is set, so that a user's rule is checked
+ * against all the builtin ones as always. */
+struct p2pg_ruleset *p2pg_cli_load_rules_for_text(const char *text);
