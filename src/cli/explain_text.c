@@ -183,12 +183,16 @@ static int explain_log(FILE *out, const struct p2pg_ruleset *rs, const char *tex
 		log.n_listed + log.n_unlisted, log.n_lines);
 	for (size_t k = 0; k < log.n_listed; k++) {
 		const struct p2pg_explain_line *line = &log.lines[k];
-		size_t len = strlen(line->text);
+		size_t len = strlen(line->text), shown = len > QUOTED ? QUOTED : len;
+		/* Not inside a character: back to the start of a UTF-8 sequence. */
+		while (shown < len && shown > 0 &&
+		       ((unsigned char)line->text[shown] & 0xc0) == 0x80)
+			shown--;
 		fprintf(out, "\n  line %zu", line->number);
 		if (line->repeats)
 			fprintf(out, " (and %zu more like it)", line->repeats);
-		fprintf(out, ": %s\n    %.*s%s\n", p2pg_rule_id(line->rules[0]),
-			(int)(len > QUOTED ? QUOTED : len), line->text, len > QUOTED ? "..." : "");
+		fprintf(out, ": %s\n    %.*s%s\n", p2pg_rule_id(line->rules[0]), (int)shown,
+			line->text, shown < len ? "..." : "");
 	}
 	if (log.n_unlisted)
 		fprintf(out, "\n  (%zu more distinct lines explained, not listed)\n",

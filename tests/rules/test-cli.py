@@ -172,6 +172,19 @@ doc = json.loads(out) if rc == 0 else {}
 check("explain --json: one line is one entry of lines",
       [l["line"] for l in doc.get("lines", [])] == [1] and doc.get("first") == 1
       and [m["id"] for m in doc["matches"]] == doc["lines"][0]["matches"], out + err)
+# A long line is quoted in the list up to 160 bytes: never cut inside a character.
+line = "[0] NCCL WARN Cuda failure 'peer access is not supported between these two devices' "
+line = line + "x" * (159 - len(line)) + "\u00e9\u00e9\u00e9 on GPU n\u00b0 1"
+p = subprocess.run([cli, "explain", "-"], input=(line + "\n" + line[:100] + "\n").encode(),
+                   capture_output=True, env={k: v for k, v in os.environ.items()
+                                             if k != "P2PGUARD_RULES"})
+try:
+    quoted = p.stdout.decode("utf-8")
+except UnicodeDecodeError as e:
+    quoted = "not UTF-8: %s" % e
+check("explain -: a quoted line is cut between characters",
+      p.returncode == 0 and (line[:159] + "...") in quoted, quoted[:600])
+
 rc, out, err = run("explain", "-", stdin="all good\nstill fine\n")
 check("explain -: a log without errors is status 1", rc == 1 and "any of these 2 lines" in out,
       out + err)
