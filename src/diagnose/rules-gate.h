@@ -36,3 +36,7 @@ int p2pg_ruleset_load_builtin_for_lines(struct p2pg_ruleset *rs, const char *con
 					size_t n_lines, const struct p2pg_rule_gate *gates,
 					size_t n_gates, p2pg_rules_report_fn report,
 					void *userdata);
+
+/* Whether line passes g: p2pg_ruleset_explain can list the gate's rule for that line only if so
+ * (the fuzz target of explain checks it). */
+bool p2pg_rule_gate_passes(const struct p2pg_rule_gate *g, const char *line);

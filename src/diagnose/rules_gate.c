@@ -29,6 +29,13 @@ static bool gate_passes(const struct p2pg_rule_gate *g, const char *text,
 	return false;
 }
 
+bool p2pg_rule_gate_passes(const struct p2pg_rule_gate *g, const char *line)
+{
+	struct line_clues clues;
+	explain_line_read(line, &clues);
+	return gate_passes(g, line, &clues);
+}
+
 /* Whether the table was written for the rules compiled in: the same paths in the same order. */
 static bool gates_fit(const struct p2pg_rule_gate *gates, size_t n_gates)
 {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* libFuzzer target: a text pasted into `p2pguard explain`, against the shipped rules, printed the
- * way the command prints it; and the words explain looks for before it runs a rule's regex are in
- * every text that regex matches. */
+ * way the command prints it; the words explain looks for before it runs a rule's regex are in
+ * every text that regex matches; and every rule explain lists for the text passes its gate
+ * (rules-gate.h), which is what lets a one-line explain read only the rules a line reaches. */
 #include <regex.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 
 #include "explain_text.h"
 #include "p2pguard/rules.h"
+#include "rules-gate.h"
 #include "rules-private.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -50,6 +52,20 @@ static void check_regex_words(const char *text)
 	}
 }
 
+/* The rules are loaded whole and in the builtin table's order, so rule k is the gate table's k. */
+static void check_gates(const char *text)
+{
+	const struct p2pg_rule *found[64];
+	size_t n = p2pg_ruleset_explain(rules, text, found, 64);
+	if (p2pg_builtin_gate_count != p2pg_ruleset_count(rules))
+		abort();
+	for (size_t j = 0; j < n && j < 64; j++)
+		for (size_t k = 0; k < p2pg_ruleset_count(rules); k++)
+			if (p2pg_ruleset_at(rules, k) == found[j] &&
+			    !p2pg_rule_gate_passes(&p2pg_builtin_gates[k], text))
+				abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *text = malloc(size + 1);
@@ -59,6 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	text[size] = '\0';
 	p2pg_explain_text(devnull, rules, text, size > 0 && (data[0] & 1));
 	check_regex_words(text);
+	check_gates(text);
 	free(text);
 	return 0;
 }
