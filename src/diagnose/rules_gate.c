@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A one-line explain reads only the built-in rules the line can reach (rules-gate.h): reading
- * every rule's JSON was nine tenths of the command's work, and grew with each rule.
+ * every rule's JSON was four fifths of the command's work, and grew with each rule.
  */
 #include "rules-gate.h"
 
