@@ -43,7 +43,7 @@ static int load_builtin_for_text(struct p2pg_ruleset *rs, const char *text)
 		return -ENOMEM;
 	bool too_many = false;
 	for (char *line; !too_many && (line = p2pg_explain_log_next_line(&p));) {
-		if (!line[strspn(line, " \t\r\f\v")])
+		if (p2pg_explain_line_is_blank(line))
 			continue;
 		too_many = n == GATED_LOG_LINES;
 		if (!too_many)

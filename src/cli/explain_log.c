@@ -13,7 +13,7 @@
 
 #include "p2pguard/rules.h"
 
-static bool is_blank(const char *s)
+bool p2pg_explain_line_is_blank(const char *s)
 {
 	return s[strspn(s, " \t\r\f\v")] == '\0';
 }
@@ -143,7 +143,7 @@ int p2pg_explain_log_read(const struct p2pg_ruleset *rs, const char *text,
 	char *p = log.buf;
 	for (char *line; (line = p2pg_explain_log_next_line(&p));) {
 		number++;
-		if (is_blank(line))
+		if (p2pg_explain_line_is_blank(line))
 			continue;
 		log.n_lines++;
 

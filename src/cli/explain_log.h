@@ -42,5 +42,8 @@ void p2pg_explain_log_done(struct p2pg_explain_log *log);
  */
 char *p2pg_explain_log_next_line(char **p);
 
+/* True when the line holds nothing but blanks: the log reader skips it. */
+bool p2pg_explain_line_is_blank(const char *s);
+
 /* True when text holds more than one non-blank line: explain reads it as a log. */
 bool p2pg_explain_is_log(const char *text);
