@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "dbread.h"
 #include "explain_log.h"
+#include "explain_paste.h"
 #include "explain_text.h"
 #include "p2pguard/rules.h"
 
@@ -73,12 +74,13 @@ static void print_match(const struct p2pg_rule *rule, bool first)
 }
 
 /*
- * {"text", "matches", "lines", "first"}. A single line: "matches" are its rules, best first. A
+ * {"text", "matches", "lines", "first"}: "text" as pasted, the lines as read (what carried the
+ * paste taken off, explain_paste.h). A single line: "matches" are its rules, best first. A
  * log: "matches" are the rules of its lines, each once, in the order of the lines (each line's
  * best first); "lines" the distinct lines a rule explains, in order, with their rules' ids;
  * "first" the number of the first of them (null when none).
  */
-static int print_json(const struct p2pg_ruleset *rs, const char *text)
+static int print_json(const struct p2pg_ruleset *rs, const char *pasted, const char *text)
 {
 	const struct p2pg_rule *found[MAX_FOUND];
 	struct p2pg_explain_log log;
@@ -103,7 +105,7 @@ static int print_json(const struct p2pg_ruleset *rs, const char *text)
 			n = MAX_FOUND;
 	}
 	printf("{\"text\": ");
-	p2pg_cli_json_string(stdout, text);
+	p2pg_cli_json_string(stdout, pasted);
 	printf(", \"matches\": [");
 	for (size_t k = 0; k < n; k++)
 		print_match(found[k], k == 0);
@@ -194,19 +196,18 @@ int p2pg_cmd_explain(int argc, char **argv)
 		return 2;
 	}
 
-	rs = p2pg_cli_load_rules_for_text(text);
-	if (!rs) {
-		free(text);
-		return 2;
-	}
-	if (json) {
-		int status = print_json(rs, text);
-		p2pg_ruleset_free(rs);
-		free(text);
-		return status;
-	}
-	int status = p2pg_explain_text(stdout, rs, text, all);
+	char *pasted = text;
+	text = p2pg_explain_paste_clean(pasted);
+	rs = text ? p2pg_cli_load_rules_for_text(text) : NULL;
+	int status = 2;
+	if (!text)
+		fprintf(stderr, "p2pguard: explain: out of memory\n");
+	else if (rs && json)
+		status = print_json(rs, pasted, text);
+	else if (rs)
+		status = p2pg_explain_text(stdout, rs, text, all);
 	p2pg_ruleset_free(rs);
 	free(text);
+	free(pasted);
 	return status;
 }

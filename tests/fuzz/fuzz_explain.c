@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* libFuzzer target: a text pasted into `p2pguard explain`, against the shipped rules, printed the
- * way the command prints it; the words explain looks for before it runs a rule's regex are in
- * every text that regex matches; and every rule explain lists for the text passes its gate
- * (rules-gate.h), which is what lets a one-line explain read only the rules a line reaches. */
+/* libFuzzer target: a text pasted into `p2pguard explain`, cleaned of what carried it and
+ * explained against the shipped rules, printed the way the command prints it; the words explain
+ * looks for before it runs a rule's regex are in every text that regex matches; and every rule
+ * explain lists for the text passes its gate (rules-gate.h), which is what lets a one-line explain
+ * read only the rules a line reaches. */
 #include <regex.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "explain_paste.h"
 #include "explain_text.h"
 #include "p2pguard/rules.h"
 #include "rules-gate.h"
@@ -73,9 +75,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(text, data, size);
 	text[size] = '\0';
-	p2pg_explain_text(devnull, rules, text, size > 0 && (data[0] & 1));
+	char *clean = p2pg_explain_paste_clean(text);
+	if (clean && strlen(clean) > strlen(text))
+		abort(); /* the cleaner works in place: it may only shorten */
+	if (clean) {
+		p2pg_explain_text(devnull, rules, clean, size > 0 && (data[0] & 1));
+		check_regex_words(clean);
+		check_gates(clean);
+	}
 	check_regex_words(text);
 	check_gates(text);
+	free(clean);
 	free(text);
 	return 0;
 }

@@ -29,7 +29,7 @@ def check(what, cond, output=""):
     print("%s %s" % ("ok  " if cond else "FAIL", what))
     if not cond:
         failures += 1
-        sys.stdout.write(output)
+        sys.stdout.write(output if output.endswith("\n") or not output else output + "\n")
 
 
 USER_RULE = """{
@@ -184,6 +184,71 @@ except UnicodeDecodeError as e:
     quoted = "not UTF-8: %s" % e
 check("explain -: a quoted line is cut between characters",
       p.returncode == 0 and (line[:159] + "...") in quoted, quoted[:600])
+
+# What carried a paste to the user is taken off before it is read: the answer is the one the
+# program's own line gets.
+def top_ids(*args, stdin=None):
+    rc, out, err = run("explain", "--json", *args, stdin=stdin)
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        doc = {"matches": [], "lines": [], "first": None, "error": out + err}
+    return doc
+
+
+SHM_WARN = ("node1:1234:1300 [0] transport/shm.cc:590 NCCL WARN Cuda failure 217 'peer access is "
+            "not supported between these two devices'")
+shm_rule = top_ids(SHM_WARN)["matches"][0]["id"]
+NET_IB = "9[1a000] -> 2[6b000] [receive] via NET/IB/1"
+doc = top_ids("-", stdin=NET_IB + "\n")
+check("explain --json -: one line piped in, with its end of line",
+      [m["id"] for m in doc["matches"]][:1] == ["nccl/gdr-disabled"], json.dumps(doc)[:400])
+doc = top_ids("\x1b[1;31mtransport.cc:154 NCCL WARN Cuda failure 'invalid argument'\x1b[0m")
+check("explain: a line with its terminal colours",
+      [m["id"] for m in doc["matches"]][:1] == ["nccl/p2p-peer-gpu-not-visible"]
+      and doc["lines"][0]["text"] == "transport.cc:154 NCCL WARN Cuda failure 'invalid argument'",
+      json.dumps(doc)[:400])
+CUDA_FAILURE = "Cuda failure 'peer access is not supported between these two devices'"
+doc = top_ids(CUDA_FAILURE.replace("'", "&#39;"))
+check("explain: a line copied from a web page's source (&#39;)",
+      [m["id"] for m in doc["matches"]][:1] == [top_ids(CUDA_FAILURE)["matches"][0]["id"]]
+      == ["nccl/cuda-failure-peer-access-unsupported"], json.dumps(doc)[:400])
+doc = top_ids(SHM_WARN.replace("'peer", "\u2018peer").replace("devices'", "devices\u2019")
+              .replace(" ", "\u00a0"))
+check("explain: typographic quotes and no-break spaces",
+      [m["id"] for m in doc["matches"]][:1] == [shm_rule], json.dumps(doc)[:400])
+ACS = "\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"
+DOCKER_LOG = "\n".join(json.dumps({"log": l + "\n", "stream": "stdout", "time": "2026-01-12T10:11:1%dZ" % k})
+                       for k, l in enumerate(["Capabilities: [2a0 v1] Access Control Services", ACS]))
+doc = top_ids("-", stdin=DOCKER_LOG + "\n")
+check("explain -: a container runtime's JSON log, read as the program's lines",
+      [(l["line"], l["text"], l["matches"][0]) for l in doc["lines"]]
+      == [(2, ACS.rstrip(), "system/acs-request-redirect")], json.dumps(doc)[:600])
+
+
+def wrap(text, width):
+    lines = []
+    for line in text.split("\n"):
+        while len(line) > width:
+            lines.append(line[:width])
+            line = line[width:]
+        lines.append(line)
+    return "\n".join(lines)
+
+
+rc, out, err = run("explain", "-", stdin=wrap(SHM_WARN, 80) + "\n")
+check("explain -: one line cut by an 80-column terminal is one line",
+      rc == 0 and out.startswith(shm_rule + "\n"), out + err)
+plain, wrapped = top_ids("-", stdin=LOG), top_ids("-", stdin=wrap(LOG, 120))
+check("explain --json -: a log cut at 120 columns, its lines numbered as pasted",
+      [l["matches"][0] for l in wrapped["lines"]] == [l["matches"][0] for l in plain["lines"]]
+      and [l["line"] for l in wrapped["lines"]] == [3, 8, 10] and wrapped["first"] == 3,
+      json.dumps(wrapped)[:600])
+UCX = ("1: [1580413046.362194] [cgpu05:56774:2]    cuda_ipc_md.c:102  UCX  ERROR cuIpcGetMemHandle"
+       "(&(key->ph), (CUdeviceptr) addr) is failed. ret:invalid device context")
+doc = top_ids("-", stdin="NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n" + UCX + "\nterminate called\n")
+check("explain -: a log line as wide as a terminal (160) is not joined with the next",
+      len(UCX) == 160 and [l["text"] for l in doc["lines"]][:1] == [UCX], json.dumps(doc)[:600])
 
 rc, out, err = run("explain", "-", stdin="all good\nstill fine\n")
 check("explain -: a log without errors is status 1", rc == 1 and "any of these 2 lines" in out,
