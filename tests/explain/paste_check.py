@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""A line reaches explain through whatever carried it to the user; the answer must be the one the
+program's own line gets. Each line of the explain sets is explained as written and as three
+carriers deliver it, and the rules listed (--json "matches", in order) must be the same:
+
+  terminal   an 80-column terminal that cut the line, its colour codes, Windows' ends of line;
+  web        a web page's source: single quotes as &#39;, double quotes typographic, spaces as
+             no-break spaces;
+  container  Docker's json-file log: each line a JSON record, its colour codes escaped inside.
+
+    paste_check.py P2PGUARD SET.jsonl...
+"""
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+ESC = "\x1b"
+
+
+def cut(line, width):
+    pieces = []
+    while len(line) > width:
+        pieces.append(line[:width])
+        line = line[width:]
+    return pieces + [line]
+
+
+def terminal(text):
+    lines = ["\n".join(cut(line, 80)) for line in text.split("\n")]
+    coloured = [f"{ESC}[1;31m{line}{ESC}[0m" if line.strip() else line for line in lines]
+    return "\r\n".join(coloured) + "\r\n"
+
+
+def web(text):
+    out, opening = [], True
+    for c in text.replace("'", "&#39;").replace(" ", "\u00a0"):
+        if c == '"':
+            c, opening = ("\u201c" if opening else "\u201d"), not opening
+        out.append(c)
+    return "".join(out)
+
+
+def container(text):
+    return "\n".join(json.dumps({"log": f"{ESC}[33m{line}{ESC}[0m\n", "stream": "stderr",
+                                 "time": "2026-01-12T10:11:12.000000001Z"})
+                     for line in text.split("\n")) + "\n"
+
+
+CARRIERS = {"terminal": terminal, "web": web, "container": container}
+
+
+def rules_listed(p2pguard, text):
+    run = subprocess.run([p2pguard, "explain", "--json", "-"], input=text.encode(),
+                         capture_output=True, timeout=60)
+    if run.returncode not in (0, 1):
+        return f"exit {run.returncode}: {run.stderr.decode(errors='replace')}"
+    return [m["id"] for m in json.loads(run.stdout)["matches"]]
+
+
+def main():
+    p2pguard, sets = sys.argv[1], sys.argv[2:]
+    texts = []
+    for name in sets:
+        with open(name, encoding="utf-8") as f:
+            texts += [json.loads(line)["text"] for line in f if line.strip()]
+    # A text whose own words look like a carrier's marks is not a test of the carrier.
+    texts = [t for t in texts if "&#" not in t and ESC not in t and "\u00a0" not in t]
+
+    def check(text):
+        plain = rules_listed(p2pguard, text)
+        return [(name, text, plain, got) for name, carry in CARRIERS.items()
+                if (got := rules_listed(p2pguard, carry(text))) != plain]
+
+    with ThreadPoolExecutor(4) as pool:
+        bad = [d for found in pool.map(check, texts) for d in found]
+    for name, text, plain, got in bad[:10]:
+        print(f"{name}: {text[:120]!r}\n  as written: {plain[:3]}\n  carried:    {got[:3]}")
+    for name in CARRIERS:
+        n = sum(1 for d in bad if d[0] == name)
+        print(f"{name:9}: {len(texts) - n} of {len(texts)} texts explained as written")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
