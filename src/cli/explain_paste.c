@@ -2,10 +2,11 @@
 /*
  * Rules are written for a program's own words; a paste brings what carried it too. A terminal's
  * colour codes, or what is left of them when a web page dropped the escape byte ("[1;36m"); a
- * web page's entities ("&#39;"), non-breaking spaces and typographic quotes; Windows' ends of
- * line; the JSON records a container runtime writes around each line; the hard wrap of a
- * terminal that cut every line at its width. Each would hide the words a rule looks for, so they
- * are taken off before any line is read. Every change shortens the text, so it is done in place.
+ * web page's entities ("&#39;"), non-breaking spaces and typographic quotes; a Markdown
+ * editor's or a quoted string's backslashes; Windows' ends of line; the JSON records a container
+ * runtime writes around each line; the hard wrap of a terminal that cut every line at its width.
+ * Each would hide the words a rule looks for, so they are taken off before any line is read. Every
+ * change shortens the text, so it is done in place.
  */
 #include "explain_paste.h"
 
@@ -161,6 +162,54 @@ static size_t typography_length(const char *s, size_t n, const char **ascii)
 	return 0;
 }
 
+/*
+ * A backslash that a carrier added: Markdown editors write "custom\_all\_reduce", a line quoted
+ * inside a Python or JSON string has its quotes escaped, and its ends of line and tabs written
+ * as "\n" and "\t" ("...failed.\nCuda failure"). Those are read as a space where a new word
+ * starts after them; a Windows path's "\nccl" or "..\torch" keeps its backslash.
+ */
+static char escaped_char(const char *s, size_t n)
+{
+	if (n < 2)
+		return 0;
+	switch (s[1]) {
+	case '_':
+	case '*':
+	case '`':
+	case '\'':
+	case '"':
+		return s[1];
+	case 'n':
+	case 't':
+	case 'r':
+		if (n > 2 && ((s[2] >= 'A' && s[2] <= 'Z') || (s[2] >= '0' && s[2] <= '9') ||
+			      s[2] == '[' || s[2] == '(' || s[2] == ' '))
+			return ' ';
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+/* A line written as Markdown's inline code ("`...`"): the line inside. */
+static size_t unquote_inline_code(char *s, size_t len)
+{
+	size_t lead = strspn(s, " \t"), end = len;
+	while (end > lead && (s[end - 1] == ' ' || s[end - 1] == '\t'))
+		end--;
+	size_t ticks = 0;
+	while (lead + ticks < end && s[lead + ticks] == '`')
+		ticks++;
+	if (!ticks || end - lead <= 2 * ticks)
+		return len;
+	for (size_t k = 1; k <= ticks; k++)
+		if (s[end - k] != '`')
+			return len;
+	len = end - lead - 2 * ticks;
+	memmove(s, s + lead + ticks, len);
+	return len;
+}
+
 /* One line cleaned in place; its new length. */
 static size_t clean_line(char *s, size_t len)
 {
@@ -169,6 +218,7 @@ static size_t clean_line(char *s, size_t len)
 	while (len && s[len - 1] == '\r')
 		len--;
 	len = unwrap_json_record(s, len);
+	len = unquote_inline_code(s, len);
 	while (r < len) {
 		const char *ascii;
 		char c;
@@ -179,6 +229,9 @@ static size_t clean_line(char *s, size_t len)
 		} else if (s[r] == '&' && (skip = entity_length(s + r, n, &c))) {
 			s[w++] = c;
 			r += skip;
+		} else if (s[r] == '\\' && (c = escaped_char(s + r, n))) {
+			s[w++] = c;
+			r += 2;
 		} else if ((skip = typography_length(s + r, n, &ascii))) {
 			size_t a = strlen(ascii);
 			memcpy(s + w, ascii, a);

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """A line reaches explain through whatever carried it to the user; the answer must be the one the
-program's own line gets. Each line of the explain sets is explained as written and as three
+program's own line gets. Each line of the explain sets is explained as written and as four
 carriers deliver it, and the rules listed (--json "matches", in order) must be the same:
 
   terminal   an 80-column terminal that cut the line, its colour codes, Windows' ends of line;
   web        a web page's source: single quotes as &#39;, double quotes typographic, spaces as
              no-break spaces;
-  container  Docker's json-file log: each line a JSON record, its colour codes escaped inside.
+  container  Docker's json-file log: each line a JSON record, its colour codes escaped inside;
+  markdown   a Markdown editor's escapes (custom\_all\_reduce), the line as inline code.
 
     paste_check.py P2PGUARD SET.jsonl...
 """
@@ -48,7 +49,12 @@ def container(text):
                      for line in text.split("\n")) + "\n"
 
 
-CARRIERS = {"terminal": terminal, "web": web, "container": container}
+def markdown(text):
+    return "\n".join(f"`{line}`" if line.strip() and "`" not in line else line
+                     for line in text.replace("_", "\\_").replace("*", "\\*").split("\n"))
+
+
+CARRIERS = {"terminal": terminal, "web": web, "container": container, "markdown": markdown}
 
 
 def rules_listed(p2pguard, text):

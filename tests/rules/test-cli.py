@@ -217,6 +217,19 @@ doc = top_ids(SHM_WARN.replace("'peer", "\u2018peer").replace("devices'", "devic
               .replace(" ", "\u00a0"))
 check("explain: typographic quotes and no-break spaces",
       [m["id"] for m in doc["matches"]][:1] == [shm_rule], json.dumps(doc)[:400])
+VLLM_CAR = ("Failed: Cuda error /home/runner/work/vllm/vllm/csrc/custom_all_reduce.cuh:307 'peer "
+            "access is not supported between these two devices'")
+doc = top_ids("`" + VLLM_CAR.replace("_", "\\_") + "`")
+check("explain: a line a Markdown editor escaped, as inline code",
+      [m["id"] for m in doc["matches"]][:1] == [top_ids(VLLM_CAR)["matches"][0]["id"]]
+      == ["vllm/custom-all-reduce-peer-unsupported"], json.dumps(doc)[:400])
+doc = top_ids("Error: RuntimeError('Cuda failure 217 \\'peer access is not supported between these"
+              " two devices\\'\\nCuda failure')")
+check("explain: a line quoted inside a Python string",
+      [m["id"] for m in doc["matches"]][:1] == [top_ids(
+          "Cuda failure 217 'peer access is not supported between these two devices'")[
+          "matches"][0]["id"]],
+      json.dumps(doc)[:400])
 ACS = "\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"
 DOCKER_LOG = "\n".join(json.dumps({"log": l + "\n", "stream": "stdout", "time": "2026-01-12T10:11:1%dZ" % k})
                        for k, l in enumerate(["Capabilities: [2a0 v1] Access Control Services", ACS]))
