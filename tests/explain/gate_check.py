@@ -16,13 +16,12 @@ import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
+from score import load
+
 
 def main():
     p2pguard, sets = sys.argv[1], sys.argv[2:]
-    texts = []
-    for name in sets:
-        with open(name, encoding="utf-8") as f:
-            texts += [json.loads(line)["text"] for line in f if line.strip()]
+    texts = [row["text"] for name in sets for row in load(name)]
     rng = random.Random(23)
     logs = [rng.choice(["\n", "\r\n", "\n\n"]).join(rng.sample(texts, rng.randint(2, 40)))
             for _ in range(120)]

@@ -17,6 +17,8 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
+from score import load
+
 ESC = "\x1b"
 
 
@@ -67,10 +69,7 @@ def rules_listed(p2pguard, text):
 
 def main():
     p2pguard, sets = sys.argv[1], sys.argv[2:]
-    texts = []
-    for name in sets:
-        with open(name, encoding="utf-8") as f:
-            texts += [json.loads(line)["text"] for line in f if line.strip()]
+    texts = [row["text"] for name in sets for row in load(name)]
     # A text whose own words look like a carrier's marks is not a test of the carrier.
     texts = [t for t in texts if "&#" not in t and ESC not in t and "\u00a0" not in t]
 
