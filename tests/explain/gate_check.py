@@ -8,7 +8,6 @@ outputs compared byte for byte: every line of the explain sets (--json), and log
 
     gate_check.py P2PGUARD SET.jsonl...
 """
-import json
 import os
 import random
 import subprocess
