@@ -96,6 +96,10 @@ char *p2pg_rule_root_cause_for(const struct p2pg_rule *rule, const struct p2pg_f
  * them, so explain lists such a rule as a narrower cause rather than as the answer. */
 bool p2pg_rule_needs_evidence(const struct p2pg_rule *rule);
 
+/* True for a triage answer (category "triage"): the line it explains names no cause, and the
+ * rule says how to find one; a rule that names a cause comes before it. */
+bool p2pg_rule_is_triage(const struct p2pg_rule *rule);
+
 /* The CUDA statuses the rule is about; *ret_codes stays valid as long as the rule set. */
 size_t p2pg_rule_codes(const struct p2pg_rule *rule, const int **ret_codes);
 

@@ -77,8 +77,10 @@ static void print_match(const struct p2pg_rule *rule, bool first)
  * {"text", "matches", "lines", "first"}: "text" as pasted, the lines as read (what carried the
  * paste taken off, explain_paste.h). A single line: "matches" are its rules, best first. A
  * log: "matches" are the rules of its lines, each once, in the order of the lines (each line's
- * best first); "lines" the distinct lines a rule explains, in order, with their rules' ids;
- * "first" the number of the first of them (null when none).
+ * best first), the lines whose best rule names a cause before those answered by a triage;
+ * "lines" the distinct lines a rule explains, in order, with their rules' ids; "first" the
+ * number of the first of them, "cause" of the first whose best rule names a cause (null when
+ * none).
  */
 static int print_json(const struct p2pg_ruleset *rs, const char *pasted, const char *text)
 {
@@ -91,14 +93,18 @@ static int print_json(const struct p2pg_ruleset *rs, const char *pasted, const c
 		return 2;
 	}
 	if (p2pg_explain_is_log(text)) {
-		for (size_t k = 0; k < log.n_listed; k++)
-			for (size_t j = 0; j < log.lines[k].n_rules && n < MAX_FOUND; j++) {
+		size_t order[P2PG_EXPLAIN_LOG_LINES];
+		p2pg_explain_log_order(&log, order);
+		for (size_t k = 0; k < log.n_listed; k++) {
+			const struct p2pg_explain_line *line = &log.lines[order[k]];
+			for (size_t j = 0; j < line->n_rules && n < MAX_FOUND; j++) {
 				size_t seen = 0;
-				while (seen < n && found[seen] != log.lines[k].rules[j])
+				while (seen < n && found[seen] != line->rules[j])
 					seen++;
 				if (seen == n)
-					found[n++] = log.lines[k].rules[j];
+					found[n++] = line->rules[j];
 			}
+		}
 	} else {
 		n = p2pg_ruleset_explain(rs, text, found, MAX_FOUND);
 		if (n > MAX_FOUND)
@@ -123,9 +129,13 @@ static int print_json(const struct p2pg_ruleset *rs, const char *pasted, const c
 		printf("]}");
 	}
 	if (log.n_listed)
-		printf("],\n \"first\": %zu}\n", log.lines[0].number);
+		printf("],\n \"first\": %zu", log.lines[0].number);
 	else
-		printf("],\n \"first\": null}\n");
+		printf("],\n \"first\": null");
+	if (log.n_listed && log.cause >= 0)
+		printf(", \"cause\": %zu}\n", log.lines[log.cause].number);
+	else
+		printf(", \"cause\": null}\n");
 	p2pg_explain_log_done(&log);
 	return n ? 0 : 1;
 }
@@ -145,15 +155,16 @@ static void usage(FILE *out)
 	    "bare status such as 217 or 0x2c0), best first: root cause, what to do, dead ends,\n"
 	    "documentation; the narrower causes the guard tells apart at run time are named.\n"
 	    "A text of several lines (explain - < log.txt) is a log: each distinct line a rule\n"
-	    "explains is listed in order with its rule, the first one is named, and each rule is\n"
-	    "printed once. --all prints every match in full.\n"
+	    "explains is listed in order with its rule, the first one is named (and the first\n"
+	    "that names a cause, when the first names none), and each rule is printed once.\n"
+	    "Terminal colours and wrapping, web-page entities and container JSON records are\n"
+	    "taken off first. --all prints every match in full.\n"
 	    "--json prints {\"text\", \"matches\": [{\"id\", \"title\", \"confidence\", "
 	    "\"rule\"}],\n"
-	    "\"lines\": [{\"line\", \"repeats\", \"text\", \"matches\": [ids]}], \"first\"}, "
-	    "best first,\n"
-	    "\"rule\" being the whole knowledge-base entry, \"first\" the number of the first "
-	    "line\n"
-	    "explained.\n"
+	    "\"lines\": [{\"line\", \"repeats\", \"text\", \"matches\": [ids]}], \"first\", "
+	    "\"cause\"},\n"
+	    "best first, \"rule\" being the whole knowledge-base entry, \"first\" the number of\n"
+	    "the first line explained, \"cause\" of the first whose best rule names a cause.\n"
 	    "P2PGUARD_RULES names a folder of extra rules. Exits 0 when something matched, 1\n"
 	    "when nothing did.\n");
 }

@@ -175,6 +175,10 @@ int p2pg_explain_log_read(const struct p2pg_ruleset *rs, const char *text,
 		memcpy(entry->rules, found, entry->n_rules * sizeof(found[0]));
 		seen_find(&set, line, hash)->listed = (long)log.n_listed++;
 	}
+	log.cause = -1;
+	for (size_t k = 0; k < log.n_listed && log.cause < 0; k++)
+		if (!p2pg_rule_is_triage(log.lines[k].rules[0]))
+			log.cause = (long)k;
 	*ret = log;
 	log = (struct p2pg_explain_log){0};
 	r = 0;
@@ -182,6 +186,15 @@ out:
 	free(set.slots);
 	p2pg_explain_log_done(&log);
 	return r;
+}
+
+void p2pg_explain_log_order(const struct p2pg_explain_log *log, size_t *order)
+{
+	size_t n = 0;
+	for (int triage = 0; triage < 2; triage++)
+		for (size_t k = 0; k < log->n_listed; k++)
+			if (p2pg_rule_is_triage(log->lines[k].rules[0]) == (bool)triage)
+				order[n++] = k;
 }
 
 void p2pg_explain_log_done(struct p2pg_explain_log *log)

@@ -157,8 +157,9 @@ static int explain_line(FILE *out, const struct p2pg_ruleset *rs, const char *te
 
 /*
  * A log: the distinct lines a rule explains, in the order they came, each with its best rule;
- * which came first (what followed may be its consequence); then each of those rules once in
- * full (--all: every rule found for those lines).
+ * which came first (what followed may be its consequence), and the first that names a cause when
+ * the first names none; then each of those rules once in full, the causes' before the triage
+ * answers' (--all: every rule found for those lines).
  */
 static int explain_log(FILE *out, const struct p2pg_ruleset *rs, const char *text, bool all)
 {
@@ -197,12 +198,24 @@ static int explain_log(FILE *out, const struct p2pg_ruleset *rs, const char *tex
 	if (log.n_unlisted)
 		fprintf(out, "\n  (%zu more distinct lines explained, not listed)\n",
 			log.n_unlisted);
-	fprintf(out,
-		"\nFirst: line %zu (%s). Errors after it may be its consequences: start there.\n",
-		log.lines[0].number, p2pg_rule_id(log.lines[0].rules[0]));
+	if (log.cause > 0) {
+		const struct p2pg_explain_line *cause = &log.lines[log.cause];
+		fprintf(out,
+			"\nFirst: line %zu (%s), which names no cause. The first line that names "
+			"one is line %zu (%s): start there.\n",
+			log.lines[0].number, p2pg_rule_id(log.lines[0].rules[0]), cause->number,
+			p2pg_rule_id(cause->rules[0]));
+	} else {
+		fprintf(out,
+			"\nFirst: line %zu (%s). Errors after it may be its consequences: start "
+			"there.\n",
+			log.lines[0].number, p2pg_rule_id(log.lines[0].rules[0]));
+	}
 
+	size_t order[P2PG_EXPLAIN_LOG_LINES];
+	p2pg_explain_log_order(&log, order);
 	for (size_t k = 0; k < log.n_listed; k++) {
-		const struct p2pg_explain_line *line = &log.lines[k];
+		const struct p2pg_explain_line *line = &log.lines[order[k]];
 		for (size_t j = 0; j < (all ? line->n_rules : 1); j++) {
 			size_t seen = 0;
 			while (seen < n_printed && printed[seen] != line->rules[j])

@@ -259,6 +259,11 @@ bool p2pg_rule_needs_evidence(const struct p2pg_rule *rule)
 	return rule && rule->n_conditions > 0;
 }
 
+bool p2pg_rule_is_triage(const struct p2pg_rule *rule)
+{
+	return rule && rule->triage;
+}
+
 int p2pg_rule_specificity(const struct p2pg_rule *rule)
 {
 	return rule ? rule->specificity : 0;

@@ -167,6 +167,36 @@ check("explain --json -: lines, their rules and the first",
           (7, 0, "pytorch/nccl-watchdog-timeout-first-collectives")]
       and doc.get("first") == 3 and doc["matches"][0]["id"] == "nccl/shm-cumem-host-peer-unsupported"
       and doc["lines"][1]["text"].startswith("[rank0]: torch.distributed"), out + err)
+
+
+def top_ids(*args, stdin=None):
+    rc, out, err = run("explain", "--json", *args, stdin=stdin)
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        doc = {"matches": [], "lines": [], "first": None, "error": out + err}
+    return doc
+
+
+# PyTorch prints NCCL's last warning under its own generic error: the line that names the cause
+# comes after the one that names none, and is the answer.
+LAST_ERROR = """\
+torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5
+ncclUnhandledCudaError: Call to CUDA function failed.
+Last error:
+Cuda failure 'peer access is not supported between these two devices'
+"""
+rc, out, err = run("explain", "-", stdin=LAST_ERROR)
+check("explain -: a generic error followed by the line that names its cause",
+      rc == 0 and "First: line 1 (nccl/unhandled-cuda-error), which names no cause. The first "
+      "line that names one is line 4 (nccl/cuda-failure-peer-access-unsupported): start there."
+      in out and out.index("\nnccl/cuda-failure-peer-access-unsupported\n")
+      < out.index("\nnccl/unhandled-cuda-error\n"), out + err)
+doc = top_ids("-", stdin=LAST_ERROR)
+check("explain --json -: the cause's rules first, the triage after",
+      [m["id"] for m in doc["matches"]][:1] == ["nccl/cuda-failure-peer-access-unsupported"]
+      and doc.get("first") == 1 and doc.get("cause") == 4
+      and "nccl/unhandled-cuda-error" in [m["id"] for m in doc["matches"]], json.dumps(doc)[:600])
 rc, out, err = run("explain", "--json", "217")
 doc = json.loads(out) if rc == 0 else {}
 check("explain --json: one line is one entry of lines",
@@ -187,15 +217,6 @@ check("explain -: a quoted line is cut between characters",
 
 # What carried a paste to the user is taken off before it is read: the answer is the one the
 # program's own line gets.
-def top_ids(*args, stdin=None):
-    rc, out, err = run("explain", "--json", *args, stdin=stdin)
-    try:
-        doc = json.loads(out)
-    except ValueError:
-        doc = {"matches": [], "lines": [], "first": None, "error": out + err}
-    return doc
-
-
 SHM_WARN = ("node1:1234:1300 [0] transport/shm.cc:590 NCCL WARN Cuda failure 217 'peer access is "
             "not supported between these two devices'")
 shm_rule = top_ids(SHM_WARN)["matches"][0]["id"]
