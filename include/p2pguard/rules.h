@@ -73,6 +73,17 @@ const struct p2pg_rule *p2pg_ruleset_match(const struct p2pg_ruleset *rs, const 
 size_t p2pg_ruleset_explain(const struct p2pg_ruleset *rs, const char *text,
 			    const struct p2pg_rule **out, size_t max);
 
+/*
+ * As p2pg_ruleset_explain, for a line read with what surrounds it in a paste: the frames of the
+ * Python traceback above an exception. The calls, source files and frameworks that surroundings
+ * names count as named by the line (PyTorch's rebuild_cuda_tensor frame over a bare "invalid
+ * argument" is an IPC open); which rules can match still depends on the line's own statuses and
+ * words only. surroundings may be NULL.
+ */
+size_t p2pg_ruleset_explain_within(const struct p2pg_ruleset *rs, const char *text,
+				   const char *surroundings, const struct p2pg_rule **out,
+				   size_t max);
+
 /* Accessors. Strings are owned by the rule set; NULL when the entry has no such field. */
 const char *p2pg_rule_id(const struct p2pg_rule *rule);
 const char *p2pg_rule_title(const struct p2pg_rule *rule); /* the "signature" */

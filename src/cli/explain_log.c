@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -127,9 +128,77 @@ static struct seen_slot *seen_find(struct seen *set, const char *line, uint64_t 
 	return &set->slots[at];
 }
 
+/*
+ * A Python traceback: the files and functions of its frames are read as the surroundings of the
+ * exception printed under them and of the lines that continue its message, up to a blank line
+ * (PyTorch's "Last error:" and NCCL's warning under it). A prefix before "Traceback" ("[rank0]: ")
+ * is on every line of it.
+ */
+#define TRACEBACK_FRAMES 1024
+
+struct traceback {
+	char prefix[64];
+	size_t prefix_len;
+	char frames[TRACEBACK_FRAMES]; /* "file.py function file.py function ..." */
+	size_t len;
+	bool in_frames; /* after the "Traceback" line, before the exception */
+	bool applies;	/* on the exception's lines */
+};
+
+static const char traceback_marker[] = "Traceback (most recent call last):";
+
+/* '  File "/path/to/file.py", line 130, in __init__': appends "file.py __init__". */
+static bool read_frame(struct traceback *tb, const char *line)
+{
+	const char *p = strstr(line, "File \"");
+	if (!p)
+		return false;
+	const char *path = p + 6, *end = strchr(path, '"');
+	if (!end || strncmp(end, "\", line ", 8) != 0)
+		return false;
+	const char *base = end;
+	while (base > path && base[-1] != '/' && base[-1] != '\\')
+		base--;
+	const char *function = strstr(end, ", in ");
+	function = function ? function + 5 : end;
+	int n = snprintf(tb->frames + tb->len, sizeof(tb->frames) - tb->len, "%.*s %s ",
+			 (int)(end - base), base, function);
+	if (n > 0 && (size_t)n < sizeof(tb->frames) - tb->len)
+		tb->len += (size_t)n;
+	return true;
+}
+
+/* The surroundings line is read in, or NULL: what the traceback around it names. */
+static const char *traceback_read(struct traceback *tb, const char *line)
+{
+	const char *marker = strstr(line, traceback_marker);
+	if (marker) {
+		size_t len = (size_t)(marker - line);
+		*tb = (struct traceback){.in_frames = true};
+		if (len < sizeof(tb->prefix)) {
+			memcpy(tb->prefix, line, len);
+			tb->prefix_len = len;
+		}
+		return NULL;
+	}
+	if (tb->in_frames) {
+		if (read_frame(tb, line))
+			return NULL;
+		const char *own = line;
+		if (strncmp(own, tb->prefix, tb->prefix_len) == 0)
+			own += tb->prefix_len;
+		if (*own == ' ' || *own == '\t')
+			return NULL; /* the frame's source line, or a caret under it */
+		tb->in_frames = false;
+		tb->applies = tb->len > 0;
+	}
+	return tb->applies ? tb->frames : NULL;
+}
+
 int p2pg_explain_log_read(const struct p2pg_ruleset *rs, const char *text,
 			  struct p2pg_explain_log *ret)
 {
+	struct traceback tb = {0};
 	struct p2pg_explain_log log = {0};
 	struct seen set = {0};
 	size_t used = 0, number = 0;
@@ -143,9 +212,12 @@ int p2pg_explain_log_read(const struct p2pg_ruleset *rs, const char *text,
 	char *p = log.buf;
 	for (char *line; (line = p2pg_explain_log_next_line(&p));) {
 		number++;
-		if (p2pg_explain_line_is_blank(line))
+		if (p2pg_explain_line_is_blank(line)) {
+			tb.applies = false;
 			continue;
+		}
 		log.n_lines++;
+		const char *surroundings = traceback_read(&tb, line);
 
 		uint64_t hash = shape_hash(line);
 		struct seen_slot *slot = seen_find(&set, line, hash);
@@ -161,7 +233,8 @@ int p2pg_explain_log_read(const struct p2pg_ruleset *rs, const char *text,
 		/* slot may have moved: look it up again only when it is needed below */
 
 		const struct p2pg_rule *found[P2PG_EXPLAIN_LINE_RULES];
-		size_t n = p2pg_ruleset_explain(rs, line, found, P2PG_EXPLAIN_LINE_RULES);
+		size_t n = p2pg_ruleset_explain_within(rs, line, surroundings, found,
+						       P2PG_EXPLAIN_LINE_RULES);
 		if (n == 0)
 			continue;
 		if (log.n_listed == P2PG_EXPLAIN_LOG_LINES) {

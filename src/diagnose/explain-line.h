@@ -60,6 +60,9 @@ struct line_clues {
 /* Reads what text names into *ret. Never fails: a line that names nothing gives empty lists. */
 void explain_line_read(const char *text, struct line_clues *ret);
 
+/* Adds the calls, source files and frameworks text names to *c (not its statuses). */
+void explain_line_add_surroundings(struct line_clues *c, const char *text);
+
 bool line_names_status(const struct line_clues *c, int status);
 /* The length of the longest spelling of status in the line (name, message or digits); 0 when the
  * line does not name it. */

@@ -649,3 +649,18 @@ void explain_line_read(const char *text, struct line_clues *ret)
 	read_files(text, ret);
 	ret->frameworks = read_frameworks(text);
 }
+
+void explain_line_add_surroundings(struct line_clues *c, const char *text)
+{
+	struct line_clues around;
+	explain_line_read(text, &around);
+	for (size_t k = 0; k < around.n_apis; k++) {
+		size_t before = c->n_apis;
+		add_name(c->apis, &c->n_apis, around.apis[k], strlen(around.apis[k]));
+		if (c->n_apis > before)
+			c->api_in_words[before] = around.api_in_words[k];
+	}
+	for (size_t k = 0; k < around.n_files; k++)
+		add_name(c->files, &c->n_files, around.files[k], strlen(around.files[k]));
+	c->frameworks |= around.frameworks;
+}

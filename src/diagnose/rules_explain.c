@@ -150,6 +150,13 @@ static int compare_candidates(const void *a, const void *b)
 size_t p2pg_ruleset_explain(const struct p2pg_ruleset *rs, const char *text,
 			    const struct p2pg_rule **out, size_t max)
 {
+	return p2pg_ruleset_explain_within(rs, text, NULL, out, max);
+}
+
+size_t p2pg_ruleset_explain_within(const struct p2pg_ruleset *rs, const char *text,
+				   const char *surroundings, const struct p2pg_rule **out,
+				   size_t max)
+{
 	struct candidate *c;
 	struct line_clues clues;
 	size_t n = 0;
@@ -160,6 +167,8 @@ size_t p2pg_ruleset_explain(const struct p2pg_ruleset *rs, const char *text,
 	if (!c)
 		return 0;
 	explain_line_read(text, &clues);
+	if (surroundings)
+		explain_line_add_surroundings(&clues, surroundings);
 	for (size_t k = 0; k < rs->count; k++) {
 		const struct p2pg_rule *r = rs->rules[k];
 		if (!status_fits(r, &clues))

@@ -24,6 +24,14 @@ def main():
     rng = random.Random(23)
     logs = [rng.choice(["\n", "\r\n", "\n\n"]).join(rng.sample(texts, rng.randint(2, 40)))
             for _ in range(120)]
+    # Python tracebacks: the frames above an exception rank the rules of its lines.
+    frames = ["reductions.py\", line 181, in rebuild_cuda_tensor", "storage.py\", line 1434, in "
+              "_new_shared_cuda", "custom_all_reduce.py\", line 130, in __init__",
+              "distributed_c10d.py\", line 2806, in all_reduce", "cupy/cuda/device.pyx\", line 9, "
+              "in cupy.cuda.device.Device.enable_peer_access"]
+    logs += ["Traceback (most recent call last):\n" + "".join(
+        f'  File "/x/{f}\n    code()\n' for f in rng.sample(frames, rng.randint(1, 3)))
+        + "\n".join(rng.sample(texts, rng.randint(1, 3))) for _ in range(60)]
     with tempfile.TemporaryDirectory() as empty:
         every_rule = dict(os.environ, P2PGUARD_RULES=empty)
         gated = dict(os.environ)

@@ -54,11 +54,13 @@ static void check_regex_words(const char *text)
 	}
 }
 
-/* The rules are loaded whole and in the builtin table's order, so rule k is the gate table's k. */
-static void check_gates(const char *text)
+/* The rules are loaded whole and in the builtin table's order, so rule k is the gate table's k.
+ * What surrounds a line (a traceback's frames) may rank rules, never list one the line's own gate
+ * keeps out: the text is also read as its own surroundings. */
+static void check_gates(const char *text, const char *surroundings)
 {
 	const struct p2pg_rule *found[64];
-	size_t n = p2pg_ruleset_explain(rules, text, found, 64);
+	size_t n = p2pg_ruleset_explain_within(rules, text, surroundings, found, 64);
 	if (p2pg_builtin_gate_count != p2pg_ruleset_count(rules))
 		abort();
 	for (size_t j = 0; j < n && j < 64; j++)
@@ -81,10 +83,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (clean) {
 		p2pg_explain_text(devnull, rules, clean, size > 0 && (data[0] & 1));
 		check_regex_words(clean);
-		check_gates(clean);
+		check_gates(clean, NULL);
+		check_gates(clean, text);
 	}
 	check_regex_words(text);
-	check_gates(text);
+	check_gates(text, NULL);
 	free(clean);
 	free(text);
 	return 0;

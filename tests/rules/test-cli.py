@@ -197,6 +197,36 @@ check("explain --json -: the cause's rules first, the triage after",
       [m["id"] for m in doc["matches"]][:1] == ["nccl/cuda-failure-peer-access-unsupported"]
       and doc.get("first") == 1 and doc.get("cause") == 4
       and "nccl/unhandled-cuda-error" in [m["id"] for m in doc["matches"]], json.dumps(doc)[:600])
+# A Python traceback: the frames above an exception say which call failed. A consumer opening a
+# CUDA tensor another process shared (torch.multiprocessing) fails in rebuild_cuda_tensor.
+IPC_TRACEBACK = """\
+Traceback (most recent call last):
+  File "/usr/lib/python3.10/multiprocessing/process.py", line 314, in _bootstrap
+    self.run()
+  File "/work/consumer.py", line 12, in worker
+    t = q.get()
+  File "/usr/lib/python3.10/multiprocessing/queues.py", line 122, in get
+    return _ForkingPickler.loads(res)
+  File "/usr/local/lib/python3.10/dist-packages/torch/multiprocessing/reductions.py", line 181, in rebuild_cuda_tensor
+    storage = storage_cls._new_shared_cuda(
+  File "/usr/local/lib/python3.10/dist-packages/torch/storage.py", line 1434, in _new_shared_cuda
+    return torch.UntypedStorage._new_shared_cuda(*args, **kwargs)
+RuntimeError: CUDA error: invalid argument
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+"""
+alone = top_ids("RuntimeError: CUDA error: invalid argument")["matches"][0]["id"]
+for name, paste in (("", IPC_TRACEBACK),
+                    (", every line under torchrun's rank prefix",
+                     "".join("[rank1]: " + l + "\n" for l in IPC_TRACEBACK.splitlines()))):
+    doc = top_ids("-", stdin=paste)
+    ids = [m["id"] for m in doc["matches"]]
+    check("explain -: a traceback's frames name the call that failed" + name,
+          alone == "cuda/invalid-argument-triage" and ids[:1] and ids[0].startswith("ipc/open-")
+          and ids.index("cuda/invalid-argument-triage") > 0
+          and [l["line"] for l in doc["lines"]] == [12], json.dumps(doc)[:600])
+doc = top_ids("-", stdin=IPC_TRACEBACK + "\nRuntimeError: CUDA error: invalid argument (from the next step)\n")
+check("explain -: a traceback's frames stop at the blank line after its exception",
+      [l["matches"][0] for l in doc["lines"]][1:] == [alone], json.dumps(doc)[:600])
 rc, out, err = run("explain", "--json", "217")
 doc = json.loads(out) if rc == 0 else {}
 check("explain --json: one line is one entry of lines",
