@@ -224,6 +224,19 @@ for name, paste in (("", IPC_TRACEBACK),
           alone == "cuda/invalid-argument-triage" and ids[:1] and ids[0].startswith("ipc/open-")
           and ids.index("cuda/invalid-argument-triage") > 0
           and [l["line"] for l in doc["lines"]] == [12], json.dumps(doc)[:600])
+P2P_CHECK_TRACEBACK = """\
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/vllm/distributed/device_communicators/custom_all_reduce.py", line 130, in __init__
+    if not _can_p2p(rank, world_size):
+  File "/usr/local/lib/python3.10/dist-packages/vllm/distributed/device_communicators/custom_all_reduce_utils.py", line 238, in gpu_p2p_access_check
+    result = pickle.loads(returned.stdout)
+_pickle.UnpicklingError: invalid load key, 'W'.
+"""
+doc = top_ids("-", stdin=P2P_CHECK_TRACEBACK)
+check("explain -: a rule whose context is a Python file only a frame names",
+      [m["id"] for m in doc["matches"]] == ["vllm/p2p-check-output-not-a-pickle"]
+      and top_ids("_pickle.UnpicklingError: invalid load key, 'W'.")["matches"] == [],
+      json.dumps(doc)[:600])
 doc = top_ids("-", stdin=IPC_TRACEBACK + "\nRuntimeError: CUDA error: invalid argument (from the next step)\n")
 check("explain -: a traceback's frames stop at the blank line after its exception",
       [l["matches"][0] for l in doc["lines"]][1:] == [alone], json.dumps(doc)[:600])
