@@ -111,6 +111,11 @@ bool p2pg_rule_needs_evidence(const struct p2pg_rule *rule);
  * rule says how to find one; a rule that names a cause comes before it. */
 bool p2pg_rule_is_triage(const struct p2pg_rule *rule);
 
+/* True for a notice: a rule whose category (performance, info, warning, configuration_warning,
+ * diagnostic) is about what a log notes on the way, such as NCCL's "GPU Direct RDMA Disabled",
+ * rather than a failure; in a log, the first failure that names a cause comes before it. */
+bool p2pg_rule_is_notice(const struct p2pg_rule *rule);
+
 /* The CUDA statuses the rule is about; *ret_codes stays valid as long as the rule set. */
 size_t p2pg_rule_codes(const struct p2pg_rule *rule, const int **ret_codes);
 

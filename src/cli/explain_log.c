@@ -195,6 +195,20 @@ static const char *traceback_read(struct traceback *tb, const char *line)
 	return tb->applies ? tb->frames : NULL;
 }
 
+/* What a line's best rule is, in the order a log's answers are given. */
+enum answer_kind {
+	ANSWER_FAILURE, /* a failure and its cause */
+	ANSWER_NOTICE,	/* something the log notes on the way (a performance note, a warning) */
+	ANSWER_TRIAGE,	/* a line that names no cause, and how to find one */
+};
+
+static enum answer_kind answer_kind(const struct p2pg_rule *rule)
+{
+	if (p2pg_rule_is_triage(rule))
+		return ANSWER_TRIAGE;
+	return p2pg_rule_is_notice(rule) ? ANSWER_NOTICE : ANSWER_FAILURE;
+}
+
 int p2pg_explain_log_read(const struct p2pg_ruleset *rs, const char *text,
 			  struct p2pg_explain_log *ret)
 {
@@ -248,10 +262,11 @@ int p2pg_explain_log_read(const struct p2pg_ruleset *rs, const char *text,
 		memcpy(entry->rules, found, entry->n_rules * sizeof(found[0]));
 		seen_find(&set, line, hash)->listed = (long)log.n_listed++;
 	}
-	log.cause = -1;
-	for (size_t k = 0; k < log.n_listed && log.cause < 0; k++)
-		if (!p2pg_rule_is_triage(log.lines[k].rules[0]))
-			log.cause = (long)k;
+	size_t order[P2PG_EXPLAIN_LOG_LINES];
+	p2pg_explain_log_order(&log, order);
+	log.cause = log.n_listed && answer_kind(log.lines[order[0]].rules[0]) != ANSWER_TRIAGE
+			? (long)order[0]
+			: -1;
 	*ret = log;
 	log = (struct p2pg_explain_log){0};
 	r = 0;
@@ -264,9 +279,9 @@ out:
 void p2pg_explain_log_order(const struct p2pg_explain_log *log, size_t *order)
 {
 	size_t n = 0;
-	for (int triage = 0; triage < 2; triage++)
+	for (enum answer_kind kind = ANSWER_FAILURE; kind <= ANSWER_TRIAGE; kind++)
 		for (size_t k = 0; k < log->n_listed; k++)
-			if (p2pg_rule_is_triage(log->lines[k].rules[0]) == (bool)triage)
+			if (answer_kind(log->lines[k].rules[0]) == kind)
 				order[n++] = k;
 }
 

@@ -23,8 +23,9 @@ struct p2pg_explain_log {
 	char *buf;			 /* the log's copy the lines point into */
 	size_t n_lines;			 /* non-blank lines read */
 	size_t n_listed;		 /* entries of lines[] */
-	long cause;			 /* index in lines[] of the first whose best rule names a
-					  * cause (not a triage answer); -1 when none does */
+	long cause;			 /* index in lines[] of the line answered first: the
+					  * first failure, else the first notice; -1 when every
+					  * line is answered by a triage */
 	size_t n_unlisted;		 /* distinct explained lines past the cap, counted only */
 	struct p2pg_explain_line *lines; /* in the order they came: lines[0] came first */
 };
@@ -39,11 +40,12 @@ int p2pg_explain_log_read(const struct p2pg_ruleset *rs, const char *text,
 void p2pg_explain_log_done(struct p2pg_explain_log *log);
 
 /*
- * The order in which a log's answers are given: the lines whose best rule names a cause, then
- * the lines answered by a triage, each in the order they came. A generic error printed first
- * ("unhandled cuda error") is often followed by the line that names its cause (PyTorch prints
- * NCCL's last warning under "Last error:"), and that line is the answer. Fills order[] with
- * log->n_listed indexes into log->lines.
+ * The order in which a log's answers are given: the lines whose best rule is a failure and its
+ * cause, then those whose best rule is a notice (p2pg_rule_is_notice: NCCL's "GPU Direct RDMA
+ * Disabled" printed before the failure), then those answered by a triage, each in the order they
+ * came. A generic error printed first ("unhandled cuda error") is often followed by the line that
+ * names its cause (PyTorch prints NCCL's last warning under "Last error:"), and that line is the
+ * answer. Fills order[] with log->n_listed indexes into log->lines.
  */
 void p2pg_explain_log_order(const struct p2pg_explain_log *log, size_t *order);
 

@@ -200,11 +200,14 @@ static int explain_log(FILE *out, const struct p2pg_ruleset *rs, const char *tex
 			log.n_unlisted);
 	if (log.cause > 0) {
 		const struct p2pg_explain_line *cause = &log.lines[log.cause];
+		bool notice = p2pg_rule_is_notice(log.lines[0].rules[0]);
 		fprintf(out,
-			"\nFirst: line %zu (%s), which names no cause. The first line that names "
-			"one is line %zu (%s): start there.\n",
-			log.lines[0].number, p2pg_rule_id(log.lines[0].rules[0]), cause->number,
-			p2pg_rule_id(cause->rules[0]));
+			"\nFirst: line %zu (%s), %s. The first %s is line %zu (%s): start there.\n",
+			log.lines[0].number, p2pg_rule_id(log.lines[0].rules[0]),
+			notice ? "a notice, not a failure" : "which names no cause",
+			p2pg_rule_is_notice(cause->rules[0]) ? "line that names a cause"
+							     : "failure that names its cause",
+			cause->number, p2pg_rule_id(cause->rules[0]));
 	} else {
 		fprintf(out,
 			"\nFirst: line %zu (%s). Errors after it may be its consequences: start "

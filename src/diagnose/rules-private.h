@@ -123,6 +123,7 @@ struct p2pg_rule {
 	unsigned context_frameworks; /* bit k: enum framework k (explain-line.h) */
 	unsigned folder_framework; /* the framework whose folder holds the rule (nccl/...), or 0 */
 	bool triage; /* category "triage": the answer for a line that names no cause */
+	bool notice; /* a category of what a log notes rather than a failure */
 
 	struct note *notes;
 	size_t n_notes;
@@ -193,3 +194,7 @@ int rules_add_builtin_text(struct p2pg_ruleset *rs, const char *file, const char
 /* Adds p2pg_builtin_rules[k] to rs, as rules_add_builtin_text. */
 int rules_load_builtin_one(struct p2pg_ruleset *rs, size_t k, p2pg_rules_report_fn report,
 			   void *userdata, int *problems);
+
+/* Whether a rule's category is one of a notice's: performance, info, warning,
+ * configuration_warning, diagnostic (rules/README.md, "Explain"). */
+bool rules_is_notice_category(const char *category);

@@ -264,6 +264,21 @@ bool p2pg_rule_is_triage(const struct p2pg_rule *rule)
 	return rule && rule->triage;
 }
 
+bool rules_is_notice_category(const char *category)
+{
+	static const char *const notices[] = {"performance", "info", "warning",
+					      "configuration_warning", "diagnostic"};
+	for (size_t k = 0; k < sizeof(notices) / sizeof(notices[0]); k++)
+		if (strcmp(category, notices[k]) == 0)
+			return true;
+	return false;
+}
+
+bool p2pg_rule_is_notice(const struct p2pg_rule *rule)
+{
+	return rule && rule->notice;
+}
+
 int p2pg_rule_specificity(const struct p2pg_rule *rule)
 {
 	return rule ? rule->specificity : 0;

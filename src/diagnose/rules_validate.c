@@ -697,6 +697,7 @@ static struct p2pg_rule *rule_from_json(struct loader *ld, const struct p2pg_jso
 		r->confidence = v->number;
 	v = member(root, "category");
 	r->triage = v && strcmp(v->string, "triage") == 0;
+	r->notice = v && rules_is_notice_category(v->string);
 
 	v = member(root, "codes");
 	if (v)

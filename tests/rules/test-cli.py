@@ -189,7 +189,8 @@ Cuda failure 'peer access is not supported between these two devices'
 rc, out, err = run("explain", "-", stdin=LAST_ERROR)
 check("explain -: a generic error followed by the line that names its cause",
       rc == 0 and "First: line 1 (nccl/unhandled-cuda-error), which names no cause. The first "
-      "line that names one is line 4 (nccl/cuda-failure-peer-access-unsupported): start there."
+      "failure that names its cause is line 4 (nccl/cuda-failure-peer-access-unsupported): start "
+      "there."
       in out and out.index("\nnccl/cuda-failure-peer-access-unsupported\n")
       < out.index("\nnccl/unhandled-cuda-error\n"), out + err)
 doc = top_ids("-", stdin=LAST_ERROR)
@@ -240,6 +241,26 @@ check("explain -: a rule whose context is a Python file only a frame names",
 doc = top_ids("-", stdin=IPC_TRACEBACK + "\nRuntimeError: CUDA error: invalid argument (from the next step)\n")
 check("explain -: a traceback's frames stop at the blank line after its exception",
       [l["matches"][0] for l in doc["lines"]][1:] == [alone], json.dumps(doc)[:600])
+# A log written with NCCL_DEBUG=INFO notes things on the way (GPU Direct RDMA disabled) before
+# the failure: the failure is the answer, the notice after it, the triage last.
+INFO_LOG = """\
+node1:1234:1300 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>
+node1:1234:1300 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'
+node1:1234:1300 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM
+node1:1234:1300 [0] transport/p2p.cc:290 NCCL WARN Cuda failure 1 'invalid argument'
+node1:1234:1300 [0] NCCL INFO transport/p2p.cc:427 -> 1
+[rank0]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5
+"""
+rc, out, err = run("explain", "-", stdin=INFO_LOG)
+check("explain -: a notice before the failure",
+      rc == 0 and "First: line 2 (nccl/gdr-disabled), a notice, not a failure. The first failure "
+      "that names its cause is line 4 (nccl/p2p-peer-gpu-not-visible): start there." in out, out + err)
+doc = top_ids("-", stdin=INFO_LOG)
+ids = [m["id"] for m in doc["matches"]]
+check("explain --json -: the failure's rules, then the notice's, then the triage's",
+      ids[:1] == ["nccl/p2p-peer-gpu-not-visible"] and doc.get("cause") == 4
+      and ids.index("nccl/gdr-disabled") < ids.index("nccl/unhandled-cuda-error"),
+      json.dumps(doc)[:600])
 rc, out, err = run("explain", "--json", "217")
 doc = json.loads(out) if rc == 0 else {}
 check("explain --json: one line is one entry of lines",
