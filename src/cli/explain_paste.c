@@ -264,12 +264,32 @@ static bool terminal_width(size_t width)
 	return false;
 }
 
+/* Whether two lines differ only in their digits: the same record from another rank or time. */
+static bool same_record(const char *a, size_t alen, const char *b, size_t blen)
+{
+	size_t i = 0, j = 0;
+	while (i < alen && j < blen) {
+		bool da = a[i] >= '0' && a[i] <= '9', db = b[j] >= '0' && b[j] <= '9';
+		if (da != db)
+			return false;
+		if (!da && a[i] != b[j])
+			return false;
+		for (; da && i < alen && a[i] >= '0' && a[i] <= '9'; i++)
+			;
+		for (; db && j < blen && b[j] >= '0' && b[j] <= '9'; j++)
+			;
+		i += !da, j += !db;
+	}
+	return i == alen && j == blen;
+}
+
 /*
  * A terminal that wraps cuts every long line at its width, so the paste's widest lines are all
  * exactly that wide and each continues on the next line. Only a terminal's usual width is taken
  * for one, or any width when every line but the last has it: a log whose longest lines are
- * merely equal (every rank printing the same warning) must not be joined. A cut line is joined with
- * what follows it, and each continuation's own line is left blank so that line numbers hold.
+ * merely equal (every rank printing the same warning, one after another) must not be joined. A
+ * cut line is joined with what follows it, and each continuation's own line is left blank so that
+ * line numbers hold.
  */
 static void join_wrapped_lines(char *text)
 {
@@ -284,8 +304,19 @@ static void join_wrapped_lines(char *text)
 		lines++;
 		p += len;
 	}
+	/* Two records of that width in a row, alike but for their digits, are a log's own lines. */
+	const char *previous = NULL;
+	size_t previous_len = 0;
+	for (const char *p = text; *p; p += *p == '\n') {
+		size_t len = strcspn(p, "\n");
+		bool wide = columns(p, len) == width;
+		if (wide && previous && same_record(previous, previous_len, p, len))
+			return;
+		previous = wide ? p : NULL, previous_len = len;
+		p += len;
+	}
 	/* One long line cut into three or more: all but the last exactly as wide. */
-	bool one_line_cut = lines >= 3 && width >= 40 && at_width - (last == width) == lines - 1;
+	bool one_line_cut = lines >= 3 && width >= 40 && last < width && at_width == lines - 1;
 	/* A log line that happens to be as wide as a terminal is not joined with the next: a
 	 * terminal's width counts when two lines have it, or when the paste is one line cut in two.
 	 */

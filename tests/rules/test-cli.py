@@ -342,6 +342,11 @@ check("explain --json -: a log cut at 120 columns, its lines numbered as pasted"
       [l["matches"][0] for l in wrapped["lines"]] == [l["matches"][0] for l in plain["lines"]]
       and [l["line"] for l in wrapped["lines"]] == [3, 8, 10] and wrapped["first"] == 3,
       json.dumps(wrapped)[:600])
+RANKS = "".join("node1:%d:%d [%d] transport/shm.cc:590 NCCL WARN Cuda failure 217 peer access is "
+                "not supported now\n" % (1234 + k, 1300 + k, k) for k in range(3)) + "summary line\n"
+doc = top_ids("-", stdin=RANKS)
+check("explain -: every rank's same warning, all one width, stays a line each",
+      [(l["line"], l["repeats"]) for l in doc["lines"]] == [(1, 2)], json.dumps(doc)[:600])
 UCX = ("1: [1580413046.362194] [cgpu05:56774:2]    cuda_ipc_md.c:102  UCX  ERROR cuIpcGetMemHandle"
        "(&(key->ph), (CUdeviceptr) addr) is failed. ret:invalid device context")
 doc = top_ids("-", stdin="NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n" + UCX + "\nterminate called\n")
