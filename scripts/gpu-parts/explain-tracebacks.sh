@@ -18,7 +18,8 @@ import torch.multiprocessing as mp
 def producer_exits(q):
     t = torch.ones(1 << 20, device="cuda")
     q.put(t)
-    # gone before the consumer opens the handle: its memory and handle go with it
+    q.close()
+    q.join_thread()  # the handle is on its way: then gone, its memory with it
     os._exit(0)
 
 
