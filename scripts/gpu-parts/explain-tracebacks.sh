@@ -64,7 +64,7 @@ run_case() {
 	env "$@" timeout 120 python3 "$out/cases.py" "$name" >"$out/$name.stdout" 2>"$out/$name.stderr"
 	local rc=$?
 	local last
-	last=$(grep -v '^\s*$' "$out/$name.stderr" | grep -E 'Error|error' | tail -1 | cut -c1-160)
+	last=$(grep -E '^[A-Za-z_][A-Za-z0-9_.]*(Error|Exception)[A-Za-z]*: ' "$out/$name.stderr" | tail -1 | cut -c1-160)
 	local whole alone
 	whole=$("$P2PGUARD" explain --json - <"$out/$name.stderr" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(" ".join(m["id"] for m in d["matches"][:2]) or "-", "cause line", d.get("cause"))')
 	alone=$([ -n "$last" ] && "$P2PGUARD" explain --json -- "$last" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(" ".join(m["id"] for m in d["matches"][:2]) or "-")')

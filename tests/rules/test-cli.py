@@ -225,6 +225,13 @@ for name, paste in (("", IPC_TRACEBACK),
           alone == "cuda/invalid-argument-triage" and ids[:1] and ids[0].startswith("ipc/open-")
           and ids.index("cuda/invalid-argument-triage") > 0
           and [l["line"] for l in doc["lines"]] == [12], json.dumps(doc)[:600])
+# Printed by PyTorch 2.11 on an H200 (driver 580) when a consumer rebuilt a CUDA tensor after its
+# producer had exited (scripts/gpu-parts/explain-tracebacks.sh, docs/gpu-runs/2026-11-30-0631-*).
+PRODUCER_GONE = 'Traceback (most recent call last):\n  File "/root/out/explain-tracebacks/cases.py", line 45, in <module>\n    {"producer-gone": case_producer_gone, "expandable": case_expandable}[sys.argv[1]]()\n  File "/root/out/explain-tracebacks/cases.py", line 22, in case_producer_gone\n    t = q.get(timeout=30)\n        ^^^^^^^^^^^^^^^^^\n  File "/usr/lib/python3.12/multiprocessing/queues.py", line 122, in get\n    return _ForkingPickler.loads(res)\n           ^^^^^^^^^^^^^^^^^^^^^^^^^^\n  File "/opt/torch/.venv/lib/python3.12/site-packages/torch/multiprocessing/reductions.py", line 180, in rebuild_cuda_tensor\n    storage = storage_cls._new_shared_cuda(\n              ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n  File "/opt/torch/.venv/lib/python3.12/site-packages/torch/storage.py", line 1464, in _new_shared_cuda\n    return torch.UntypedStorage._new_shared_cuda(*args, **kwargs)\n           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\ntorch.AcceleratorError: CUDA error: invalid resource handle\nSearch for `cudaErrorInvalidResourceHandle\' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.\nCUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\nCompile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n\n'
+doc = top_ids("-", stdin=PRODUCER_GONE)
+check("explain -: a real traceback of a CUDA tensor opened after its producer exited",
+      [m["id"] for m in doc["matches"]][:1] == ["ipc/open-after-exporter-exited"]
+      and doc.get("cause") == 16, json.dumps(doc)[:600])
 P2P_CHECK_TRACEBACK = """\
 Traceback (most recent call last):
   File "/usr/local/lib/python3.10/dist-packages/vllm/distributed/device_communicators/custom_all_reduce.py", line 130, in __init__
