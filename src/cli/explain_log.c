@@ -130,11 +130,15 @@ static struct seen_slot *seen_find(struct seen *set, const char *line, uint64_t 
 
 /*
  * A Python traceback: the files and functions of its frames are read as the surroundings of the
- * exception printed under them and of the lines that continue its message, up to a blank line
- * (PyTorch's "Last error:" and NCCL's warning under it). A prefix before "Traceback" ("[rank0]: ")
- * is on every line of it.
+ * exception printed under them and of the lines that continue its message (PyTorch's "Last
+ * error:" and NCCL's warning under it), up to a blank line and at most TRACEBACK_MESSAGE_LINES:
+ * the log's later lines are not the exception's. A prefix before "Traceback" ("[rank0]: ") is on
+ * every line of it.
  */
 #define TRACEBACK_FRAMES 1024
+/* The exception's line and those continuing its message: PyTorch adds up to five ("Search for
+ * ...", "CUDA kernel errors might be ...", NCCL's "Last error:" and its warning). */
+#define TRACEBACK_MESSAGE_LINES 8
 
 struct traceback {
 	char prefix[64];
@@ -142,7 +146,7 @@ struct traceback {
 	char frames[TRACEBACK_FRAMES]; /* "file.py function file.py function ..." */
 	size_t len;
 	bool in_frames; /* after the "Traceback" line, before the exception */
-	bool applies;	/* on the exception's lines */
+	size_t applies; /* the exception's lines still to come */
 };
 
 static const char traceback_marker[] = "Traceback (most recent call last):";
@@ -190,9 +194,12 @@ static const char *traceback_read(struct traceback *tb, const char *line)
 		if (*own == ' ' || *own == '\t')
 			return NULL; /* the frame's source line, or a caret under it */
 		tb->in_frames = false;
-		tb->applies = tb->len > 0;
+		tb->applies = tb->len > 0 ? TRACEBACK_MESSAGE_LINES : 0;
 	}
-	return tb->applies ? tb->frames : NULL;
+	if (!tb->applies)
+		return NULL;
+	tb->applies--;
+	return tb->frames;
 }
 
 /* What a line's best rule is, in the order a log's answers are given. */
@@ -227,7 +234,7 @@ int p2pg_explain_log_read(const struct p2pg_ruleset *rs, const char *text,
 	for (char *line; (line = p2pg_explain_log_next_line(&p));) {
 		number++;
 		if (p2pg_explain_line_is_blank(line)) {
-			tb.applies = false;
+			tb.applies = 0;
 			continue;
 		}
 		log.n_lines++;

@@ -232,6 +232,11 @@ doc = top_ids("-", stdin=PRODUCER_GONE)
 check("explain -: a real traceback of a CUDA tensor opened after its producer exited",
       [m["id"] for m in doc["matches"]][:1] == ["ipc/open-after-exporter-exited"]
       and doc.get("cause") == 16, json.dumps(doc)[:600])
+LATER = ("".join("INFO step %d done\n" % k for k in range(10))
+         + "RuntimeError: CUDA error: invalid argument (a later step)\n")
+doc = top_ids("-", stdin=IPC_TRACEBACK + LATER)
+check("explain -: a traceback's frames stop after its exception's message",
+      [l["matches"][0] for l in doc["lines"]][1:] == [alone], json.dumps(doc)[:600])
 P2P_CHECK_TRACEBACK = """\
 Traceback (most recent call last):
   File "/usr/local/lib/python3.10/dist-packages/vllm/distributed/device_communicators/custom_all_reduce.py", line 130, in __init__
