@@ -65,23 +65,25 @@ static uint64_t shape_hash(const char *s)
 	return h;
 }
 
-static bool same_shape(const char *a, const char *b)
+static size_t digits(const char *s, size_t len)
 {
-	for (;;) {
-		bool da = *a >= '0' && *a <= '9', db = *b >= '0' && *b <= '9';
-		if (da != db)
+	size_t n = 0;
+	while (n < len && s[n] >= '0' && s[n] <= '9')
+		n++;
+	return n;
+}
+
+bool p2pg_explain_same_shape(const char *a, size_t alen, const char *b, size_t blen)
+{
+	size_t i = 0, j = 0;
+	while (i < alen && j < blen) {
+		size_t da = digits(a + i, alen - i), db = digits(b + j, blen - j);
+		if ((da == 0) != (db == 0) || (!da && a[i] != b[j]))
 			return false;
-		if (da) {
-			a += strspn(a, "0123456789");
-			b += strspn(b, "0123456789");
-			continue;
-		}
-		if (*a != *b)
-			return false;
-		if (!*a)
-			return true;
-		a++, b++;
+		i += da ? da : 1;
+		j += db ? db : 1;
 	}
+	return i == alen && j == blen;
 }
 
 /* Open addressing over every distinct line seen, explained or not: a line seen before is
@@ -122,7 +124,9 @@ static struct seen_slot *seen_find(struct seen *set, const char *line, uint64_t 
 	size_t at = hash & (set->cap - 1);
 
 	for (; set->slots[at].line; at = (at + 1) & (set->cap - 1))
-		if (set->slots[at].hash == hash && same_shape(set->slots[at].line, line))
+		if (set->slots[at].hash == hash &&
+		    p2pg_explain_same_shape(set->slots[at].line, strlen(set->slots[at].line), line,
+					    strlen(line)))
 			return &set->slots[at];
 	set->slots[at].hash = hash;
 	return &set->slots[at];

@@ -55,6 +55,10 @@ void p2pg_explain_log_order(const struct p2pg_explain_log *log, size_t *order);
  */
 char *p2pg_explain_log_next_line(char **p);
 
+/* True when two lines differ only in their digits (each run of digits read as one): the same
+ * record from another rank, process or time. */
+bool p2pg_explain_same_shape(const char *a, size_t alen, const char *b, size_t blen);
+
 /* True when the line holds nothing but blanks: the log reader skips it. */
 bool p2pg_explain_line_is_blank(const char *s);
 

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "explain_log.h"
+
 /* Keys under which log collectors keep the program's line (Docker's json-file, Fluent Bit,
  * Cloud Logging, journald's export, most Python JSON formatters). */
 static const char *const record_keys[] = {"log", "message", "msg", "MESSAGE", "textPayload"};
@@ -264,25 +266,6 @@ static bool terminal_width(size_t width)
 	return false;
 }
 
-/* Whether two lines differ only in their digits: the same record from another rank or time. */
-static bool same_record(const char *a, size_t alen, const char *b, size_t blen)
-{
-	size_t i = 0, j = 0;
-	while (i < alen && j < blen) {
-		bool da = a[i] >= '0' && a[i] <= '9', db = b[j] >= '0' && b[j] <= '9';
-		if (da != db)
-			return false;
-		if (!da && a[i] != b[j])
-			return false;
-		for (; da && i < alen && a[i] >= '0' && a[i] <= '9'; i++)
-			;
-		for (; db && j < blen && b[j] >= '0' && b[j] <= '9'; j++)
-			;
-		i += !da, j += !db;
-	}
-	return i == alen && j == blen;
-}
-
 /*
  * A terminal that wraps cuts every long line at its width, so the paste's widest lines are all
  * exactly that wide and each continues on the next line. Only a terminal's usual width is taken
@@ -310,7 +293,7 @@ static void join_wrapped_lines(char *text)
 	for (const char *p = text; *p; p += *p == '\n') {
 		size_t len = strcspn(p, "\n");
 		bool wide = columns(p, len) == width;
-		if (wide && previous && same_record(previous, previous_len, p, len))
+		if (wide && previous && p2pg_explain_same_shape(previous, previous_len, p, len))
 			return;
 		previous = wide ? p : NULL, previous_len = len;
 		p += len;
