@@ -93,10 +93,8 @@ static int print_json(const struct p2pg_ruleset *rs, const char *pasted, const c
 		return 2;
 	}
 	if (p2pg_explain_is_log(text)) {
-		size_t order[P2PG_EXPLAIN_LOG_LINES];
-		p2pg_explain_log_order(&log, order);
 		for (size_t k = 0; k < log.n_listed; k++) {
-			const struct p2pg_explain_line *line = &log.lines[order[k]];
+			const struct p2pg_explain_line *line = &log.lines[log.answers[k]];
 			for (size_t j = 0; j < line->n_rules && n < MAX_FOUND; j++) {
 				size_t seen = 0;
 				while (seen < n && found[seen] != line->rules[j])

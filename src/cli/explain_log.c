@@ -273,10 +273,13 @@ int p2pg_explain_log_read(const struct p2pg_ruleset *rs, const char *text,
 		memcpy(entry->rules, found, entry->n_rules * sizeof(found[0]));
 		seen_find(&set, line, hash)->listed = (long)log.n_listed++;
 	}
-	size_t order[P2PG_EXPLAIN_LOG_LINES];
-	p2pg_explain_log_order(&log, order);
-	log.cause = log.n_listed && answer_kind(log.lines[order[0]].rules[0]) != ANSWER_TRIAGE
-			? (long)order[0]
+	size_t n_answers = 0;
+	for (enum answer_kind kind = ANSWER_FAILURE; kind <= ANSWER_TRIAGE; kind++)
+		for (size_t k = 0; k < log.n_listed; k++)
+			if (answer_kind(log.lines[k].rules[0]) == kind)
+				log.answers[n_answers++] = k;
+	log.cause = log.n_listed && answer_kind(log.lines[log.answers[0]].rules[0]) != ANSWER_TRIAGE
+			? (long)log.answers[0]
 			: -1;
 	*ret = log;
 	log = (struct p2pg_explain_log){0};
@@ -285,15 +288,6 @@ out:
 	free(set.slots);
 	p2pg_explain_log_done(&log);
 	return r;
-}
-
-void p2pg_explain_log_order(const struct p2pg_explain_log *log, size_t *order)
-{
-	size_t n = 0;
-	for (enum answer_kind kind = ANSWER_FAILURE; kind <= ANSWER_TRIAGE; kind++)
-		for (size_t k = 0; k < log->n_listed; k++)
-			if (answer_kind(log->lines[k].rules[0]) == kind)
-				order[n++] = k;
 }
 
 void p2pg_explain_log_done(struct p2pg_explain_log *log)

@@ -28,6 +28,15 @@ struct p2pg_explain_log {
 					  * line is answered by a triage */
 	size_t n_unlisted;		 /* distinct explained lines past the cap, counted only */
 	struct p2pg_explain_line *lines; /* in the order they came: lines[0] came first */
+	/*
+	 * n_listed indexes into lines[], in the order a log's answers are given: the lines whose
+	 * best rule is a failure and its cause, then those whose best rule is a notice
+	 * (p2pg_rule_is_notice: NCCL's "GPU Direct RDMA Disabled" printed before the failure),
+	 * then those answered by a triage, each in the order they came. A generic error printed
+	 * first ("unhandled cuda error") is often followed by the line that names its cause
+	 * (PyTorch prints NCCL's last warning under "Last error:"), and that line is the answer.
+	 */
+	size_t answers[P2PG_EXPLAIN_LOG_LINES];
 };
 
 /*
@@ -38,16 +47,6 @@ struct p2pg_explain_log {
 int p2pg_explain_log_read(const struct p2pg_ruleset *rs, const char *text,
 			  struct p2pg_explain_log *ret);
 void p2pg_explain_log_done(struct p2pg_explain_log *log);
-
-/*
- * The order in which a log's answers are given: the lines whose best rule is a failure and its
- * cause, then those whose best rule is a notice (p2pg_rule_is_notice: NCCL's "GPU Direct RDMA
- * Disabled" printed before the failure), then those answered by a triage, each in the order they
- * came. A generic error printed first ("unhandled cuda error") is often followed by the line that
- * names its cause (PyTorch prints NCCL's last warning under "Last error:"), and that line is the
- * answer. Fills order[] with log->n_listed indexes into log->lines.
- */
-void p2pg_explain_log_order(const struct p2pg_explain_log *log, size_t *order);
 
 /*
  * The next line of a log in the buffer at *p, cut in place (its end of line and a '\r' before it

@@ -215,10 +215,8 @@ static int explain_log(FILE *out, const struct p2pg_ruleset *rs, const char *tex
 			log.lines[0].number, p2pg_rule_id(log.lines[0].rules[0]));
 	}
 
-	size_t order[P2PG_EXPLAIN_LOG_LINES];
-	p2pg_explain_log_order(&log, order);
 	for (size_t k = 0; k < log.n_listed; k++) {
-		const struct p2pg_explain_line *line = &log.lines[order[k]];
+		const struct p2pg_explain_line *line = &log.lines[log.answers[k]];
 		for (size_t j = 0; j < (all ? line->n_rules : 1); j++) {
 			size_t seen = 0;
 			while (seen < n_printed && printed[seen] != line->rules[j])
