@@ -158,8 +158,8 @@ static int explain_line(FILE *out, const struct p2pg_ruleset *rs, const char *te
 /*
  * A log: the distinct lines a rule explains, in the order they came, each with its best rule;
  * which came first (what followed may be its consequence), and the first that names a cause when
- * the first names none; then each of those rules once in full, the causes' before the triage
- * answers' (--all: every rule found for those lines).
+ * the first names none; then each of those rules once in full in the order of log.answers (a
+ * failure's, then a notice's, then a triage answer's; --all: every rule found for those lines).
  */
 static int explain_log(FILE *out, const struct p2pg_ruleset *rs, const char *text, bool all)
 {
