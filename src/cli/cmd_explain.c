@@ -138,6 +138,48 @@ static int print_json(const struct p2pg_ruleset *rs, const char *pasted, const c
 	return n ? 0 : 1;
 }
 
+/* Whether every rule of rules[0..n) is among the rules the log's lines were answered with. */
+static bool log_lists_no_other(const struct p2pg_explain_log *log, const struct p2pg_rule **rules,
+			       size_t n)
+{
+	for (size_t k = 0; k < log->n_listed; k++)
+		for (size_t j = 0; j < log->lines[k].n_rules; j++) {
+			const char *id = p2pg_rule_id(log->lines[k].rules[j]);
+			size_t i = 0;
+			while (i < n && strcmp(p2pg_rule_id(rules[i]), id) != 0)
+				i++;
+			if (i == n)
+				return false;
+		}
+	return true;
+}
+
+/*
+ * Two lines that may be one line cut by a terminal of any width (p2pg_explain_paste_join_pair)
+ * are read as that line when it says more than they do: it finds a rule, one that names a cause
+ * unless the two found nothing, and every rule the two lines found is among its own.
+ */
+static bool joined_says_more(const char *text, const char *joined)
+{
+	const struct p2pg_rule *found[MAX_FOUND];
+	struct p2pg_explain_log log;
+	struct p2pg_ruleset *apart = p2pg_cli_load_rules_for_text(text);
+	struct p2pg_ruleset *together = p2pg_cli_load_rules_for_text(joined);
+	bool more = false;
+
+	if (apart && together && p2pg_explain_log_read(apart, text, &log) == 0) {
+		size_t n = p2pg_ruleset_explain(together, joined, found, MAX_FOUND);
+		if (n > MAX_FOUND)
+			n = MAX_FOUND;
+		more = n > 0 && (log.n_listed == 0 || !p2pg_rule_is_triage(found[0])) &&
+		       log_lists_no_other(&log, found, n);
+		p2pg_explain_log_done(&log);
+	}
+	p2pg_ruleset_free(together);
+	p2pg_ruleset_free(apart);
+	return more;
+}
+
 static void usage(FILE *out)
 {
 	fprintf(
@@ -207,6 +249,13 @@ int p2pg_cmd_explain(int argc, char **argv)
 
 	char *pasted = text;
 	text = p2pg_explain_paste_clean(pasted);
+	char *joined = text ? p2pg_explain_paste_join_pair(text) : NULL;
+	if (joined && joined_says_more(text, joined)) {
+		free(text);
+		text = joined;
+	} else {
+		free(joined);
+	}
 	rs = text ? p2pg_cli_load_rules_for_text(text) : NULL;
 	int status = 2;
 	if (!text)

@@ -11,6 +11,7 @@
 #include "explain_paste.h"
 
 #include <jansson.h>
+#include <regex.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,6 +248,9 @@ static size_t clean_line(char *s, size_t len)
 	return w;
 }
 
+/* A terminal narrower than this is rare; a line this long that stops short may have been cut. */
+#define PAIR_MIN_WIDTH 50
+
 /* Characters, not bytes: a terminal wraps at a column. */
 static size_t columns(const char *s, size_t len)
 {
@@ -370,4 +374,67 @@ char *p2pg_explain_paste_clean(const char *text)
 	join_wrapped_lines(out);
 	keep_only_line(out);
 	return out;
+}
+
+/*
+ * A record of a log begins with its header: a time, a bracketed tag, a glog or NCCL prefix, an
+ * exception's name. What continues a cut line begins wherever the terminal cut it.
+ */
+static bool starts_record(const char *s)
+{
+	static regex_t header;
+	static int compiled; /* 1: compiled, -1: could not be */
+
+	if (!compiled)
+		compiled =
+		    regcomp(&header,
+			    "^([[(<]|[0-9]{2,4}[-/:.][0-9]|[IWEF][0-9]{4} |"
+			    "[A-Za-z0-9_.-]+:[0-9]+:[0-9]+ |"
+			    "(Traceback|NCCL|ERROR|WARN|WARNING|INFO|DEBUG|FATAL|CRITICAL)[ :]|"
+			    "[A-Za-z_][A-Za-z0-9_.]*(Error|Exception|Warning|Fault):|[ \t]{2})",
+			    REG_EXTENDED | REG_NOSUB) == 0
+			? 1
+			: -1;
+	return compiled < 0 || regexec(&header, s, 0, NULL, 0) == 0;
+}
+
+char *p2pg_explain_paste_join_pair(const char *text)
+{
+	const char *line[2];
+	size_t len[2], n = 0;
+	bool blank_between = false;
+
+	for (const char *p = text; *p; p += *p == '\n') {
+		size_t l = strcspn(p, "\n");
+		if (l > strspn(p, " \t\f\v")) {
+			if (n == 2)
+				return NULL;
+			if (n == 1 && blank_between)
+				return NULL;
+			line[n] = p, len[n++] = l;
+		} else if (n) {
+			blank_between = true;
+		}
+		p += l;
+	}
+	if (n != 2)
+		return NULL;
+	size_t width = columns(line[0], len[0]);
+	if (width < PAIR_MIN_WIDTH || columns(line[1], len[1]) > width ||
+	    p2pg_explain_same_shape(line[0], len[0], line[1], len[1]))
+		return NULL;
+	char *second = strndup(line[1], len[1]);
+	if (!second)
+		return NULL;
+	bool record = starts_record(second);
+	free(second);
+	if (record)
+		return NULL;
+	char *joined = malloc(len[0] + len[1] + 1);
+	if (!joined)
+		return NULL;
+	memcpy(joined, line[0], len[0]);
+	memcpy(joined + len[0], line[1], len[1]);
+	joined[len[0] + len[1]] = '\0';
+	return joined;
 }

@@ -85,6 +85,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_regex_words(clean);
 		check_gates(clean, NULL);
 		check_gates(clean, text);
+		char *joined = p2pg_explain_paste_join_pair(clean);
+		if (joined && (strlen(joined) >= strlen(clean) || strchr(joined, '\n')))
+			abort(); /* two lines made one: shorter, and one line */
+		if (joined)
+			check_gates(joined, NULL);
+		free(joined);
 	}
 	check_regex_words(text);
 	check_gates(text, NULL);

@@ -354,6 +354,15 @@ check("explain --json -: a log cut at 120 columns, its lines numbered as pasted"
       [l["matches"][0] for l in wrapped["lines"]] == [l["matches"][0] for l in plain["lines"]]
       and [l["line"] for l in wrapped["lines"]] == [3, 8, 10] and wrapped["first"] == 3,
       json.dumps(wrapped)[:600])
+rc, out, err = run("explain", "-", stdin=wrap(SHM_WARN, 97) + "\n")
+check("explain -: one line cut in two by a terminal 97 columns wide is one line",
+      rc == 0 and out.startswith(shm_rule + "\n"), out + err)
+INFO = ("node1:1234:1300 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read "
+        "on every ring")
+doc = top_ids("-", stdin=INFO + "\n" + SHM_WARN[:90] + "\n")
+check("explain -: two lines, the second a record with its own header, stay two lines",
+      [l["line"] for l in doc["lines"]] == [2] and doc["first"] == 2,
+      json.dumps(doc)[:600])
 RANKS = "".join("node1:%d:%d [%d] transport/shm.cc:590 NCCL WARN Cuda failure 217 peer access is "
                 "not supported now\n" % (1234 + k, 1300 + k, k) for k in range(3)) + "summary line\n"
 doc = top_ids("-", stdin=RANKS)
