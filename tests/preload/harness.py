@@ -166,6 +166,22 @@ def tempfolder():
     return folder
 
 
+@functools.lru_cache(maxsize=None)
+def database_footprint():
+    """Bytes a first guarded run leaves on disk (the database, its WAL and shared-memory files):
+    the knowledge base is copied into every database, so this grows with rules/. Tests that mount
+    a small file system for a full disk size it from this, not from a fixed number."""
+    db = tempdb("footprint.db")
+    run([program("rt_peer"), "basic"], db=db)
+    return sum(os.path.getsize(db + suffix) for suffix in ("", "-wal", "-shm")
+               if os.path.exists(db + suffix))
+
+
+def tmpfs_size(times):
+    """A tmpfs size option holding `times` first runs' files, in whole MiB."""
+    return "size=%dm" % (times * database_footprint() // (1 << 20) + 1)
+
+
 def tempdb(name="p2pguard.db"):
     return os.path.join(tempfolder(), name)
 

@@ -98,10 +98,12 @@ if os.geteuid() == 0:
 else:
     print("# read-only case skipped: it needs root to run the program as a second user")
 
-# Disk full: the database on a full tmpfs, its spool folder on a roomy one (mounted there). 8 MiB:
-# a first run leaves the database (its rules table alone is 1.5 MiB) and its WAL, about 4.2 MiB.
+# Disk full: the database on a full tmpfs, its spool folder on a roomy one (mounted there). Three
+# times what a first run leaves (the database, its rules table and its WAL; a checkpoint copies the
+# WAL into the database beside it), so that once the filler is gone recover has room to move the
+# spooled copies in.
 full = tempfile.mkdtemp(prefix="p2pg-full-")
-mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", full], capture_output=True).returncode == 0
+mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", tmpfs_size(3), "tmpfs", full], capture_output=True).returncode == 0
 if mounted:
     roomy = os.path.join(full, "p2pguard.db.spool")
     try:
