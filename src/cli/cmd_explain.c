@@ -157,17 +157,17 @@ static bool log_lists_no_other(const struct p2pg_explain_log *log, const struct 
 /*
  * Two lines that may be one line cut by a terminal of any width (p2pg_explain_paste_join_pair)
  * are read as that line when it says more than they do: it finds a rule, one that names a cause
- * unless the two found nothing, and every rule the two lines found is among its own.
+ * unless the two found nothing, and every rule the two lines found is among its own. rs holds the
+ * rules text can reach, together those joined can.
  */
-static bool joined_says_more(const char *text, const char *joined)
+static bool joined_says_more(const struct p2pg_ruleset *rs, const char *text,
+			     const struct p2pg_ruleset *together, const char *joined)
 {
 	const struct p2pg_rule *found[MAX_FOUND];
 	struct p2pg_explain_log log;
-	struct p2pg_ruleset *apart = p2pg_cli_load_rules_for_text(text);
-	struct p2pg_ruleset *together = p2pg_cli_load_rules_for_text(joined);
 	bool more = false;
 
-	if (apart && together && p2pg_explain_log_read(apart, text, &log) == 0) {
+	if (p2pg_explain_log_read(rs, text, &log) == 0) {
 		size_t n = p2pg_ruleset_explain(together, joined, found, MAX_FOUND);
 		if (n > MAX_FOUND)
 			n = MAX_FOUND;
@@ -175,8 +175,6 @@ static bool joined_says_more(const char *text, const char *joined)
 		       log_lists_no_other(&log, found, n);
 		p2pg_explain_log_done(&log);
 	}
-	p2pg_ruleset_free(together);
-	p2pg_ruleset_free(apart);
 	return more;
 }
 
@@ -249,14 +247,15 @@ int p2pg_cmd_explain(int argc, char **argv)
 
 	char *pasted = text;
 	text = p2pg_explain_paste_clean(pasted);
-	char *joined = text ? p2pg_explain_paste_join_pair(text) : NULL;
-	if (joined && joined_says_more(text, joined)) {
-		free(text);
-		text = joined;
-	} else {
-		free(joined);
-	}
 	rs = text ? p2pg_cli_load_rules_for_text(text) : NULL;
+	char *joined = rs ? p2pg_explain_paste_join_pair(text) : NULL;
+	struct p2pg_ruleset *together = joined ? p2pg_cli_load_rules_for_text(joined) : NULL;
+	if (together && joined_says_more(rs, text, together, joined)) {
+		free(text), text = joined, joined = NULL;
+		p2pg_ruleset_free(rs), rs = together, together = NULL;
+	}
+	p2pg_ruleset_free(together);
+	free(joined);
 	int status = 2;
 	if (!text)
 		fprintf(stderr, "p2pguard: explain: out of memory\n");
