@@ -144,3 +144,25 @@ const char *p2pg_rules_fact_key(size_t index);
  * is changed.
  */
 int p2pg_rules_write_sqlite(sqlite3 *db, const struct p2pg_ruleset *rs);
+
+/* Records rs in rule_sets(fingerprint, rules): which knowledge base the database's diagnoses came
+ * from (the same set twice: one row). Errors as p2pg_rules_write_sqlite's. */
+int p2pg_rules_note_set_sqlite(sqlite3 *db, const struct p2pg_ruleset *rs);
+
+/* Where p2pg_rules_write_named_sqlite has read up to: the rowid of failures, stalls and
+ * nccl_stalls, in that order. Zeroed: from the first row. */
+#define P2PG_RULES_NAMING_TABLES 3
+struct p2pg_rules_named {
+	long long upto[P2PG_RULES_NAMING_TABLES];
+};
+
+/*
+ * Writes into rules the entries of rs that rows of the database name (their rule_id) and the table
+ * lacks, reading only rows past named's marks, which it moves on. A database then holds the rules
+ * its own records need, not the whole knowledge base (4 MB, growing with every rule). An id rs does
+ * not hold (another process's own rule folder) is left to that process. Returns the number of
+ * rules written, or an errno as p2pg_rules_write_sqlite's (marks unchanged: the next call reads
+ * the same rows again).
+ */
+int p2pg_rules_write_named_sqlite(sqlite3 *db, const struct p2pg_ruleset *rs,
+				  struct p2pg_rules_named *named);

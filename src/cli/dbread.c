@@ -12,6 +12,7 @@
 
 #include "cleanup.h"
 #include "dbread.h"
+#include "p2pguard/rules.h"
 #include "p2pguard/spool.h"
 #include "store.h"
 
@@ -62,6 +63,24 @@ static int count_other_layouts(const char *dir, char *first, size_t first_len)
 	return n;
 }
 
+/* The rows just imported may name rules the database lacks: the guard that recorded them would have
+ * written them with its next pass, had it lived. */
+static void write_named_rules(sqlite3 *db)
+{
+	/* Quietly: a problem of the user's rule folder is `rules validate`'s to say. */
+	struct p2pg_ruleset *rs = p2pg_ruleset_new();
+	const char *user = getenv("P2PGUARD_RULES");
+	if (rs && p2pg_ruleset_load_builtin(rs, NULL, NULL) >= 0 && user && *user)
+		(void)p2pg_ruleset_load_dir(rs, user, NULL, NULL);
+	struct p2pg_rules_named marks = {{0}};
+	int r = rs ? p2pg_rules_write_named_sqlite(db, rs, &marks) : 0;
+	if (r < 0)
+		fprintf(stderr,
+			"p2pguard: the rules the recovered failures name were not written: %s\n",
+			strerror(-r));
+	p2pg_ruleset_free(rs);
+}
+
 int p2pg_cli_import_dead_spools(const char *db_path, bool quiet)
 {
 	char dir[PATH_MAX];
@@ -92,6 +111,8 @@ int p2pg_cli_import_dead_spools(const char *db_path, bool quiet)
 			recovery.error[0] ? recovery.error : strerror(-n));
 		return n;
 	}
+	if (n > 0)
+		write_named_rules(db);
 	if (!quiet || n > 0)
 		fprintf(quiet ? stderr : stdout, "%srecovered %d spool file%s into %s\n",
 			quiet ? "p2pguard: " : "", n, n == 1 ? "" : "s", db_path);

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -314,12 +315,36 @@ static void prepare_rules(const char *rules_dir)
 	rules_needed();
 }
 
-static void write_rules(sqlite3 *db, const char *rules_dir)
+/* The rules the database's rows name, written as rows come (the drainer's database only). */
+static struct {
+	sqlite3 *db;
+	int changes; /* the connection's sqlite3_total_changes() when last read */
+	struct p2pg_rules_named marks;
+} named;
+
+static void write_named_rules(sqlite3 *db)
+{
+	/* Nothing written since the last look: no row can name a new rule. */
+	if (!ruleset || (db == named.db && sqlite3_total_changes(db) == named.changes))
+		return;
+	if (db != named.db) {
+		named.db = db;
+		memset(&named.marks, 0, sizeof(named.marks));
+	}
+	if (p2pg_rules_write_named_sqlite(db, ruleset, &named.marks) >= 0)
+		named.changes = sqlite3_total_changes(db);
+}
+
+static void database_opened(sqlite3 *db, const char *rules_dir)
 {
 	(void)rules_dir;
 	rules_needed();
-	if (ruleset)
-		p2pg_rules_write_sqlite(db, ruleset);
+	if (!ruleset)
+		return;
+	p2pg_rules_note_set_sqlite(db, ruleset);
+	/* A file opened anew (another at the path) is read from its first row. */
+	named.db = NULL;
+	write_named_rules(db);
 }
 
 static bool stall_diagnosis(const char *rules_dir, const char **rule_id, const char **root_cause,
@@ -339,7 +364,8 @@ static bool stall_diagnosis(const char *rules_dir, const char **rule_id, const c
 
 const struct p2pg_recorder_hooks p2pg_knowledge_hooks = {
     .prepare = prepare_rules,
-    .database_opened = write_rules,
+    .database_opened = database_opened,
+    .rows_written = write_named_rules,
     .stall_diagnosis = stall_diagnosis,
     .nccl_stall_diagnosis = p2pg_nccl_stall_diagnosis,
 };

@@ -326,6 +326,8 @@ static void *drainer_main(void *arg)
 			reopen_database(&db, &im, &opened, &know_file);
 			if (!db)
 				break;
+			if (passes > 0 && p2pg_rec.hooks.database_opened)
+				p2pg_rec.hooks.database_opened(db, p2pg_rec.settings.rules_dir);
 			im.budget = PASS_BUDGET;
 		}
 		uint64_t pass = atomic_fetch_add(&p2pg_rec.passes_begun, 1) + 1;
@@ -413,6 +415,8 @@ static void *drainer_main(void *arg)
 			 * first, and it is marked a clean exit whatever happens after. */
 			recover_others(db, stopping ? stopped_at + FINAL_RECOVERY_NS : 0);
 		}
+		if (p2pg_rec.hooks.rows_written)
+			p2pg_rec.hooks.rows_written(db);
 		if (rc < 0 && rc != -EBUSY && !warned) {
 			warned = true;
 			p2pg_notice(

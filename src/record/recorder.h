@@ -23,8 +23,12 @@ struct p2pg_recorder_hooks {
 	/* Called once, before database_opened, with no lock a fork() waits for held: reads what the
 	 * hooks below need (the rules, a user's folder included). */
 	void (*prepare)(const char *rules_dir);
-	/* The database is open: write what it holds beside the records (the rules table). */
+	/* The database is open (again, when the file at its path was replaced): write what it
+	 * holds beside the records (which rule set diagnosed them). */
 	void (*database_opened)(struct sqlite3 *db, const char *rules_dir);
+	/* After each pass: the rows written may name rules the database lacks (the rules table
+	 * holds those its rows name). Cheap when the pass wrote nothing. */
+	void (*rows_written)(struct sqlite3 *db);
 	/* The diagnosis of a P2P copy that never completes; false: none (a plainer text is used).
 	 * The strings live as long as the process. */
 	bool (*stall_diagnosis)(const char *rules_dir, const char **rule_id,

@@ -36,5 +36,8 @@ devices_slot = 1 if scalar(db, "SELECT count(*) FROM devices WHERE process_id = 
 equal(failures, SLOTS - devices_slot,
       "the failures that found a slot have their entry (%d slots, %d taken by the devices)"
       % (SLOTS, devices_slot))
+# The process never wrote to the database: recover writes the rule its failures name.
+equal(query(db, "SELECT DISTINCT r.id FROM failures f JOIN rules r ON r.id = f.rule_id"),
+      [("cuda/peer-access-to-own-device",)], "recover stored the rule the recovered failures name")
 equal(failures + dropped, CALLS, "and the rest are counted as lost: %d + %d" % (failures, dropped))
 done()
