@@ -368,6 +368,9 @@ static bool number_is_status(const char *text, const char *start, const char *en
 	 * "EFA internal error: (4112)" (FI_EFA_ERR_*, 4096 and up). */
 	if (n == 5 && m == 6 && strncasecmp(before, "vendor", 6) == 0)
 		return false;
+	/* A signal's name and number, Open MPI's "Signal: Bus error (7)": SIGBUS, not a status. */
+	if (n == 5 && m == 3 && strncasecmp(before, "bus", 3) == 0)
+		return false;
 	if (n == 5 && m == 8 && strncasecmp(before, "internal", 8) == 0 && before >= text + 4 &&
 	    strncasecmp(before - 4, "EFA ", 4) == 0)
 		return false;

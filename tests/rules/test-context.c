@@ -235,6 +235,9 @@ static void test_reading(void)
 	check_str(first(rs, "EFA internal error: (801) Failure to post internal receive buffers"),
 		  "(none)");
 	check_str(first(rs, "internal error: (801)"), "t/notsupported");
+	/* Open MPI names a fatal signal by its name and number: SIGBUS's 7, not a status. */
+	check_str(first(rs, "[node07:41233] Signal: Bus error (801)"), "(none)");
+	check_str(first(rs, "[node07:41233] Signal: Host error (801)"), "t/notsupported");
 	/* CUDA statuses are never negative: "returned -1" is a C call's result, not status 1. */
 	add_ok(rs, entry("t/efault", "[]", "  \"regex\": \"Bad address\",\n"));
 	check_str(first(rs, "process_vm_writev(pid=1 length=64) returned -801: Bad address"),
