@@ -246,13 +246,14 @@ static bool foreign_call_name(const char *q, const char *end)
 /*
  * Whether the word [q, end) is a system call written with its parentheses ("unix client connect()
  * error: 2", GPUDirect-TCPX's socket to its receive daemon): what follows is an errno, ENOENT here,
- * not CUDA's out of memory.
+ * not CUDA's out of memory. "receive" is GPUDirect-TCPXO's own wrapper of recvmsg, whose status
+ * prints the same way ("receive() error: 104", ECONNRESET).
  */
 static bool system_call_name(const char *q, const char *end, const char *limit)
 {
-	static const char *const calls[] = {"connect", "bind",	  "accept", "listen", "socket",
-					    "sendmsg", "recvmsg", "send",   "recv",   "open",
-					    "mmap",    "ioctl",	  "read",   "write",  NULL};
+	static const char *const calls[] = {
+	    "connect", "bind",	  "accept", "listen", "socket", "sendmsg", "recvmsg", "send",
+	    "recv",    "receive", "open",   "mmap",   "ioctl",	"read",	   "write",   NULL};
 	size_t len = (size_t)(end - q);
 	if (end + 2 > limit || end[0] != '(' || end[1] != ')')
 		return false;

@@ -249,6 +249,7 @@ static void test_reading(void)
 	 * named later, it is read as before. */
 	check_str(first(rs, "unix client connect() error: 801 Bad address"), "t/efault");
 	check_str(first(rs, "connect error: 801"), "t/notsupported");
+	check_str(first(rs, "unix client receive() error: 801"), "(none)");
 	check_str(first(rs, "connect() failed, then cuMemMap returned error 801"),
 		  "t/notsupported");
 	/* A verbs work completion's status, its text in parentheses, is not CUDA's; a CUDA
