@@ -320,19 +320,19 @@ static struct {
 	sqlite3 *db;
 	int changes; /* the connection's sqlite3_total_changes() when last read */
 	struct p2pg_rules_named marks;
-} named;
+} rules_named;
 
 static void write_named_rules(sqlite3 *db)
 {
 	/* Nothing written since the last look: no row can name a new rule. */
-	if (!ruleset || (db == named.db && sqlite3_total_changes(db) == named.changes))
+	if (!ruleset || (db == rules_named.db && sqlite3_total_changes(db) == rules_named.changes))
 		return;
-	if (db != named.db) {
-		named.db = db;
-		memset(&named.marks, 0, sizeof(named.marks));
+	if (db != rules_named.db) {
+		rules_named.db = db;
+		memset(&rules_named.marks, 0, sizeof(rules_named.marks));
 	}
-	if (p2pg_rules_write_named_sqlite(db, ruleset, &named.marks) >= 0)
-		named.changes = sqlite3_total_changes(db);
+	if (p2pg_rules_write_named_sqlite(db, ruleset, &rules_named.marks) >= 0)
+		rules_named.changes = sqlite3_total_changes(db);
 }
 
 static void database_opened(sqlite3 *db, const char *rules_dir)
@@ -343,7 +343,7 @@ static void database_opened(sqlite3 *db, const char *rules_dir)
 		return;
 	p2pg_rules_note_set_sqlite(db, ruleset);
 	/* A file opened anew (another at the path) is read from its first row. */
-	named.db = NULL;
+	rules_named.db = NULL;
 	write_named_rules(db);
 }
 
