@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The rule set as a table next to the recorded failures, so that a query over the log can join a
- * failure's rule id to its title and advice without the rules folder at hand.
+ * The rules next to the recorded failures, so that a query over the log can join a failure's rule
+ * id to its title and advice without the rules folder at hand: the entries the database's rows
+ * name, and which rule sets diagnosed them.
  */
 #include "p2pguard/rules.h"
 
