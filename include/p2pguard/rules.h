@@ -159,8 +159,8 @@ struct p2pg_rules_named {
 /*
  * Writes into rules the entries of rs that rows of the database name (their rule_id) and the table
  * lacks, reading only rows past named's marks, which it moves on. A database then holds the rules
- * its own records need, not the whole knowledge base (megabytes, growing with every rule). An id rs does
- * not hold (another process's own rule folder) is left to that process. Returns the number of
+ * its own records need, not the whole knowledge base (megabytes, growing with every rule). An id rs
+ * does not hold (another process's own rule folder) is left to that process. Returns the number of
  * rules written, or an errno as p2pg_rules_write_sqlite's (marks unchanged: the next call reads
  * the same rows again).
  */
