@@ -168,9 +168,9 @@ def tempfolder():
 
 @functools.lru_cache(maxsize=None)
 def database_footprint():
-    """Bytes a first guarded run leaves on disk (the database, its WAL and shared-memory files):
-    the knowledge base is copied into every database, so this grows with rules/. Tests that mount
-    a small file system for a full disk size it from this, not from a fixed number."""
+    """Bytes a first guarded run leaves on disk (the database, its WAL and shared-memory files),
+    which grows with the schema and what a database stores beside the records. Tests that mount a
+    small file system for a full disk size it from this, not from a fixed number."""
     db = tempdb("footprint.db")
     run([program("rt_peer"), "basic"], db=db)
     return sum(os.path.getsize(db + suffix) for suffix in ("", "-wal", "-shm")

@@ -25,15 +25,22 @@ static const char *entry(const char *id, const char *title)
 	return out;
 }
 
-static int count_rows(sqlite3 *db)
+static int ids_named(sqlite3 *db, const char *like)
 {
 	sqlite3_stmt *st;
 	int n = -1;
-	if (sqlite3_prepare_v2(db, "SELECT count(*) FROM rules", -1, &st, NULL) == SQLITE_OK &&
+	if (sqlite3_prepare_v2(db, "SELECT count(*) FROM rules WHERE id LIKE ?1", -1, &st, NULL) ==
+		SQLITE_OK &&
+	    sqlite3_bind_text(st, 1, like, -1, SQLITE_STATIC) == SQLITE_OK &&
 	    sqlite3_step(st) == SQLITE_ROW)
 		n = sqlite3_column_int(st, 0);
 	sqlite3_finalize(st);
 	return n;
+}
+
+static int count_rows(sqlite3 *db)
+{
+	return ids_named(db, "%");
 }
 
 static void test_write(void)
@@ -116,19 +123,6 @@ static void test_readonly(void)
 static void exec(sqlite3 *db, const char *sql)
 {
 	check_int(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
-}
-
-static int ids_named(sqlite3 *db, const char *like)
-{
-	sqlite3_stmt *st;
-	int n = -1;
-	if (sqlite3_prepare_v2(db, "SELECT count(*) FROM rules WHERE id LIKE ?1", -1, &st, NULL) ==
-		SQLITE_OK &&
-	    sqlite3_bind_text(st, 1, like, -1, SQLITE_STATIC) == SQLITE_OK &&
-	    sqlite3_step(st) == SQLITE_ROW)
-		n = sqlite3_column_int(st, 0);
-	sqlite3_finalize(st);
-	return n;
 }
 
 static void test_named(void)
