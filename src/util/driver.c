@@ -106,6 +106,8 @@ static const struct error_names error_table[] = {
      "peer access is already enabled"},
     {705, "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED", "cudaErrorPeerAccessNotEnabled",
      "peer access has not been enabled"},
+    {708, "CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE", "cudaErrorSetOnActiveProcess",
+     "cannot set while device is active in this process"},
     {709, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "cudaErrorContextIsDestroyed", "context is destroyed"},
     {710, "CUDA_ERROR_ASSERT", "cudaErrorAssert", "device-side assert triggered"},
     {711, "CUDA_ERROR_TOO_MANY_PEERS", "cudaErrorTooManyPeers", "peer mapping resources exhausted"},
