@@ -162,6 +162,7 @@ static void test_reading(void)
 	add_ok(rs, entry("t/notsupported", "[801]", "  \"match\": {\"status\": [801]},\n"));
 	add_ok(rs, entry("t/nostatus", "[]", "  \"regex\": \"unhandled cuda error\",\n"));
 	add_ok(rs, entry("t/triage217", "[217]", "  \"regex\": \"NCCL WARN Cuda failure.*\",\n"));
+	add_ok(rs, entry("t/setactive", "[708]", "  \"match\": {\"status\": [708]},\n"));
 
 	/* Hexadecimal statuses after a status word; cuda-gdb prints them so. */
 	check_str(first(rs, "warning: Cuda API error detected: cudaDeviceEnablePeerAccess returned "
@@ -169,6 +170,13 @@ static void test_reading(void)
 		  "t/already");
 	check_str(first(rs, "status 0xd9"), "t/unsupported");
 	check_str(first(rs, "pointer 0x2c0"), "(none)");
+	/* 708 by each of its three spellings: the runtime's name, the driver's, the message. */
+	check_str(first(rs, "cudaSetDeviceFlags returned cudaErrorSetOnActiveProcess"),
+		  "t/setactive");
+	check_str(first(rs, "cuDevicePrimaryCtxSetFlags: CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE"),
+		  "t/setactive");
+	check_str(first(rs, "CUDA error: cannot set while device is active in this process"),
+		  "t/setactive");
 	/* errno's capitalised texts are not CUDA's messages. */
 	check_str(first(rs, "ibv_reg_dmabuf_mr failed with error Operation not supported"),
 		  "(none)");
