@@ -273,6 +273,18 @@ check("explain --json -: the failure's rules, then the notice's, then the triage
       ids[:1] == ["nccl/p2p-peer-gpu-not-visible"] and doc.get("cause") == 4
       and ids.index("nccl/gdr-disabled") < ids.index("nccl/unhandled-cuda-error"),
       json.dumps(doc)[:600])
+# A log whose every line names no cause: the first is not called the start of what followed as
+# if it named a cause; each triage is offered, the first line's first.
+BARE_LOG = """\
+RuntimeError: CUDA error: an illegal memory access was encountered
+[rank0]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5
+"""
+rc, out, err = run("explain", "-", stdin=BARE_LOG)
+check("explain -: a log of lines that name no cause",
+      rc == 0 and "First: line 1 (cuda/illegal-address-triage). No line names its cause: the "
+      "triage answers below say how to find it, line 1's first" in out
+      and out.index("\ncuda/illegal-address-triage\n") < out.index("\nnccl/unhandled-cuda-error\n"),
+      out + err)
 rc, out, err = run("explain", "--json", "217")
 doc = json.loads(out) if rc == 0 else {}
 check("explain --json: one line is one entry of lines",
