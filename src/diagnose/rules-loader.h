@@ -72,6 +72,8 @@ struct rules_regex_cost {
 };
 /* p is on a bracket expression's '['; returns the character after its ']' (or the NUL). */
 const char *rules_regex_skip_bracket(const char *p);
+/* True when a bracket expression of regex holds a backslash and a letter; why says which. */
+bool rules_regex_escape_in_bracket(const char *regex, char *why, size_t why_size);
 /* The literals one of which every line the regex matches contains, case aside
  * (rules_regex_literal.c): 0 and none when it cannot tell; -ENOMEM. */
 int rules_regex_literals(const char *regex, char ***ret, size_t *ret_n);

@@ -3,6 +3,7 @@
  * built-in rule. */
 #include <ctype.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +50,39 @@ const regex_t *rules_rule_regex(const struct p2pg_rule *r)
 	return re == &rules_regex_broken ? NULL : re;
 }
 
+/*
+ * A bracket expression that holds a backslash and a letter, as in "[^\\n]": POSIX reads the
+ * backslash inside brackets as itself, so the expression leaves out the letters '\\' and 'n' and
+ * not the newline its writer meant, and a line with an 'n' in that place silently fails to match.
+ */
+bool rules_regex_escape_in_bracket(const char *p, char *why, size_t why_size)
+{
+	while (*p) {
+		if (*p == '\\') {
+			p += p[1] ? 2 : 1;
+			continue;
+		}
+		if (*p != '[') {
+			p++;
+			continue;
+		}
+		const char *end = rules_regex_skip_bracket(p);
+		for (const char *q = p + 1; q + 1 < end; q++)
+			if (*q == '\\' && isalpha((unsigned char)q[1])) {
+				snprintf(
+				    why, why_size,
+				    "regex bracket %.*s holds a backslash and a letter: inside "
+				    "brackets POSIX reads '\\' as itself; put the character itself "
+				    "there (in the JSON text a single \"\\n\" is already a "
+				    "newline)",
+				    (int)(end - p), p);
+				return true;
+			}
+		p = end;
+	}
+	return false;
+}
+
 int rules_check_regex(const struct p2pg_rule *r, p2pg_rules_report_fn report, void *userdata)
 {
 	char why[160] = "";
@@ -70,6 +104,11 @@ int rules_check_regex(const struct p2pg_rule *r, p2pg_rules_report_fn report, vo
 	if (regexec(re, "", 0, NULL, 0) == 0) {
 		rules_report(report, userdata, r->file, r->regex_line,
 			     "regex matches the empty string");
+		return 1;
+	}
+	char bracket[320];
+	if (rules_regex_escape_in_bracket(r->regex_text, bracket, sizeof(bracket))) {
+		rules_report(report, userdata, r->file, r->regex_line, "%s", bracket);
 		return 1;
 	}
 	return 0;

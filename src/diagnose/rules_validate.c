@@ -617,6 +617,11 @@ static bool parse_regex(struct loader *ld, const struct p2pg_json *v, struct p2p
 		    cost.optional, REGEX_MAX_OPTIONAL);
 		return false;
 	}
+	char bracket[320];
+	if (!ld->builtin && rules_regex_escape_in_bracket(v->string, bracket, sizeof(bracket))) {
+		ld_problem(ld, v->line, "%s", bracket);
+		return false;
+	}
 	r->regex_text = ld_copy(ld, v->string);
 	r->regex_line = v->line;
 	if (rules_regex_literals(v->string, &r->regex_literals, &r->n_regex_literals) < 0)

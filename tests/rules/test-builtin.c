@@ -236,6 +236,7 @@ static const char *const messages[] = {
     "regex too large: its repetitions expand it to about ",
     "invalid regex: ",
     "regex matches the empty string",
+    " holds a backslash and a letter: inside brackets POSIX reads ",
     "empty alias",
     "unknown match condition ",
     "match needs at least one condition",

@@ -286,7 +286,7 @@ static void test_builtin_regex(void)
 
 	/* Without its alias, so that only the regex could explain a line. */
 	const char *no_alias = with(base, "  \"aliases\": [\"SAMPLE\"],\n", "");
-	char broken[4096], empty[4096];
+	char broken[4096], empty[4096], escaped[4096];
 	snprintf(broken, sizeof(broken), "%s",
 		 with(no_alias, "\"regex\": \"sample failure\"", "\"regex\": \"sample (failure\""));
 	snprintf(empty, sizeof(empty), "%s",
@@ -299,6 +299,14 @@ static void test_builtin_regex(void)
 	snprintf(want, sizeof(want), "invalid regex: %s", why);
 	expect_builtin_regex_problem(broken, want);
 	expect_builtin_regex_problem(empty, "regex matches the empty string");
+	/* The JSON text "[^\\n]" is the regex [^\n]: it leaves out '\\' and 'n', not newlines. */
+	snprintf(escaped, sizeof(escaped), "%s",
+		 with(no_alias, "\"regex\": \"sample failure\"",
+		      "\"regex\": \"sample[^\\\\n]*failure\""));
+	expect_builtin_regex_problem(
+	    escaped, "regex bracket [^\\n] holds a backslash and a letter: inside brackets POSIX "
+		     "reads '\\' as itself; put the character itself there (in the JSON text a "
+		     "single \"\\n\" is already a newline)");
 }
 
 /* Every message of rules/README.md, "Validator messages", in its order. */
