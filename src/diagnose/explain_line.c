@@ -225,8 +225,8 @@ static bool call_name_before(const char *text, const char *word)
  * region, the word "MR" in capitals, counts as such a call: perftest's "Couldn't allocate MR with
  * error=14" is ibv_reg_mr's errno. So does GPUDirect Storage's cuFile, whose calls look like the
  * driver's (cuFileHandleRegister) but return its own CUfileOpError, 5000 and up (5030 "internal
- * error" in "cuFile err=5030"), never a CUDA status. A CUDA call named after it takes the number
- * back.
+ * error" in "cuFile err=5030"; CUDA.jl's "CUFILEError: ... (code 5001, ...)"), never a CUDA
+ * status. A CUDA call named after it takes the number back.
  */
 /* Whether the word [q, end) names a call of such a library (see foreign_call_before). */
 static bool foreign_call_name(const char *q, const char *end)
@@ -234,7 +234,7 @@ static bool foreign_call_name(const char *q, const char *end)
 	static const char *const prefixes[] = {"gdr_", "gds_",	"ibv_",	       "mlx5",
 					       "fi_",  "rdma_", "nvidia_p2p_", NULL};
 	size_t len = (size_t)(end - q);
-	if (strncmp(q, "cuFile", 6) == 0 || (len == 2 && q[0] == 'M' && q[1] == 'R'))
+	if (strncasecmp(q, "cufile", 6) == 0 || (len == 2 && q[0] == 'M' && q[1] == 'R'))
 		return true;
 	for (size_t k = 0; prefixes[k]; k++)
 		if (strncasecmp(q, prefixes[k], strlen(prefixes[k])) == 0 &&

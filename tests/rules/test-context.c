@@ -233,6 +233,9 @@ static void test_reading(void)
 	check_str(first(rs, "cuFileHandleRegister returned an error = 801"), "(none)");
 	check_str(first(rs, "cuFileRead failed, then cuMemMap returned error 801"),
 		  "t/notsupported");
+	/* CUDA.jl's exception type spells the library in capitals. */
+	check_str(first(rs, "CUFILEError: driver is not loaded (code 801, CU_FILE_DRIVER)"),
+		  "(none)");
 	/* A status word inside an identifier introduces nothing: verbs' vendor_err is the NIC's. */
 	check_str(first(rs, "local protection error (syndrome 0x4, vendor_err 0x321)"), "(none)");
 	check_str(first(rs, "local protection error (err 0x321)"), "t/notsupported");
