@@ -208,10 +208,10 @@ static int explain_log(FILE *out, const struct p2pg_ruleset *rs, const char *tex
 			p2pg_rule_is_notice(cause->rules[0]) ? "line that names a cause"
 							     : "failure that names its cause",
 			cause->number, p2pg_rule_id(cause->rules[0]));
-	} else if (p2pg_rule_is_triage(log.lines[0].rules[0])) {
-		/* Every line names no cause: the first of them is often a harmless warning printed
-		 * before the failure (NCCL's missing libibverbs before a hang), not what the
-		 * later lines follow from. */
+	} else if (log.cause < 0) {
+		/* No line names a cause (log.cause is set so exactly then): the first of them is
+		 * often a harmless warning printed before the failure (NCCL's missing libibverbs
+		 * before a hang), not what the later lines follow from. */
 		fprintf(out,
 			"\nFirst: line %zu (%s). No line names its cause: the triage answers below "
 			"say how to find it, line %zu's first (later errors may be its "
