@@ -145,18 +145,17 @@ static bool is_word_char(char c)
 	return isalnum((unsigned char)c) || c == '_';
 }
 
-/* Finds word in text where it is not part of a longer identifier; case-insensitive unless
- * exact. */
-static bool find_word(const char *text, const char *word, bool exact)
+/* Where word stands in text, not part of a longer identifier; case-insensitive unless exact. */
+static const char *find_word(const char *text, const char *word, bool exact)
 {
 	size_t n = strlen(word);
 	for (const char *p = text; (p = exact ? strstr(p, word) : strcasestr(p, word)); p++) {
 		bool left = p == text || !is_word_char(p[-1]) || !is_word_char(word[0]);
 		bool right = !is_word_char(p[n]) || !is_word_char(word[n - 1]);
 		if (left && right)
-			return true;
+			return p;
 	}
-	return false;
+	return NULL;
 }
 
 static void add_status(struct line_clues *c, int status, size_t span)
@@ -435,25 +434,61 @@ static size_t cut_message_span(const char *text, const char *message)
 /* Status names and runtime messages. A short message is matched with its case, because strerror
  * spells the same words capitalised ("Invalid argument", "Operation not supported") for errno
  * values that have nothing to do with CUDA. */
+struct status_words {
+	int status;
+	const char *name; /* its longest spelling in the text */
+	bool exact;	  /* that spelling is matched with its case */
+	const char *at;	  /* where it stands */
+	size_t span;
+};
+
+/* The spelling of found[k] inside a longer status's message, or NULL. */
+static const struct status_words *status_words_around(const struct status_words *found,
+						      size_t n_found, size_t k)
+{
+	for (size_t j = 0; j < n_found; j++)
+		if (j != k && found[j].at && found[j].span > found[k].span &&
+		    found[k].at >= found[j].at &&
+		    found[k].at + found[k].span <= found[j].at + found[j].span)
+			return &found[j];
+	return NULL;
+}
+
 static void read_status_words(const char *text, struct line_clues *c)
 {
-	for (size_t k = 0;; k++) {
+	struct status_words found[LINE_STATUSES_MAX];
+	size_t n_found = 0;
+
+	for (size_t k = 0; n_found < LINE_STATUSES_MAX; k++) {
 		int status = p2pg_status_at(k);
 		const char *names[3];
 		if (status < 0)
 			break;
 		if (status == 0 || !p2pg_status_spellings(status, &names[0], &names[1], &names[2]))
 			continue;
-		size_t span = 0;
+		struct status_words w = {status, NULL, false, NULL, 0};
 		for (size_t m = 0; m < 3; m++) {
 			bool exact = m == 2 && strlen(names[m]) < 24;
-			if (strlen(names[m]) > span && find_word(text, names[m], exact))
-				span = strlen(names[m]);
+			const char *p =
+			    strlen(names[m]) > w.span ? find_word(text, names[m], exact) : NULL;
+			if (p)
+				w = (struct status_words){status, names[m], exact, p,
+							  strlen(names[m])};
 		}
-		if (!span && strlen(names[2]) > 24)
-			span = cut_message_span(text, names[2]);
-		if (span)
-			add_status(c, status, span);
+		if (!w.span && strlen(names[2]) > 24)
+			w.span = cut_message_span(text, names[2]); /* not placed: at stays NULL */
+		if (w.span)
+			found[n_found++] = w;
+	}
+	/* A status's message inside another's names only the longer one: 304's "OS call failed or
+	 * operation not supported on this OS" is not 801's "operation not supported". */
+	for (size_t k = 0; k < n_found; k++) {
+		const struct status_words *around;
+		while (found[k].at && (around = status_words_around(found, n_found, k)))
+			found[k].at =
+			    find_word(around->at + around->span, found[k].name, found[k].exact);
+		if (found[k].at || !found[k].name)
+			add_status(c, found[k].status, found[k].span);
 	}
 }
 

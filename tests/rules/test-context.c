@@ -181,6 +181,17 @@ static void test_reading(void)
 	check_str(first(rs, "ibv_reg_dmabuf_mr failed with error Operation not supported"),
 		  "(none)");
 	check_str(first(rs, "cuMemMap: operation not supported"), "t/notsupported");
+	/* 304's message holds 801's: it names 304 only, however the line spells it. */
+	check_str(first(rs,
+			"CUDA error #304 (cudaErrorOperatingSystem): OS call failed or operation "
+			"not supported on this OS."),
+		  "(none)");
+	check_str(
+	    first(rs, "cudaGetDeviceCount: OS call failed or operation not supported on this OS"),
+	    "(none)");
+	check_str(first(rs, "OS call failed or operation not supported on this OS, then cuMemMap: "
+			    "operation not supported"),
+		  "t/notsupported");
 	/* A line naming no status is explained by a rule about none; naming one rules it out. */
 	check_str(first(rs, "NCCL error in: x.cpp:1, unhandled cuda error, NCCL version 2.7.8"),
 		  "t/nostatus");
