@@ -431,9 +431,7 @@ static size_t cut_message_span(const char *text, const char *message)
 	return 0;
 }
 
-/* Status names and runtime messages. A short message is matched with its case, because strerror
- * spells the same words capitalised ("Invalid argument", "Operation not supported") for errno
- * values that have nothing to do with CUDA. */
+/* A status named by its name or message: where, and by which spelling. */
 struct status_words {
 	int status;
 	const char *name; /* its longest spelling in the text */
@@ -442,7 +440,7 @@ struct status_words {
 	size_t span;
 };
 
-/* The spelling of found[k] inside a longer status's message, or NULL. */
+/* The longer status whose message holds found[k]'s spelling, or NULL. */
 static const struct status_words *status_words_around(const struct status_words *found,
 						      size_t n_found, size_t k)
 {
@@ -454,6 +452,9 @@ static const struct status_words *status_words_around(const struct status_words 
 	return NULL;
 }
 
+/* Status names and runtime messages. A short message is matched with its case, because strerror
+ * spells the same words capitalised ("Invalid argument", "Operation not supported") for errno
+ * values that have nothing to do with CUDA. */
 static void read_status_words(const char *text, struct line_clues *c)
 {
 	struct status_words found[LINE_STATUSES_MAX];
