@@ -317,6 +317,31 @@ static bool verbs_completion_status_after(const char *p)
 	return false;
 }
 
+/*
+ * Whether the word introducing a number belongs to NCCL's own result: "NCCL error 1", and
+ * CTranslate2's or a wrapper's "NCCL failed with error 2", where a few linking words separate
+ * "NCCL" from "error". The number is an ncclResult_t then, not CUDA's status 2.
+ */
+static bool nccl_result_before(const char *text, const char *word)
+{
+	static const char *const links[] = {"failed", "with", "returned", "call", NULL};
+	for (int hops = 0; hops < 4 && word > text; hops++) {
+		const char *before;
+		size_t m = word_before(text, word, &before);
+		if (m == 0)
+			return false;
+		if (m == 4 && strncasecmp(before, "nccl", 4) == 0)
+			return true;
+		bool link = false;
+		for (size_t k = 0; links[k] && !link; k++)
+			link = m == strlen(links[k]) && strncasecmp(before, links[k], m) == 0;
+		if (!link)
+			return false;
+		word = before;
+	}
+	return false;
+}
+
 static bool number_is_status(const char *text, const char *start, const char *end, long value)
 {
 	static const char *const words[] = {"error",  "err",	  "code", "status", "failure",
@@ -374,7 +399,7 @@ static bool number_is_status(const char *text, const char *start, const char *en
 	if (n == 5 && m == 8 && strncasecmp(before, "internal", 8) == 0 && before >= text + 4 &&
 	    strncasecmp(before - 4, "EFA ", 4) == 0)
 		return false;
-	return !(m == 4 && strncasecmp(before, "nccl", 4) == 0);
+	return !nccl_result_before(text, word);
 }
 
 /* Decimal numbers (at most six digits) and 0x-prefixed hexadecimal ones read as statuses. */

@@ -200,6 +200,9 @@ static void test_reading(void)
 		  "(none)");
 	/* NCCL's own result numbers and log dates are not CUDA statuses. */
 	check_str(first(rs, "RuntimeError: NCCL Error 1: unhandled cuda error"), "t/nostatus");
+	check_str(first(rs, "RuntimeError: NCCL failed with error 1: unhandled cuda error"),
+		  "t/nostatus");
+	check_str(first(rs, "Cuda failure with error 1: unhandled cuda error"), "(none)");
 	check_str(first(rs, "(Worker pid=7) ERROR 03-28 21:38:23 x.py:44] unhandled cuda error"),
 		  "t/nostatus");
 	/* A status named in the line beats a framework's wording about another status. */
