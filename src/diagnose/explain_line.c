@@ -393,6 +393,10 @@ static bool number_is_status(const char *text, const char *start, const char *en
 	 * "EFA internal error: (4112)" (FI_EFA_ERR_*, 4096 and up). */
 	if (n == 5 && m == 6 && strncasecmp(before, "vendor", 6) == 0)
 		return false;
+	/* A process's exit status, "error running hook: exit status 1" (Docker, runc, Slurm's
+	 * "exit code 1"): the number a program returned, not CUDA's. */
+	if ((n == 6 || n == 4) && m == 4 && strncasecmp(before, "exit", 4) == 0)
+		return false;
 	/* A signal's name and number, Open MPI's "Signal: Bus error (7)": SIGBUS, not a status. */
 	if (n == 5 && m == 3 && strncasecmp(before, "bus", 3) == 0)
 		return false;

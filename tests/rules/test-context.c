@@ -203,6 +203,11 @@ static void test_reading(void)
 	check_str(first(rs, "RuntimeError: NCCL failed with error 1: unhandled cuda error"),
 		  "t/nostatus");
 	check_str(first(rs, "Cuda failure with error 1: unhandled cuda error"), "(none)");
+	/* A process's exit status is not a CUDA status either. */
+	check_str(first(rs, "error running hook: exit status 1, stderr: unhandled cuda error"),
+		  "t/nostatus");
+	check_str(first(rs, "srun: error: task 0: Exited with exit code 1: unhandled cuda error"),
+		  "t/nostatus");
 	check_str(first(rs, "(Worker pid=7) ERROR 03-28 21:38:23 x.py:44] unhandled cuda error"),
 		  "t/nostatus");
 	/* A status named in the line beats a framework's wording about another status. */
