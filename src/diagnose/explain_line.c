@@ -342,6 +342,42 @@ static bool nccl_result_before(const char *text, const char *word)
 	return false;
 }
 
+/*
+ * Whether the C library's text of an errno follows the number in parentheses, as strerror()
+ * spells it with its capital ("Unexpected error 12 (Cannot allocate memory) from fi_mr_regattr()",
+ * GASNet's "fi_write failed: 12(Cannot allocate memory)"): the number is that errno, not CUDA's
+ * 12. CUDA's own texts are in lower case ("out of memory", "invalid argument").
+ */
+static bool errno_text_after(const char *p)
+{
+	static const char *const texts[] = {"Operation not permitted",
+					    "No such file or directory",
+					    "Input/output error",
+					    "Bad file descriptor",
+					    "Resource temporarily unavailable",
+					    "Cannot allocate memory",
+					    "Permission denied",
+					    "Bad address",
+					    "Device or resource busy",
+					    "No such device",
+					    "Invalid argument",
+					    "No space left on device",
+					    "Broken pipe",
+					    "Operation not supported",
+					    "Connection reset by peer",
+					    "Connection refused",
+					    "Connection timed out",
+					    NULL};
+	while (*p == ' ')
+		p++;
+	if (*p != '(')
+		return false;
+	for (size_t k = 0; texts[k]; k++)
+		if (strncmp(p + 1, texts[k], strlen(texts[k])) == 0)
+			return true;
+	return false;
+}
+
 static bool number_is_status(const char *text, const char *start, const char *end, long value)
 {
 	static const char *const words[] = {"error",  "err",	  "code", "status", "failure",
@@ -436,7 +472,7 @@ static void read_numbers(const char *text, struct line_clues *c)
 			continue;
 		value = strtol(start, NULL, hex ? 16 : 10);
 		if (value > 0 && value < 100000 && !verbs_completion_status_after(p) &&
-		    number_is_status(text, start, p, value))
+		    !errno_text_after(p) && number_is_status(text, start, p, value))
 			add_status(c, (int)value, (size_t)(p - start));
 	}
 }

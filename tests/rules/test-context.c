@@ -206,10 +206,15 @@ static void test_reading(void)
 	    "error running hook: exit status 1, stderr: unhandled cuda error",
 	    "srun: error: task 0: Exited with exit code 1: unhandled cuda error",
 	    "(Worker pid=7) ERROR 03-28 21:38:23 x.py:44] unhandled cuda error",
+	    /* The C library's text of an errno after the number, with its capital. */
+	    "Unexpected error 12 (Cannot allocate memory) from fi_mr_regattr(): unhandled cuda "
+	    "error",
+	    "fi_write failed: 12(Cannot allocate memory): unhandled cuda error",
 	};
 	for (size_t k = 0; k < sizeof not_statuses / sizeof not_statuses[0]; k++)
 		check_str(first(rs, not_statuses[k]), "t/nostatus");
 	check_str(first(rs, "Cuda failure with error 1: unhandled cuda error"), "(none)");
+	check_str(first(rs, "Cuda failure 2 (out of memory): unhandled cuda error"), "(none)");
 	/* A status named in the line beats a framework's wording about another status. */
 	check_str(first(rs, "NCCL WARN Cuda failure 'peer access is already enabled'"),
 		  "t/already");
