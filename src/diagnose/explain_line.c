@@ -282,6 +282,22 @@ static bool foreign_call_before(const char *text, const char *p)
 	return foreign;
 }
 
+/* Whether one of texts follows p in parentheses, after any spaces. */
+static bool text_in_parentheses(const char *p, const char *const texts[], bool any_case)
+{
+	while (*p == ' ')
+		p++;
+	if (*p != '(')
+		return false;
+	for (size_t k = 0; texts[k]; k++) {
+		size_t n = strlen(texts[k]);
+		if (any_case ? strncasecmp(p + 1, texts[k], n) == 0
+			     : strncmp(p + 1, texts[k], n) == 0)
+			return true;
+	}
+	return false;
+}
+
 /*
  * Whether a verbs work completion's status text follows the number in parentheses, as
  * ibv_wc_status_str() spells it ("status=4(local protection error)", MoRI's CQE line): the number
@@ -307,14 +323,7 @@ static bool verbs_completion_status_after(const char *p)
 					    "response timeout error",
 					    "general error",
 					    NULL};
-	while (*p == ' ')
-		p++;
-	if (*p != '(')
-		return false;
-	for (size_t k = 0; texts[k]; k++)
-		if (strncasecmp(p + 1, texts[k], strlen(texts[k])) == 0)
-			return true;
-	return false;
+	return text_in_parentheses(p, texts, true);
 }
 
 /*
@@ -368,14 +377,7 @@ static bool errno_text_after(const char *p)
 					    "Connection refused",
 					    "Connection timed out",
 					    NULL};
-	while (*p == ' ')
-		p++;
-	if (*p != '(')
-		return false;
-	for (size_t k = 0; texts[k]; k++)
-		if (strncmp(p + 1, texts[k], strlen(texts[k])) == 0)
-			return true;
-	return false;
+	return text_in_parentheses(p, texts, false);
 }
 
 static bool number_is_status(const char *text, const char *start, const char *end, long value)
