@@ -219,7 +219,8 @@ static bool call_name_before(const char *text, const char *word)
 
 /*
  * Whether the last call the text names before p is one of a library outside CUDA whose numbers are
- * errno values: GDRCopy (gdr_pin_buffer's "code=22"), libgdsync (gds_), verbs (ibv_, mlx5),
+ * errno values: GDRCopy (gdr_pin_buffer's "code=22"), libgdsync (gds_), verbs (ibv_, mlx5, and
+ * the wrap_ibv_ wrappers whose failures CTRAN logs with a completion's status),
  * libfabric (fi_), librdmacm, the kernel's peer-memory API (nvidia_p2p_get_pages). Verbs' memory
  * region, the word "MR" in capitals, counts as such a call: perftest's "Couldn't allocate MR with
  * error=14" is ibv_reg_mr's errno. So does GPUDirect Storage's cuFile, whose calls look like the
@@ -230,7 +231,7 @@ static bool call_name_before(const char *text, const char *word)
 /* Whether the word [q, end) names a call of such a library (see foreign_call_before). */
 static bool foreign_call_name(const char *q, const char *end)
 {
-	static const char *const prefixes[] = {"gdr_", "gds_",	"ibv_",	       "mlx5",
+	static const char *const prefixes[] = {"gdr_", "gds_",	"ibv_",	       "wrap_ibv_", "mlx5",
 					       "fi_",  "rdma_", "nvidia_p2p_", NULL};
 	size_t len = (size_t)(end - q);
 	if (strncasecmp(q, "cufile", 6) == 0 || (len == 2 && q[0] == 'M' && q[1] == 'R'))
