@@ -474,7 +474,9 @@ static void read_numbers(const char *text, struct line_clues *c)
 		if (p - start > (hex ? 10 : 6))
 			continue;
 		value = strtol(start, NULL, hex ? 16 : 10);
-		if (value > 0 && value < 100000 && !verbs_completion_status_after(p) &&
+		/* CUDA's statuses end at 999 and HIP's at 1054; a larger number is another
+		 * library's code (ROCr's "hardware exception. code: 0x1016"). */
+		if (value > 0 && value < 1100 && !verbs_completion_status_after(p) &&
 		    !errno_text_after(p) && number_is_status(text, start, p, value))
 			add_status(c, (int)value, (size_t)(p - start));
 	}

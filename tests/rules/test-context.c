@@ -210,6 +210,10 @@ static void test_reading(void)
 	    "Unexpected error 12 (Cannot allocate memory) from fi_mr_regattr(): unhandled cuda "
 	    "error",
 	    "fi_write failed: 12(Cannot allocate memory): unhandled cuda error",
+	    /* Past the largest CUDA and HIP statuses: another library's code. */
+	    "An HSAIL operation resulted in a hardware exception. code: 0x1016, unhandled cuda "
+	    "error",
+	    "error 4118: unhandled cuda error",
 	};
 	for (size_t k = 0; k < sizeof not_statuses / sizeof not_statuses[0]; k++)
 		check_str(first(rs, not_statuses[k]), "t/nostatus");
