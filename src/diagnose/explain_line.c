@@ -446,6 +446,10 @@ static bool number_is_status(const char *text, const char *start, const char *en
 }
 
 /* Decimal numbers (at most six digits) and 0x-prefixed hexadecimal ones read as statuses. */
+/* CUDA's statuses end at 999 and HIP's at 1054; a larger number is another library's code
+ * (ROCr's "hardware exception. code: 0x1016"). */
+enum { LAST_HIP_STATUS = 1054 };
+
 static void read_numbers(const char *text, struct line_clues *c)
 {
 	for (const char *p = text; *p;) {
@@ -474,9 +478,7 @@ static void read_numbers(const char *text, struct line_clues *c)
 		if (p - start > (hex ? 10 : 6))
 			continue;
 		value = strtol(start, NULL, hex ? 16 : 10);
-		/* CUDA's statuses end at 999 and HIP's at 1054; a larger number is another
-		 * library's code (ROCr's "hardware exception. code: 0x1016"). */
-		if (value > 0 && value < 1100 && !verbs_completion_status_after(p) &&
+		if (value > 0 && value <= LAST_HIP_STATUS && !verbs_completion_status_after(p) &&
 		    !errno_text_after(p) && number_is_status(text, start, p, value))
 			add_status(c, (int)value, (size_t)(p - start));
 	}

@@ -214,6 +214,7 @@ static void test_reading(void)
 	    "An HSAIL operation resulted in a hardware exception. code: 0x1016, unhandled cuda "
 	    "error",
 	    "error 4118: unhandled cuda error",
+	    "error 1060: unhandled cuda error",
 	};
 	for (size_t k = 0; k < sizeof not_statuses / sizeof not_statuses[0]; k++)
 		check_str(first(rs, not_statuses[k]), "t/nostatus");
