@@ -1,9 +1,9 @@
 /* Conformance, cross-process: legacy CUDA IPC through the runtime. The owner (device 0) exports a
  * cudaMalloc buffer; the importer, a second process (on device 1 when there are two, else on
- * device 0), opens it with cudaIpcMemLazyEnablePeerAccess, reads it, copies it into its own
- * device memory and writes through the mapping, and the owner sees the writes. Each call is also
- * made with bad arguments: codes measured on an H100 (FACTS.md); at the end the owner frees the
- * buffer and the importer opens its handle once more. */
+ * device 0), opens it with cudaIpcMemLazyEnablePeerAccess (flags 0 are refused), reads it, copies
+ * it into its own device memory and writes through the mapping, and the owner sees the writes. Each
+ * call is also made with bad arguments: codes measured on an H100 (FACTS.md); at the end the owner
+ * frees the buffer and the importer opens its handle once more. */
 #include <cuda_runtime_api.h>
 
 #include <stdint.h>
@@ -105,6 +105,12 @@ static int importer(int sock)
 	memset(&bad, 0, sizeof(bad));
 	code(cudaIpcOpenMemHandle(&p, bad, cudaIpcMemLazyEnablePeerAccess), cudaErrorInvalidValue,
 	     "[importer] cudaIpcOpenMemHandle of an all-zero handle");
+
+	/* Measured on an H200 (driver 580): the documented "must be" is enforced, 0 is refused. */
+	code(cudaIpcOpenMemHandle(&p, m.handle, 0), cudaErrorInvalidValue,
+	     "[importer] cudaIpcOpenMemHandle of a live handle with flags 0");
+	code(cudaIpcOpenMemHandle(&p, m.handle, 2), cudaErrorInvalidValue,
+	     "[importer] cudaIpcOpenMemHandle of a live handle with an undefined flag");
 
 	int can = 1;
 	if (dev != 0)

@@ -80,8 +80,8 @@ check(all("owner" in first_frame(f[3]) for f in rows), "  their backtraces start
 own = expect(db, "own handle", "cudaIpcOpenMemHandle", 201, "ipc/open-handle-of-own-process", "owner",
              {"pid_namespace_initial": True, "mapping_handle_type": "ipc"})
 garbage = [f for f in failures(db) if f[0] == "cudaIpcOpenMemHandle" and f[1] == 1]
-equal([f[2] for f in garbage], ["ipc/open-invalid-handle"] * 3,
-      "garbage and all-zero handles, a freed allocation's handle: ipc/open-invalid-handle")
+equal([f[2] for f in garbage], ["ipc/open-invalid-handle"] * 5,
+      "garbage and all-zero handles, flags 0 and an undefined flag, a freed allocation's handle: ipc/open-invalid-handle")
 check(all("importer" in first_frame(f[3]) for f in garbage), "  their backtraces start in importer()")
 pairs = {r[0] for r in query(db, "SELECT pair FROM failure_report WHERE api = 'cudaIpcOpenMemHandle' AND status = 1")}
 check(pairs and all(p.endswith("->?") for p in pairs),

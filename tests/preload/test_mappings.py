@@ -65,8 +65,9 @@ equal(scalar(db, "SELECT count(*) FROM mapping_counts"), 0, "legacy: nothing cou
 failed = query(db, "SELECT api, status FROM peer_mappings WHERE status != 0 ORDER BY process_id != ?, started_ns", owner)
 equal(failed, [("cudaIpcGetMemHandle", 1), ("cudaIpcGetMemHandle", 1), ("cudaIpcOpenMemHandle", 201),
                ("cudaIpcCloseMemHandle", 1), ("cudaIpcOpenMemHandle", 1), ("cudaIpcOpenMemHandle", 1),
+               ("cudaIpcOpenMemHandle", 1), ("cudaIpcOpenMemHandle", 1),
                ("cudaIpcCloseMemHandle", 1), ("cudaIpcOpenMemHandle", 1)],
-      "legacy: every failed call has its row (the last: the handle of a freed allocation)")
+      "legacy: every failed call has its row (garbage, all-zero, flags 0, an undefined flag; the last: the handle of a freed allocation)")
 equal(scalar(db, "SELECT count(*) FROM failures"), len(failed), "legacy: and its failures row")
 view = query(db, "SELECT pair, is_peer, lived_ms IS NOT NULL, ended_by FROM mapping_report WHERE api = 'cudaIpcOpenMemHandle' AND status = 0")
 equal(view[0], ("0->1", 1, 1, "cudaIpcCloseMemHandle"), "mapping_report: the pair, and how long it lived")

@@ -164,7 +164,9 @@ static CUresult open_handle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned 
 		return r;
 	struct ipc_handle h;
 	memcpy(&h, handle.reserved, sizeof(h));
-	if (!pdptr || (flags & ~(unsigned)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) ||
+	/* The flag is required, as documented: the 580 driver refuses 0 as it refuses an undefined
+	 * bit (tests/gpu/ipc_status_facts.py on an H200, 2026-12-01). */
+	if (!pdptr || flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS ||
 	    memcmp(h.magic, IPC_MAGIC, sizeof(h.magic)) != 0 || h.size == 0 || h.phys < 0 ||
 	    h.phys >= sim_cfg.nphys)
 		return CUDA_ERROR_INVALID_VALUE;
