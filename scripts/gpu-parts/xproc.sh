@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Cross-process mappings on one GPU (issue 21), in under four minutes on an H100:
 #   1. the conformance programs that share memory between two processes (legacy IPC through the
-#      runtime; VMM with the fd over a Unix socket), bare and under the guard: same checks, and the
+#      runtime; VMM with the fd over a Unix socket; a stream-ordered pool and a pointer from it),
+#      bare and under the guard: same checks, and the
 #      peer_mappings rows they leave (owner and accessor are the one device);
 #   2. what the real driver says about an exported fd and a VMM mapping (tests/gpu/xproc_facts.py);
 #   3. torch.multiprocessing CUDA tensor sharing, default allocator and expandable segments, bare
@@ -62,7 +63,7 @@ echo "#### 1. Conformance programs, bare and guarded"
 echo
 echo "| program | bare | guarded | identical |"
 echo "|---|---|---|---|"
-for n in conformance_rt_ipc_legacy conformance_drv_ipc_vmm; do
+for n in conformance_rt_ipc_legacy conformance_drv_ipc_vmm conformance_rt_pool_ipc; do
 	p=$BUILD/tests/conformance/$n
 	timeout 60 "$p" >"$RESULTS/$n.bare" 2>&1
 	b=$?

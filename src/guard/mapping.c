@@ -164,7 +164,7 @@ static void failed(const struct p2pg_mapping *m, int status, const struct row *w
 		   uint64_t seq, long long alloc_types)
 {
 	const char *type = p2pg_map_handle_name(w->handle_type);
-	bool fd_import = m->op == P2PG_MAP_OP_IMPORT &&
+	bool fd_import = (m->op == P2PG_MAP_OP_IMPORT || m->op == P2PG_MAP_OP_POOL_IMPORT) &&
 			 m->handle_type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 	int fd = fd_import ? (int)(intptr_t)m->os_handle : -1;
 	/* An import or a map gives no device access yet: the evidence is about the device the
@@ -475,6 +475,75 @@ static void release(const struct p2pg_mapping *m, int status)
 	emit(m, status, &w, NULL);
 }
 
+/* ---- stream-ordered pools ----
+ * The guard does not follow a pool's allocations and frees (cudaMallocAsync, cudaFreeAsync), so an
+ * imported pointer is recorded, not remembered as a live mapping: its end is not seen, and a range
+ * that outlived it would misname later copies. A pool's own device is not asked for either (no
+ * driver call tells it): the rows name the devices the calls name. */
+
+static void pool_export(const struct p2pg_mapping *m, int status)
+{
+	struct row w = {.event = P2PG_MAP_EXPORT,
+			.owner = NO_DEVICE,
+			.accessor = NO_DEVICE,
+			.handle_type = handle_kind(m->handle_type)};
+	row(m, status, &w, -1);
+}
+
+static void pool_import(const struct p2pg_mapping *m, int status)
+{
+	struct row w = {.event = P2PG_MAP_IMPORT,
+			.owner = NO_DEVICE,
+			.accessor = p2pg_current_device(),
+			.handle_type = handle_kind(m->handle_type),
+			.bits = P2PG_MAP_F_CROSS_PROCESS};
+	if (status == CUDA_SUCCESS)
+		w.mapping_id = new_mapping_id();
+	row(m, status, &w, -1);
+}
+
+static void pool_export_pointer(const struct p2pg_mapping *m, int status)
+{
+	struct row w = {.event = P2PG_MAP_EXPORT, .accessor = NO_DEVICE, .address = m->ptr};
+	pointer_device_and_size(m->ptr, &w.owner, &w.bytes);
+	row(m, status, &w, -1);
+}
+
+static void pool_import_pointer(const struct p2pg_mapping *m, int status)
+{
+	struct row w = {.event = P2PG_MAP_IMPORT,
+			.owner = NO_DEVICE,
+			.accessor = p2pg_current_device(),
+			.bits = P2PG_MAP_F_CROSS_PROCESS};
+	if (status == CUDA_SUCCESS && m->ret_ptr) {
+		int named = NO_DEVICE;
+		w.address = *m->ret_ptr;
+		pointer_device_and_size(w.address, &named, &w.bytes);
+		/* As for IPC: the name is the owner's only where the process sees one device. */
+		w.owner = p2pg_visible_devices() == 1 ? named : NO_DEVICE;
+		w.mapping_id = new_mapping_id();
+	}
+	row(m, status, &w, -1);
+}
+
+static void pool_set_access(const struct p2pg_mapping *m, int status)
+{
+	struct row w = {.event = P2PG_MAP_ACCESS, .owner = NO_DEVICE};
+	if (status != CUDA_SUCCESS || !m->desc || m->count == 0) {
+		w.accessor = m->desc && m->count ? m->desc[0].location.id : NO_DEVICE;
+		row(m, status, &w, -1);
+		return;
+	}
+	for (size_t k = 0; k < m->count && k < MAX_ACCESS; k++) {
+		const CUmemAccessDesc *d = &m->desc[k];
+		struct p2pg_mapping one = *m;
+		one.flags = d->flags;
+		w.accessor =
+		    d->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? d->location.id : NO_DEVICE;
+		emit(&one, status, &w, NULL);
+	}
+}
+
 int p2pg_mapping_end(struct p2pg_mapping *m, int status)
 {
 	m->host_ns = p2pg_now_ns() - m->t0;
@@ -511,6 +580,21 @@ int p2pg_mapping_end(struct p2pg_mapping *m, int status)
 		 * last release). */
 		if (status == CUDA_SUCCESS && m->ret_handle)
 			p2pg_map_handles_retain(*m->ret_handle);
+		break;
+	case P2PG_MAP_OP_POOL_EXPORT:
+		pool_export(m, status);
+		break;
+	case P2PG_MAP_OP_POOL_IMPORT:
+		pool_import(m, status);
+		break;
+	case P2PG_MAP_OP_POOL_EXPORT_PTR:
+		pool_export_pointer(m, status);
+		break;
+	case P2PG_MAP_OP_POOL_IMPORT_PTR:
+		pool_import_pointer(m, status);
+		break;
+	case P2PG_MAP_OP_POOL_SET_ACCESS:
+		pool_set_access(m, status);
 		break;
 	}
 	return status;

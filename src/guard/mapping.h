@@ -26,6 +26,13 @@ enum p2pg_map_op {
 	P2PG_MAP_OP_SET_ACCESS, /* cuMemSetAccess: ptr, size, desc, count */
 	P2PG_MAP_OP_RELEASE,	/* cuMemRelease: handle */
 	P2PG_MAP_OP_RETAIN,	/* cuMemRetainAllocationHandle: ret_handle, ptr (not recorded) */
+	/* Stream-ordered pools (cudaMemPool*, cuMemPool*): a pool shared between processes, the
+	 * pointers allocated from it, and the devices given access to it. */
+	P2PG_MAP_OP_POOL_EXPORT,     /* pool, handle_type, flags */
+	P2PG_MAP_OP_POOL_IMPORT,     /* ret_pool, os_handle, handle_type, flags */
+	P2PG_MAP_OP_POOL_EXPORT_PTR, /* ptr */
+	P2PG_MAP_OP_POOL_IMPORT_PTR, /* ret_ptr, pool */
+	P2PG_MAP_OP_POOL_SET_ACCESS, /* pool, desc, count */
 };
 
 struct p2pg_mapping {
@@ -41,6 +48,8 @@ struct p2pg_mapping {
 	const void *os_handle; /* a cuMem import's OS handle; a legacy IPC handle's 64 bytes */
 	const CUmemAccessDesc *desc;
 	size_t count;
+	CUmemoryPool pool;
+	CUmemoryPool *ret_pool;
 	/* owned by the core */
 	uint64_t t0, started_ns, host_ns;
 	int owner; /* learnt before the call where the call takes the answer away */

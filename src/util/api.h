@@ -4,20 +4,30 @@
 #pragma once
 
 /* Cross-process and VMM mappings (IPC, cuMem export/import/map/access). */
-#define P2PG_MAPPING_APIS(X)              \
-	X(cudaIpcGetMemHandle)            \
-	X(cudaIpcOpenMemHandle)           \
-	X(cudaIpcCloseMemHandle)          \
-	X(cuIpcGetMemHandle)              \
-	X(cuIpcOpenMemHandle)             \
-	X(cuIpcOpenMemHandle_v2)          \
-	X(cuIpcCloseMemHandle)            \
-	X(cuMemExportToShareableHandle)   \
-	X(cuMemImportFromShareableHandle) \
-	X(cuMemMap)                       \
-	X(cuMemUnmap)                     \
-	X(cuMemSetAccess)                 \
-	X(cuMemRelease)
+#define P2PG_MAPPING_APIS(X)                    \
+	X(cudaIpcGetMemHandle)                  \
+	X(cudaIpcOpenMemHandle)                 \
+	X(cudaIpcCloseMemHandle)                \
+	X(cuIpcGetMemHandle)                    \
+	X(cuIpcOpenMemHandle)                   \
+	X(cuIpcOpenMemHandle_v2)                \
+	X(cuIpcCloseMemHandle)                  \
+	X(cuMemExportToShareableHandle)         \
+	X(cuMemImportFromShareableHandle)       \
+	X(cuMemMap)                             \
+	X(cuMemUnmap)                           \
+	X(cuMemSetAccess)                       \
+	X(cuMemRelease)                         \
+	X(cuMemPoolExportToShareableHandle)     \
+	X(cuMemPoolImportFromShareableHandle)   \
+	X(cuMemPoolExportPointer)               \
+	X(cuMemPoolImportPointer)               \
+	X(cuMemPoolSetAccess)                   \
+	X(cudaMemPoolExportToShareableHandle)   \
+	X(cudaMemPoolImportFromShareableHandle) \
+	X(cudaMemPoolExportPointer)             \
+	X(cudaMemPoolImportPointer)             \
+	X(cudaMemPoolSetAccess)
 
 #define P2PG_APIS(X)                   \
 	X(cudaDeviceCanAccessPeer)     \

@@ -202,13 +202,5 @@ static int importer(int sock)
 
 int main(int argc, char **argv)
 {
-	if (argc == 3 && strcmp(argv[1], "--importer") == 0)
-		return importer(atoi(argv[2]));
-	pid_t pid;
-	int sock = xproc_spawn_importer(&pid);
-	if (sock < 0)
-		return tap_finish();
-	owner(sock);
-	xproc_wait_importer(pid);
-	return tap_finish();
+	return xproc_main(argc, argv, owner, importer);
 }

@@ -129,4 +129,21 @@ static inline bool xproc_matches(const unsigned char *p, size_t n, unsigned seed
 	return true;
 }
 
+/* A cross-process program's main: "PROGRAM --importer FD" runs the importer's side; otherwise
+ * the owner's side runs with the importer started beside it, and the importer's exit status is
+ * the last check. */
+static inline int xproc_main(int argc, char **argv, int (*owner)(int sock),
+			     int (*importer)(int sock))
+{
+	if (argc == 3 && strcmp(argv[1], "--importer") == 0)
+		return importer(atoi(argv[2]));
+	pid_t pid;
+	int sock = xproc_spawn_importer(&pid);
+	if (sock < 0)
+		return tap_finish();
+	owner(sock);
+	xproc_wait_importer(pid);
+	return tap_finish();
+}
+
 #endif

@@ -12,6 +12,14 @@ int sim_init_state;
 pthread_mutex_t sim_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t sim_progress = PTHREAD_COND_INITIALIZER;
 
+int sim_ordinal_of(int phys)
+{
+	for (int d = 0; d < sim_cfg.ndev; d++)
+		if (sim_cfg.phys[d] == phys)
+			return d;
+	return -1;
+}
+
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static void warn_env(const char *name, const char *value, const char *fallback)

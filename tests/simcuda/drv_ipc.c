@@ -79,14 +79,6 @@ static uint64_t start_time_of(pid_t pid)
 	return v;
 }
 
-static int ordinal_of(int phys)
-{
-	for (int d = 0; d < sim_cfg.ndev; d++)
-		if (sim_cfg.phys[d] == phys)
-			return d;
-	return -1;
-}
-
 SIM_API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
 	SIM_FAULT();
@@ -189,7 +181,7 @@ static CUresult open_handle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned 
 
 	/* Memory of a device this process does not see is placed in the range of the device that
 	 * maps it (its pointer then names that device: not measured on a real driver). */
-	int owner = ordinal_of(h.phys);
+	int owner = sim_ordinal_of(h.phys);
 	int region = owner >= 0 ? owner : ctx->dev;
 	if (owner < 0 && h.phys != sim_cfg.phys[ctx->dev] &&
 	    !sim_cfg.p2p_phys[sim_cfg.phys[ctx->dev]][h.phys])

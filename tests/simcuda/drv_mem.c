@@ -269,6 +269,7 @@ static struct sim_alloc *rec_get(void)
 		if (export_fd)
 			close(export_fd - 1);
 		a->live = true;
+		a->pool = NULL;
 		a->id = next_alloc_id++;
 	}
 	pthread_mutex_unlock(&rec_mu);

@@ -104,14 +104,6 @@ unsigned long long sim_vmm_handle_types(const struct sim_phys *p)
 	return p ? p->handle_types : 0;
 }
 
-static int ordinal_of(int phys)
-{
-	for (int d = 0; d < sim_cfg.ndev; d++)
-		if (sim_cfg.phys[d] == phys)
-			return d;
-	return -1;
-}
-
 static CUresult check_prop(const CUmemAllocationProp *prop)
 {
 	if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
@@ -391,7 +383,7 @@ SIM_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
 	    memcmp(h.magic, EXPORT_MAGIC, sizeof(h.magic)) != 0 ||
 	    h.size != (uint64_t)st.st_size - HEADER_SIZE)
 		return CUDA_ERROR_UNKNOWN;
-	int owner = ordinal_of(h.phys);
+	int owner = sim_ordinal_of(h.phys);
 	if (owner < 0)
 		return CUDA_ERROR_INVALID_DEVICE;
 	struct sim_phys *p = phys_new();
@@ -436,6 +428,10 @@ static CUresult free_async(CUdeviceptr dptr, CUstream hStream)
 	if (r != CUDA_SUCCESS)
 		return r;
 	struct sim_alloc *a = sim_mem_find((uintptr_t)dptr);
+	/* A pointer imported from another process's pool is freed like its own: the mapping ends.
+	 */
+	if (a && a->kind == SIM_ALLOC_IPC && a->pool && a->base == (uintptr_t)dptr)
+		return sim_mem_close_ipc(a);
 	if (!a || a->kind != SIM_ALLOC_ASYNC || a->base != (uintptr_t)dptr)
 		return CUDA_ERROR_INVALID_VALUE;
 	return sim_mem_free(0, (uintptr_t)dptr);

@@ -81,6 +81,14 @@ struct drv {
 	PFN_cuIpcCloseMemHandle_v4010 IpcCloseMemHandle;
 	PFN_cuMemAllocAsync_v11020 MemAllocAsync;
 	PFN_cuMemFreeAsync_v11020 MemFreeAsync;
+	PFN_cuMemPoolCreate_v11020 MemPoolCreate;
+	PFN_cuMemPoolDestroy_v11020 MemPoolDestroy;
+	PFN_cuMemAllocFromPoolAsync_v11020 MemAllocFromPoolAsync;
+	PFN_cuMemPoolExportToShareableHandle_v11020 MemPoolExportToShareableHandle;
+	PFN_cuMemPoolImportFromShareableHandle_v11020 MemPoolImportFromShareableHandle;
+	PFN_cuMemPoolExportPointer_v11020 MemPoolExportPointer;
+	PFN_cuMemPoolImportPointer_v11020 MemPoolImportPointer;
+	PFN_cuMemPoolSetAccess_v11020 MemPoolSetAccess;
 };
 
 extern struct drv rt_legacy_tab, rt_pt_tab; /* rt_pt_tab: per-thread forms where they exist */

@@ -89,6 +89,14 @@ static const struct want wants[] = {
     W(IpcCloseMemHandle, 4010, false),
     W(MemAllocAsync, 11020, true),
     W(MemFreeAsync, 11020, true),
+    W(MemPoolCreate, 11020, false),
+    W(MemPoolDestroy, 11020, false),
+    W(MemAllocFromPoolAsync, 11020, true),
+    W(MemPoolExportToShareableHandle, 11020, false),
+    W(MemPoolImportFromShareableHandle, 11020, false),
+    W(MemPoolExportPointer, 11020, false),
+    W(MemPoolImportPointer, 11020, false),
+    W(MemPoolSetAccess, 11020, false),
 };
 
 struct drv rt_legacy_tab, rt_pt_tab; /* rt_pt_tab: per-thread forms where they exist */

@@ -41,6 +41,8 @@ struct sim_config {
 };
 
 extern struct sim_config sim_cfg;
+/* The ordinal this process gives physical device phys (-1: a device it does not see). */
+int sim_ordinal_of(int phys);
 /* The UUID of the simulated machine's device phys (cuDeviceGetUuid's bytes). */
 void sim_device_uuid(int phys, unsigned char out[16]);
 /* 0: cuInit not called, 1: ready, 2: failed (no device), 3: a child forked after cuInit */
@@ -78,6 +80,7 @@ static inline CUresult sim_ready(void)
 /* ---- memory ---- */
 struct sim_ctx;
 struct sim_phys;
+struct sim_pool;
 
 #define SIM_PAGE_SHIFT	    12
 #define SIM_REGION_UNMAPPED (-3) /* reserved virtual memory with nothing mapped there */
@@ -104,6 +107,8 @@ struct sim_alloc {
 	bool live;
 	unsigned long long id;
 	struct sim_phys *phys; /* VMM: the allocation mapped here */
+	struct sim_pool
+	    *pool; /* a pool's allocation, or a pointer imported from one (drv_pool.c) */
 	unsigned
 	    access;  /* VMM: the devices (bit per ordinal) it is accessible from; __atomic_* only */
 	int ipc_dev; /* IPC: the peer device whose slot the mapping holds, or -1 */
