@@ -218,6 +218,41 @@ static void append(char *buf, size_t len, size_t *pos, const char *fmt, ...)
 		*pos += (size_t)n < len - *pos ? (size_t)n : len - *pos - 1;
 }
 
+/* The rows other ranks wrote for the same collective while a peer was not in it yet: they now
+ * say what this rank found, every rank waiting in the operation, and keep what they first saw in
+ * their evidence's "peers". */
+static int refresh_earlier_stalls(sqlite3 *db, int64_t process_id, const struct comm_info *c,
+				  const struct p2pg_nccl_inflight *e, const char *rule_id,
+				  const char *root_cause, const char *advice)
+{
+	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(
+		db,
+		"UPDATE nccl_stalls SET peer_state = 'waiting', rule_id = ?1, diagnosis = ?2, "
+		"advice = ?3, evidence = CASE WHEN json_valid(evidence) THEN json_set(evidence, "
+		"'$.peer_state', 'waiting', '$.peers_later', ?4) ELSE evidence END WHERE comm_hash "
+		"= ?5 AND kind = ?6 AND func = ?7 AND op_seq = ?8 AND process_id != ?9 AND "
+		"peer_state IN ('elsewhere', 'unknown')",
+		-1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	char later[96];
+	snprintf(later, sizeof(later), "all waiting: rank %d found every rank in this operation",
+		 c->rank);
+	if (rule_id)
+		sqlite3_bind_text(st, 1, rule_id, -1, SQLITE_STATIC);
+	if (root_cause)
+		sqlite3_bind_text(st, 2, root_cause, -1, SQLITE_STATIC);
+	if (advice)
+		sqlite3_bind_text(st, 3, advice, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, later, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 5, c->hash, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 6, kind_name(e->flags), -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 7, p2pg_nccl_func_name(e->func), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 8, (int64_t)e->seq);
+	sqlite3_bind_int64(st, 9, process_id);
+	return sqlite3_step(st) == SQLITE_DONE ? 0 : -EIO;
+}
+
 static int write_stall(sqlite3 *db, const struct p2pg_nccl_watch_pass *pass,
 		       const struct p2pg_nccl_inflight *e, const struct p2pg_nccl_inflight *all,
 		       size_t n, uint64_t now)
@@ -311,7 +346,18 @@ static int write_stall(sqlite3 *db, const struct p2pg_nccl_watch_pass *pass,
 		sqlite3_bind_text(st, 18, advice, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) != SQLITE_DONE)
 		return -EIO;
-	return sqlite3_changes(db) > 0;
+	int written = sqlite3_changes(db) > 0;
+	/* Every other rank is in this collective too: so every rank is, and a row another rank
+	 * wrote before this one's peers had all arrived (a peer still elsewhere or not yet known)
+	 * tells a desync that is over. */
+	if (known && !p2p && worst == PEER_WAITING && c.nranks > 1 &&
+	    c.nranks - 1 <= PEERS_LOOKED) {
+		int rc = refresh_earlier_stalls(db, pass->process_id, &c, e, rule_id, root_cause,
+						advice);
+		if (rc < 0)
+			return rc;
+	}
+	return written;
 }
 
 int p2pg_nccl_watch_run(sqlite3 *db, const struct p2pg_nccl_watch *w,

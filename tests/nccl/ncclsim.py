@@ -76,14 +76,16 @@ def nccl_job(db, stall=True, copies=True):
         if p.returncode != 0:
             raise SystemExit("simnccl exited with %d: %s" % (p.returncode, err))
     if stall:
-        stuck = []
-        for rank in range(2):
-            p = sim_start(["--rank", rank, "--nranks", 2, "--comm", "00000000000c33c3", "--device", rank + 2,
-                           "stuck", "AllReduce", 4], db=db, SIMCUDA_DEVICES=4, RANK=rank + 2,
-                          P2PGUARD_STALL_S=1)
+        # Both ranks are started before either is waited for, and given 3 s before their stall
+        # row: a rank's row says what its peer was doing when it was written, and a peer still
+        # starting (a slow machine, the sanitizers) is "elsewhere".
+        stuck = [sim_start(["--rank", rank, "--nranks", 2, "--comm", "00000000000c33c3", "--device", rank + 2,
+                            "stuck", "AllReduce", 4], db=db, SIMCUDA_DEVICES=4, RANK=rank + 2,
+                           P2PGUARD_STALL_S=3)
+                 for rank in range(2)]
+        for p in stuck:
             if p.stdout.readline().strip() != "ready":
                 raise SystemExit("simnccl stuck did not start")
-            stuck.append(p)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:

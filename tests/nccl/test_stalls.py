@@ -1,8 +1,9 @@
 """NCCL operations whose kernel never finishes: each rank's drainer writes a nccl_stalls row while the
 program hangs, with where the communicator's other ranks were (found in the same database by the
 communicator's hash) and the knowledge base's diagnosis: all waiting in the same operation (the
-path between the GPUs), a rank elsewhere (a desync), a rank gone, or not known. A recovery of
-the killed ranks' spools adds no second row and marks what still ran as unreported."""
+path between the GPUs), a rank elsewhere (a desync), a rank gone, or not known; a row written
+before the last rank arrived is brought up to date when that rank finds them all in the operation.
+A recovery of the killed ranks' spools adds no second row and marks what still ran as unreported."""
 import signal
 import time
 from ncclsim import *
@@ -54,7 +55,11 @@ equal([(r[0], r[1], r[2], r[3], r[4]) for r in rows],
       "a stall per rank: the same operation, the other rank waiting in it too")
 if rows:
     ev = json.loads(rows[0][6])
-    check(rows[0][5] >= 1e9 and ev["stall_s"] == 1 and ev["peers"] == {"1": "waiting"} and
+    # Rank 0's row saw rank 1 waiting, or (rank 1 still starting on a slow machine) saw it
+    # elsewhere and was brought up to date by rank 1's row.
+    first_view = ev["peers"] == {"1": "waiting"} or (
+        ev["peers"].get("1") in ("elsewhere", "unknown") and "peers_later" in ev)
+    check(rows[0][5] >= 1e9 and ev["stall_s"] == 1 and first_view and
           ev["comm_hash"] == HASH and ev["channels"] == 2 and ev["channels_done"] == 0,
           "evidence: the threshold, the peers' states, the channels (%s)" % rows[0][6])
     check("ACS" in rows[0][7] and "NCCL_P2P_DISABLE=1" in rows[0][8],
@@ -120,6 +125,26 @@ equal([(r[0], r[3], r[4]) for r in rows], [(0, "unknown", "nccl/operation-never-
 if rows:
     ev = json.loads(rows[0][6])
     equal(ev["peers"], {"1": "unknown", "2": "unknown", "3": "unknown"}, "each peer said")
+
+# Rank 1 arrives after rank 0's row was written: when its own row finds every rank in the
+# all-reduce, rank 0's row says so too (the hang's diagnosis does not depend on which rank timed
+# out first), and rank 0's evidence keeps what it first saw.
+db = tempdb()
+procs = [stuck(db, 0, "AllReduce", 5)]
+first = wait_rows(db, STALLS, 1)
+equal([(r[0], r[3]) for r in first], [(0, "unknown")], "rank 0 alone: its peer not known yet")
+procs.append(stuck(db, 1, "AllReduce", 5))
+rows = wait_rows(db, STALLS, 2)
+kill(procs)
+equal([(r[0], r[3], r[4]) for r in rows],
+      [(0, "waiting", "nccl/all-ranks-stuck-in-operation"), (1, "waiting", "nccl/all-ranks-stuck-in-operation")],
+      "rank 1's row finds rank 0 waiting, and rank 0's row is brought up to date")
+if len(rows) == 2:
+    ev = json.loads(rows[0][6])
+    equal((ev["peers"], ev["peer_state"], ev.get("peers_later")),
+          ({"1": "unknown"}, "waiting", "all waiting: rank 1 found every rank in this operation"),
+          "rank 0's evidence: what it saw first, and what rank 1 found")
+    equal(rows[0][7], rows[1][7], "both rows give the same diagnosis")
 
 # Operations that finish leave no stall, however slow the threshold.
 db = tempdb()
