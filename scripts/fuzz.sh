@@ -7,7 +7,7 @@
 # its regressions and what earlier runs kept in build-fuzz/corpus. A crash stops the run: the input
 # is copied to tests/fuzz/regressions/TARGET/ (fix it, and commit it there: the 'fuzz' suite of the
 # ordinary builds replays it from then on). Prints one line per target and exits non-zero on a
-# crash. CI runs it for 30 s a target.
+# crash. CI runs it for 15 s a target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}

@@ -29,9 +29,13 @@ if [ "$sanitize" != none ]; then
 	# allocate. tests/preload/harness.py puts the ASan runtime first in LD_PRELOAD (the guard
 	# links it) and turns leak checking off for the Python interpreters it runs.
 	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
-	# The soaks repeat one scenario: 50 runs each under the sanitizers (the other pass keeps 200),
+	# The soaks repeat one scenario: 30 runs each under the sanitizers (the other pass keeps 200),
 	# so that the instrumented pass stays within minutes on two cores.
-	export P2PG_KILL_RUNS=${P2PG_KILL_RUNS:-50} P2PG_CRASH_RUNS=${P2PG_CRASH_RUNS:-50}
+	export P2PG_KILL_RUNS=${P2PG_KILL_RUNS:-30} P2PG_CRASH_RUNS=${P2PG_CRASH_RUNS:-30}
+	# The explain suite runs the instrumented CLI once or more per line of its sets (about 2800
+	# lines); one text in 25 keeps its code paths under the sanitizers within minutes, and the
+	# other pass explains every line (tests/explain/score.py).
+	export P2PG_EXPLAIN_SAMPLE=${P2PG_EXPLAIN_SAMPLE:-25}
 fi
 
 status=0

@@ -10,13 +10,17 @@ carriers deliver it, and the rules listed (--json "matches", in order) must be t
   container  Docker's json-file log: each line a JSON record, its colour codes escaped inside;
   markdown   a Markdown editor's escapes (custom\_all\_reduce), the line as inline code.
 
-    paste_check.py P2PGUARD SET.jsonl...
+    paste_check.py P2PGUARD EXPLAIN_BATCH SET.jsonl...
+
+The texts run through explain_batch (the command's own function in one process, batch.py), and 40
+of them, at random, through the command itself, whose answers must be the same.
+
+P2PG_EXPLAIN_SAMPLE=N checks one text in N (the sanitizer pass; score.py says how they are chosen).
 """
 import json
-import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
+from batch import check_against_command, explain_many
 from score import load
 
 ESC = "\x1b"
@@ -59,33 +63,40 @@ def markdown(text):
 CARRIERS = {"terminal": terminal, "web": web, "container": container, "markdown": markdown}
 
 
-def rules_listed(p2pguard, text):
-    run = subprocess.run([p2pguard, "explain", "--json", "-"], input=text.encode(),
-                         capture_output=True, timeout=60)
-    if run.returncode not in (0, 1):
-        return f"exit {run.returncode}: {run.stderr.decode(errors='replace')}"
-    return [m["id"] for m in json.loads(run.stdout)["matches"]]
+def rules_listed(answer):
+    status, out = answer
+    if status not in (0, 1):
+        return f"exit {status}"
+    return [m["id"] for m in json.loads(out)["matches"]]
 
 
 def main():
-    p2pguard, sets = sys.argv[1], sys.argv[2:]
+    p2pguard, batch, sets = sys.argv[1], sys.argv[2], sys.argv[3:]
     texts = [row["text"] for name in sets for row in load(name)]
     # A text whose own words look like a carrier's marks is not a test of the carrier.
     texts = [t for t in texts if "&#" not in t and ESC not in t and "\u00a0" not in t]
 
-    def check(text):
-        plain = rules_listed(p2pguard, text)
-        return [(name, text, plain, got) for name, carry in CARRIERS.items()
-                if (got := rules_listed(p2pguard, carry(text))) != plain]
-
-    with ThreadPoolExecutor(4) as pool:
-        bad = [d for found in pool.map(check, texts) for d in found]
+    names = list(CARRIERS)
+    cases = [("json", t) for t in texts]
+    cases += [("json", CARRIERS[name](t)) for t in texts for name in names]
+    answers = explain_many(batch, cases)
+    plain = [rules_listed(a) for a in answers[:len(texts)]]
+    bad = []
+    for k, text in enumerate(texts):
+        for j, name in enumerate(names):
+            got = rules_listed(answers[len(texts) + k * len(names) + j])
+            if got != plain[k]:
+                bad.append((name, text, plain[k], got))
+    unlike = check_against_command(p2pguard, cases, answers)
+    for mode, text in unlike[:10]:
+        print(f"explain_batch and the command differ: {text[:120]!r}")
     for name, text, plain, got in bad[:10]:
         print(f"{name}: {text[:120]!r}\n  as written: {plain[:3]}\n  carried:    {got[:3]}")
     for name in CARRIERS:
         n = sum(1 for d in bad if d[0] == name)
         print(f"{name:9}: {len(texts) - n} of {len(texts)} texts explained as written")
-    return 1 if bad else 0
+    print(f"{len(unlike)} of 40 texts checked against the command differ")
+    return 1 if bad or unlike else 0
 
 
 if __name__ == "__main__":

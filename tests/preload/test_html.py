@@ -31,15 +31,22 @@ def page_checks(browser, name, gpus, processes):
           "%s: a table of contents whose every link has its section (%s)" % (name, toc))
     widths = browser.execute_script("return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
     check(widths[0] <= widths[1], "%s: no sideways scrolling of the page (%s)" % (name, widths))
-    rows = browser.find_elements(By.CSS_SELECTOR, "#matrix tr")
-    cells = [len(r.find_elements(By.CSS_SELECTOR, "td")) for r in rows[1:]]
+    # One script a question: a WebDriver call per cell or tick costs ~10 ms, and a 64-GPU page has
+    # thousands of them.
+    rows = browser.execute_script("""
+        return Array.from(document.querySelectorAll('#matrix tr'), r =>
+            [r.querySelectorAll('td').length, r.getBoundingClientRect().height]);""")
+    cells = [r[0] for r in rows[1:]]
     equal((len(rows) - 1, set(cells)), (gpus, {gpus}), "%s: the matrix is %d x %d" % (name, gpus, gpus))
-    heights = {r.size["height"] for r in rows[1:]}
+    heights = {r[1] for r in rows[1:]}
     check(max(heights) <= (24 if gpus > 8 else 60), "%s: matrix rows stay one line high, nothing wraps (%s px)" % (name, sorted(heights)))
-    colours = {td.value_of_css_property("background-color") for td in browser.find_elements(By.CSS_SELECTOR, "#matrix td[data-p50]")}
+    colours = set(browser.execute_script("""
+        return Array.from(document.querySelectorAll('#matrix td[data-p50]'),
+                          td => getComputedStyle(td).backgroundColor);"""))
     check(len(colours) >= min(2, gpus - 1), "%s: cells heat-coloured by bandwidth (%d colours)" % (name, len(colours)))
-    ticks = browser.find_elements(By.CSS_SELECTOR, "svg text.tick")
-    check(ticks and not any("e+" in t.text or "e-" in t.text for t in ticks), "%s: axis ticks without e-notation" % name)
+    ticks = browser.execute_script(
+        "return Array.from(document.querySelectorAll('svg text.tick'), t => t.textContent);")
+    check(ticks and not any("e+" in t or "e-" in t for t in ticks), "%s: axis ticks without e-notation" % name)
     clipped = browser.execute_script("""
         let bad = [];
         for (const svg of document.querySelectorAll('details[open] svg, .multiples svg')) {
