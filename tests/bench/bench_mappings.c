@@ -23,6 +23,12 @@
  *   cuIpcOpenMemHandle, cuIpcCloseMemHandle  a handle of another process (a child started as
  *                                          `bench_mappings --owner`, on device 0) opened on
  *                                          device 1 (device 0 with one device) and closed
+ *   cuMemPoolSetAccess, cuMemPool-         a stream-ordered pool of device 0 that can be
+ *   ExportToShareableHandle, -ExportPointer  exported as a POSIX descriptor: access granted
+ *                                          again, the pool and one of its pointers exported
+ *   cuMemPoolImportFromShareableHandle,    that export imported back, and the pointer through
+ *   cuMemPoolImportPointer                 it (rows); where the driver refuses an import into
+ *                                          the exporting process, those two are not run
  * The budget is 2 us a call. With the simulated CUDA: LD_LIBRARY_PATH=build/tests/simcuda. On a
  * GPU: the real libcuda.so.1 is found as usual.
  */
@@ -58,6 +64,13 @@ struct fns {
 	CUresult(CUDAAPI *ipc_open)(CUdeviceptr *, CUipcMemHandle, unsigned int);
 	CUresult(CUDAAPI *ipc_close)(CUdeviceptr);
 	CUresult(CUDAAPI *copy)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+	CUresult(CUDAAPI *pool_access)(CUmemoryPool, const CUmemAccessDesc *, size_t);
+	CUresult(CUDAAPI *pool_export)(void *, CUmemoryPool, CUmemAllocationHandleType,
+				       unsigned long long);
+	CUresult(CUDAAPI *pool_import)(CUmemoryPool *, void *, CUmemAllocationHandleType,
+				       unsigned long long);
+	CUresult(CUDAAPI *ptr_export)(CUmemPoolPtrExportData *, CUdeviceptr);
+	CUresult(CUDAAPI *ptr_import)(CUdeviceptr *, CUmemoryPool, CUmemPoolPtrExportData *);
 };
 
 static struct fns guarded, own;
@@ -72,6 +85,11 @@ static void resolve(struct fns *f, void *lib, dlsym_fn look)
 	*(void **)&f->ipc_open = look(lib, "cuIpcOpenMemHandle_v2");
 	*(void **)&f->ipc_close = look(lib, "cuIpcCloseMemHandle");
 	*(void **)&f->copy = look(lib, "cuMemcpyAsync");
+	*(void **)&f->pool_access = look(lib, "cuMemPoolSetAccess");
+	*(void **)&f->pool_export = look(lib, "cuMemPoolExportToShareableHandle");
+	*(void **)&f->pool_import = look(lib, "cuMemPoolImportFromShareableHandle");
+	*(void **)&f->ptr_export = look(lib, "cuMemPoolExportPointer");
+	*(void **)&f->ptr_import = look(lib, "cuMemPoolImportPointer");
 }
 
 static double now_us(void)
@@ -124,6 +142,11 @@ enum op {
 	OP_UNMAP_I,
 	OP_IPC_OPEN,
 	OP_IPC_CLOSE,
+	OP_POOL_ACCESS,
+	OP_POOL_EXPORT,
+	OP_PTR_EXPORT,
+	OP_POOL_IMPORT,
+	OP_PTR_IMPORT,
 	OP_COPY,
 	OP_COPY_L,
 	NOPS
@@ -143,6 +166,11 @@ static const char *const op_names[NOPS] = {
     "cuMemUnmap of an import (row)",
     "cuIpcOpenMemHandle_v2 (row)",
     "cuIpcCloseMemHandle (row)",
+    "cuMemPoolSetAccess (row)",
+    "cuMemPoolExportToShareableHandle (row)",
+    "cuMemPoolExportPointer (row)",
+    "cuMemPoolImportFromShareableHandle (row)",
+    "cuMemPoolImportPointer (row)",
     "cuMemcpyAsync 256 B within one device (budget 0.2 us)",
     "cuMemcpyAsync 256 B within one device, 256 live (budget 0.2 us)",
 };
@@ -161,6 +189,10 @@ struct setup {
 	CUdeviceptr own;   /* the own allocation mapped amid the peer mappings' addresses */
 	CUcontext own_ctx; /* its device's, where the copies run */
 	CUstream stream;
+	CUmemoryPool pool;     /* device 0's, exportable as a descriptor */
+	CUdeviceptr pool_ptr;  /* one allocation from it */
+	bool pool_self_import; /* the driver imports into the exporting process */
+	CUresult pool_refusal; /* what it said when it did not */
 };
 
 /* One run of the own-device triple and the imported triple with f's functions. */
@@ -225,6 +257,78 @@ static void run_ipc(const struct fns *f, const struct setup *s, double *t)
 		t[OP_IPC_OPEN] += b - a;
 		t[OP_IPC_CLOSE] += now_us() - b;
 	}
+}
+
+/* The pool's calls in device 0's context. A pool exported and imported back within one process is
+ * what the guard sees of a consumer process, rows included; the import and the pointer import run
+ * only where the driver allows it. */
+static void run_pool(const struct fns *f, const struct setup *s, double *t)
+{
+	CUmemAccessDesc d;
+	desc_for(&d, 0);
+	check(cuCtxPushCurrent(s->own_ctx), "cuCtxPushCurrent");
+	for (int k = 0; k < s->calls; k++) {
+		int fd = -1;
+		CUmemPoolPtrExportData data;
+		double a = now_us();
+		check(f->pool_access(s->pool, &d, 1), "cuMemPoolSetAccess");
+		double b = now_us();
+		check(f->pool_export(&fd, s->pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+		      "cuMemPoolExportToShareableHandle");
+		double c = now_us();
+		check(f->ptr_export(&data, s->pool_ptr), "cuMemPoolExportPointer");
+		double e = now_us();
+		t[OP_POOL_ACCESS] += b - a;
+		t[OP_POOL_EXPORT] += c - b;
+		t[OP_PTR_EXPORT] += e - c;
+		if (s->pool_self_import) {
+			CUmemoryPool imported;
+			CUdeviceptr p;
+			double g = now_us();
+			check(f->pool_import(&imported, (void *)(uintptr_t)fd,
+					     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+			      "cuMemPoolImportFromShareableHandle");
+			double i = now_us();
+			check(f->ptr_import(&p, imported, &data), "cuMemPoolImportPointer");
+			double j = now_us();
+			t[OP_POOL_IMPORT] += i - g;
+			t[OP_PTR_IMPORT] += j - i;
+			check(cuMemFreeAsync(p, s->stream), "cuMemFreeAsync (imported)");
+			check(cuStreamSynchronize(s->stream), "cuStreamSynchronize");
+			check(cuMemPoolDestroy(imported), "cuMemPoolDestroy (imported)");
+		}
+		close(fd);
+	}
+	CUcontext popped;
+	cuCtxPopCurrent(&popped);
+}
+
+/* Whether the driver imports a pool, and a pointer from it, into the process that exported it. */
+static void probe_pool_self_import(struct setup *s)
+{
+	int fd = -1;
+	CUmemoryPool imported;
+	CUmemPoolPtrExportData data;
+	CUdeviceptr p;
+	check(cuCtxPushCurrent(s->own_ctx), "cuCtxPushCurrent");
+	check(cuMemPoolExportToShareableHandle(&fd, s->pool,
+					       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+	      "cuMemPoolExportToShareableHandle (probe)");
+	check(cuMemPoolExportPointer(&data, s->pool_ptr), "cuMemPoolExportPointer (probe)");
+	s->pool_refusal = cuMemPoolImportFromShareableHandle(
+	    &imported, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+	if (s->pool_refusal == CUDA_SUCCESS) {
+		s->pool_refusal = cuMemPoolImportPointer(&p, imported, &data);
+		if (s->pool_refusal == CUDA_SUCCESS) {
+			check(cuMemFreeAsync(p, s->stream), "cuMemFreeAsync (probe)");
+			check(cuStreamSynchronize(s->stream), "cuStreamSynchronize");
+		}
+		cuMemPoolDestroy(imported);
+	}
+	s->pool_self_import = s->pool_refusal == CUDA_SUCCESS;
+	close(fd);
+	CUcontext popped;
+	cuCtxPopCurrent(&popped);
 }
 
 /* Copies within the own allocation, which lies amid the peer mappings' addresses: with mappings
@@ -362,8 +466,19 @@ int main(int argc, char **argv)
 	check(cuDevicePrimaryCtxRetain(&s.own_ctx, dev0), "cuDevicePrimaryCtxRetain (own)");
 	check(cuCtxPushCurrent(s.own_ctx), "cuCtxPushCurrent");
 	check(cuStreamCreate(&s.stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+	CUmemPoolProps pool_props;
+	memset(&pool_props, 0, sizeof(pool_props));
+	pool_props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	pool_props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	pool_props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	pool_props.location.id = 0;
+	check(cuMemPoolCreate(&s.pool, &pool_props), "cuMemPoolCreate");
+	check(cuMemAllocFromPoolAsync(&s.pool_ptr, 1 << 20, s.pool, s.stream),
+	      "cuMemAllocFromPoolAsync");
+	check(cuStreamSynchronize(s.stream), "cuStreamSynchronize");
 	CUcontext popped;
 	cuCtxPopCurrent(&popped);
+	probe_pool_self_import(&s);
 
 	for (int r = 0; r < runs; r++)
 		for (int order = 0; order < 2; order++) {
@@ -374,6 +489,7 @@ int main(int argc, char **argv)
 			run_vmm(f, &s, OP_MAP, t);
 			run_import(f, &s, t);
 			run_ipc(f, &s, t);
+			run_pool(f, &s, t);
 			run_copy(f, &s, OP_COPY, t);
 			for (int op = 0; op < NOPS; op++)
 				if ((op < OP_MAP_L || op > OP_UNMAP_L) && op != OP_COPY_L)
@@ -417,6 +533,12 @@ int main(int argc, char **argv)
 			printf("| %s | not run: no owner process | | | | |\n", op_names[op]);
 			continue;
 		}
+		if ((op == OP_POOL_IMPORT || op == OP_PTR_IMPORT) && !s.pool_self_import) {
+			printf("| %s | not run: the driver refused an import into the exporting "
+			       "process (%d) | | | | |\n",
+			       op_names[op], s.pool_refusal);
+			continue;
+		}
 		double diff[MAX_RUNS];
 		for (int r = 0; r < runs; r++)
 			diff[r] = samples[op][0][r] - samples[op][1][r];
@@ -429,6 +551,11 @@ int main(int argc, char **argv)
 		       paired, g - o <= budget ? "met" : "MISSED");
 	}
 
+	cuCtxPushCurrent(s.own_ctx);
+	cuMemFreeAsync(s.pool_ptr, s.stream);
+	cuStreamSynchronize(s.stream);
+	cuMemPoolDestroy(s.pool);
+	cuCtxPopCurrent(&popped);
 	cuStreamDestroy(s.stream);
 	cuMemUnmap(s.own, s.size);
 	cuMemAddressFree(peer_va, s.size * (PEERS + 1));
