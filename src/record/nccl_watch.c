@@ -253,6 +253,123 @@ static int refresh_earlier_stalls(sqlite3 *db, int64_t process_id, const struct 
 	return sqlite3_step(st) == SQLITE_DONE ? 0 : -EIO;
 }
 
+/* Where the operation's peers are, as a JSON object appended to buf ({"1": "waiting", ...}), and
+ * the worst of them: one gone or elsewhere explains the hang; all waiting in the same operation
+ * points at the path between them. */
+static enum peer_state survey_peers(sqlite3 *db, const struct comm_info *c,
+				    const struct p2pg_nccl_inflight *e, const char *boot_id,
+				    char *buf, size_t len, size_t *pos)
+{
+	bool p2p = e->flags & P2PG_NCCL_F_P2P;
+	int counts[5] = {0};
+	append(buf, len, pos, "{");
+	int looked = 0;
+	for (int q = p2p ? e->value : 0;
+	     p2p ? looked == 0 : (q < c->nranks && looked < PEERS_LOOKED); q++) {
+		if (!p2p && q == c->rank)
+			continue;
+		enum peer_state s = peer_state(db, c, q, e, c->rank, boot_id);
+		counts[s]++;
+		append(buf, len, pos, "%s\"%d\": \"%s\"", looked ? ", " : "", q,
+		       peer_state_names[s]);
+		looked++;
+	}
+	append(buf, len, pos, "}");
+	return counts[PEER_GONE]	? PEER_GONE
+	       : counts[PEER_ELSEWHERE] ? PEER_ELSEWHERE
+	       : counts[PEER_UNKNOWN]	? PEER_UNKNOWN
+	       : counts[PEER_AHEAD]	? PEER_AHEAD
+	       : looked			? PEER_WAITING
+					: PEER_UNKNOWN;
+}
+
+#define UNKNOWN_RESOLVED_MAX 32
+
+/* Rows other ranks of this communicator wrote while a peer was not in the database yet (its
+ * process still starting, its spool not drained): looked at again now that this rank's rows are
+ * in, so that the hang reads the same whichever rank timed out first. Their evidence keeps the
+ * peers as first seen and gains "peers_later". */
+static int resolve_unknown_stalls(sqlite3 *db, const struct p2pg_nccl_watch_pass *pass,
+				  const char *comm_hash, int our_rank)
+{
+	struct {
+		int64_t id, seq;
+		struct comm_info c;
+		int peer;
+		char kind[8], func[24];
+	} rows[UNKNOWN_RESOLVED_MAX];
+	int n = 0;
+	{
+		_cleanup_sqlite_stmt_ sqlite3_stmt *q = NULL;
+		if (sqlite3_prepare_v2(db,
+				       "SELECT id, rank, nranks, kind, func, op_seq, peer FROM "
+				       "nccl_stalls WHERE comm_hash = ?1 AND process_id != ?2 AND "
+				       "peer_state = 'unknown' AND rank IS NOT NULL LIMIT ?3",
+				       -1, &q, NULL) != SQLITE_OK)
+			return -EIO;
+		sqlite3_bind_text(q, 1, comm_hash, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(q, 2, pass->process_id);
+		sqlite3_bind_int(q, 3, UNKNOWN_RESOLVED_MAX);
+		while (n < UNKNOWN_RESOLVED_MAX && sqlite3_step(q) == SQLITE_ROW) {
+			rows[n].id = sqlite3_column_int64(q, 0);
+			snprintf(rows[n].c.hash, sizeof(rows[n].c.hash), "%s", comm_hash);
+			rows[n].c.rank = sqlite3_column_int(q, 1);
+			rows[n].c.nranks = sqlite3_column_int(q, 2);
+			const unsigned char *kind = sqlite3_column_text(q, 3);
+			const unsigned char *func = sqlite3_column_text(q, 4);
+			snprintf(rows[n].kind, sizeof(rows[n].kind), "%s",
+				 kind ? (const char *)kind : "");
+			snprintf(rows[n].func, sizeof(rows[n].func), "%s",
+				 func ? (const char *)func : "");
+			rows[n].seq = sqlite3_column_int64(q, 5);
+			rows[n].peer = sqlite3_column_int(q, 6);
+			n++;
+		}
+	}
+	for (int k = 0; k < n; k++) {
+		struct p2pg_nccl_inflight e = {
+		    .seq = (uint64_t)rows[k].seq,
+		    .value = rows[k].peer,
+		    .func = (uint8_t)p2pg_nccl_func_code(rows[k].func),
+		    .flags = strcmp(rows[k].kind, "p2p") == 0  ? P2PG_NCCL_F_P2P
+			     : strcmp(rows[k].kind, "ce") == 0 ? P2PG_NCCL_F_CE
+							       : 0};
+		char later[EVIDENCE_SIZE / 2];
+		size_t pos = 0;
+		append(later, sizeof(later), &pos, "found later by rank %d: ", our_rank);
+		enum peer_state worst =
+		    survey_peers(db, &rows[k].c, &e, pass->boot_id, later, sizeof(later), &pos);
+		if (worst == PEER_UNKNOWN)
+			continue;
+		const char *state = peer_state_names[worst];
+		const char *rule_id = NULL, *root_cause = NULL, *advice = NULL;
+		if (!pass->diagnosis || !pass->diagnosis(pass->rules_dir, rows[k].func, state,
+							 &rule_id, &root_cause, &advice))
+			rule_id = root_cause = advice = NULL;
+		_cleanup_sqlite_stmt_ sqlite3_stmt *u = NULL;
+		if (sqlite3_prepare_v2(
+			db,
+			"UPDATE nccl_stalls SET peer_state = ?1, rule_id = coalesce(?2, rule_id), "
+			"diagnosis = coalesce(?3, diagnosis), advice = coalesce(?4, advice), "
+			"evidence = CASE WHEN json_valid(evidence) THEN json_set(evidence, "
+			"'$.peer_state', ?1, '$.peers_later', ?5) ELSE evidence END WHERE id = ?6",
+			-1, &u, NULL) != SQLITE_OK)
+			return -EIO;
+		sqlite3_bind_text(u, 1, state, -1, SQLITE_STATIC);
+		if (rule_id)
+			sqlite3_bind_text(u, 2, rule_id, -1, SQLITE_STATIC);
+		if (root_cause)
+			sqlite3_bind_text(u, 3, root_cause, -1, SQLITE_STATIC);
+		if (advice)
+			sqlite3_bind_text(u, 4, advice, -1, SQLITE_STATIC);
+		sqlite3_bind_text(u, 5, later, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_int64(u, 6, rows[k].id);
+		if (sqlite3_step(u) != SQLITE_DONE)
+			return -EIO;
+	}
+	return 0;
+}
+
 static int write_stall(sqlite3 *db, const struct p2pg_nccl_watch_pass *pass,
 		       const struct p2pg_nccl_inflight *e, const struct p2pg_nccl_inflight *all,
 		       size_t n, uint64_t now)
@@ -275,28 +392,8 @@ static int write_stall(sqlite3 *db, const struct p2pg_nccl_watch_pass *pass,
 	       P2PG_NCCL_F_CHANNELS_DONE(e->flags), queued);
 	enum peer_state worst = PEER_UNKNOWN;
 	if (known) {
-		int counts[5] = {0};
-		append(evidence, sizeof(evidence), &pos, ", \"peers\": {");
-		int looked = 0;
-		for (int q = p2p ? e->value : 0;
-		     p2p ? looked == 0 : (q < c.nranks && looked < PEERS_LOOKED); q++) {
-			if (!p2p && q == c.rank)
-				continue;
-			enum peer_state s = peer_state(db, &c, q, e, c.rank, pass->boot_id);
-			counts[s]++;
-			append(evidence, sizeof(evidence), &pos, "%s\"%d\": \"%s\"",
-			       looked ? ", " : "", q, peer_state_names[s]);
-			looked++;
-		}
-		append(evidence, sizeof(evidence), &pos, "}");
-		/* The peers' worst tells: one gone or elsewhere explains the hang; all waiting in
-		 * the same operation points at the path between them. */
-		worst = counts[PEER_GONE]	 ? PEER_GONE
-			: counts[PEER_ELSEWHERE] ? PEER_ELSEWHERE
-			: counts[PEER_UNKNOWN]	 ? PEER_UNKNOWN
-			: counts[PEER_AHEAD]	 ? PEER_AHEAD
-			: looked		 ? PEER_WAITING
-						 : PEER_UNKNOWN;
+		append(evidence, sizeof(evidence), &pos, ", \"peers\": ");
+		worst = survey_peers(db, &c, e, pass->boot_id, evidence, sizeof(evidence), &pos);
 	}
 	const char *state = peer_state_names[worst];
 	append(evidence, sizeof(evidence), &pos, ", \"peer_state\": \"%s\"}", state);
@@ -354,6 +451,11 @@ static int write_stall(sqlite3 *db, const struct p2pg_nccl_watch_pass *pass,
 	    c.nranks - 1 <= PEERS_LOOKED) {
 		int rc = refresh_earlier_stalls(db, pass->process_id, &c, e, rule_id, root_cause,
 						advice);
+		if (rc < 0)
+			return rc;
+	}
+	if (known) {
+		int rc = resolve_unknown_stalls(db, pass, c.hash, c.rank);
 		if (rc < 0)
 			return rc;
 	}

@@ -146,6 +146,28 @@ if len(rows) == 2:
           "rank 0's evidence: what it saw first, and what rank 1 found")
     equal(rows[0][7], rows[1][7], "both rows give the same diagnosis")
 
+# The same when rank 1 arrives late in another collective (a desync) or with the receive of rank
+# 0's send (the path): rank 0's row, written when rank 1 was not known yet, is looked at again when
+# rank 1's row is written, and says what rank 1's found.
+for ops, want, rule in ((("AllReduce", 7), ("Broadcast", 0)), "elsewhere", "nccl/ranks-out-of-step"), \
+                       ((("Send", 0), ("Recv", 0)), "waiting", None):
+    db = tempdb()
+    procs = [stuck(db, 0, *ops[0])]
+    first = wait_rows(db, STALLS, 1)
+    equal([(r[0], r[3]) for r in first], [(0, "unknown")], "%s: rank 0 alone, its peer not known yet" % ops[0][0])
+    procs.append(stuck(db, 1, *ops[1]))
+    rows = wait_rows(db, STALLS, 2)
+    kill(procs)
+    equal([(r[0], r[3]) for r in rows], [(0, want), (1, want)],
+          "%s then %s: rank 0's row brought up to date by rank 1's (%s)" % (ops[0][0], ops[1][0], want))
+    if len(rows) == 2:
+        ev = json.loads(rows[0][6])
+        check(ev["peers"] == {"1": "unknown"} and ev["peer_state"] == want and
+              ev.get("peers_later", "").startswith("found later by rank 1: "),
+              "  rank 0's evidence keeps its first view and says what was found later (%s)" % rows[0][6])
+        if rule:
+            equal((rows[0][4], rows[0][7]), (rows[1][4], rows[1][7]), "  both rows give the same diagnosis")
+
 # Operations that finish leave no stall, however slow the threshold.
 db = tempdb()
 sim(["allreduce", 30, 1 << 20], db=db, P2PGUARD_STALL_S=1)
