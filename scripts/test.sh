@@ -36,6 +36,10 @@ if [ "$sanitize" != none ]; then
 	# lines); one text in 25 keeps its code paths under the sanitizers within minutes, and the
 	# other pass explains every line (tests/explain/score.py).
 	export P2PG_EXPLAIN_SAMPLE=${P2PG_EXPLAIN_SAMPLE:-25}
+	# simcuda_faults injects three faults into each of the guard's driver functions (about 400
+	# guarded runs); one fault a function, in turn, keeps each function and each fault under the
+	# sanitizers (tests/preload/test_simcuda_faults.py).
+	export P2PG_FAULT_SPECS=${P2PG_FAULT_SPECS:-1}
 fi
 
 status=0
