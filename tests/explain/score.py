@@ -53,12 +53,39 @@ import subprocess
 import sys
 
 
+# Answers computed ahead by explain_batch (--batch), by text; empty: each line runs the command.
+ANSWERS = {}
+
+
 def explain(binary, text):
+    if text in ANSWERS:
+        status, stdout = ANSWERS[text]
+        if status not in (0, 1):
+            raise SystemExit(f"p2pguard explain failed ({status}) on {text!r}")
+        return matches_of(json.loads(stdout))
     out = subprocess.run([binary, "explain", "--json", "--", text], capture_output=True,
                          text=True, check=False)
     if out.returncode not in (0, 1):
         raise SystemExit(f"p2pguard explain failed ({out.returncode}) on {text!r}: {out.stderr}")
-    doc = json.loads(out.stdout)
+    return matches_of(json.loads(out.stdout))
+
+
+def answer_ahead(binary, batch, rows):
+    """Explains every single-line text of rows in one explain_batch process per core (the
+    command's own code: batch.py), and checks 40 of them, at random, through the command itself."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from batch import check_against_command, explain_many
+    texts = sorted({row["text"] for row in rows if "\n" not in row["text"]})
+    cases = [("json", text) for text in texts]
+    results = explain_many(batch, cases)
+    differ = check_against_command(binary, cases, results)
+    if differ:
+        raise SystemExit(f"explain_batch and the command answer differently: {differ[:3]}")
+    for text, result in zip(texts, results):
+        ANSWERS[text] = result
+
+
+def matches_of(doc):
     matches = []
     for m in doc["matches"]:
         tags = (m.get("rule") or {}).get("tags") or []
@@ -167,6 +194,7 @@ def main():
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--baseline")
     ap.add_argument("--write-baseline", action="store_true")
+    ap.add_argument("--batch", help="explain_batch: answer every line ahead in one process")
     args = ap.parse_args()
     if args.write_baseline and sample_every() > 1:
         raise SystemExit("score.py: --write-baseline needs every line (unset P2PG_EXPLAIN_SAMPLE)")
@@ -174,6 +202,9 @@ def main():
     if sample_every() > 1:
         print(f"P2PG_EXPLAIN_SAMPLE={sample_every()}: one line in {sample_every()} of each set "
               f"(the sanitizer pass); the shares below are of that sample")
+    if args.batch:
+        answer_ahead(args.binary, args.batch,
+                     load(args.corpus) + (load(args.heldout) if args.heldout else []))
     main_result = score(args.binary, load(args.corpus), args.verbose, "corpus")
     held_result = unseen_result = None
     if args.heldout:
