@@ -218,41 +218,6 @@ static void append(char *buf, size_t len, size_t *pos, const char *fmt, ...)
 		*pos += (size_t)n < len - *pos ? (size_t)n : len - *pos - 1;
 }
 
-/* The rows other ranks wrote for the same collective while a peer was not in it yet: they now
- * say what this rank found, every rank waiting in the operation, and keep what they first saw in
- * their evidence's "peers". */
-static int refresh_earlier_stalls(sqlite3 *db, int64_t process_id, const struct comm_info *c,
-				  const struct p2pg_nccl_inflight *e, const char *rule_id,
-				  const char *root_cause, const char *advice)
-{
-	_cleanup_sqlite_stmt_ sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(
-		db,
-		"UPDATE nccl_stalls SET peer_state = 'waiting', rule_id = ?1, diagnosis = ?2, "
-		"advice = ?3, evidence = CASE WHEN json_valid(evidence) THEN json_set(evidence, "
-		"'$.peer_state', 'waiting', '$.peers_later', ?4) ELSE evidence END WHERE comm_hash "
-		"= ?5 AND kind = ?6 AND func = ?7 AND op_seq = ?8 AND process_id != ?9 AND "
-		"peer_state IN ('elsewhere', 'unknown')",
-		-1, &st, NULL) != SQLITE_OK)
-		return -EIO;
-	char later[96];
-	snprintf(later, sizeof(later), "all waiting: rank %d found every rank in this operation",
-		 c->rank);
-	if (rule_id)
-		sqlite3_bind_text(st, 1, rule_id, -1, SQLITE_STATIC);
-	if (root_cause)
-		sqlite3_bind_text(st, 2, root_cause, -1, SQLITE_STATIC);
-	if (advice)
-		sqlite3_bind_text(st, 3, advice, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, later, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_text(st, 5, c->hash, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 6, kind_name(e->flags), -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 7, p2pg_nccl_func_name(e->func), -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 8, (int64_t)e->seq);
-	sqlite3_bind_int64(st, 9, process_id);
-	return sqlite3_step(st) == SQLITE_DONE ? 0 : -EIO;
-}
-
 /* Where the operation's peers are, as a JSON object appended to buf ({"1": "waiting", ...}), and
  * the worst of them: one gone or elsewhere explains the hang; all waiting in the same operation
  * points at the path between them. */
@@ -283,34 +248,38 @@ static enum peer_state survey_peers(sqlite3 *db, const struct comm_info *c,
 					: PEER_UNKNOWN;
 }
 
-#define UNKNOWN_RESOLVED_MAX 32
+#define RESURVEYED_MAX 32
 
-/* Rows other ranks of this communicator wrote while a peer was not in the database yet (its
- * process still starting, its spool not drained): looked at again now that this rank's rows are
- * in, so that the hang reads the same whichever rank timed out first. Their evidence keeps the
- * peers as first seen and gains "peers_later". */
-static int resolve_unknown_stalls(sqlite3 *db, const struct p2pg_nccl_watch_pass *pass,
-				  const char *comm_hash, int our_rank)
+/* Ranks reach a hang at different times: a row another rank of this communicator wrote while a
+ * peer was not in the database yet (its process still starting, its spool not drained) or not in
+ * the operation yet (a collective's late rank, a receive not posted yet) is looked at again now
+ * that this rank's rows are in, so that the hang reads the same whichever rank timed out first.
+ * A row changes only when what it finds now differs and is known; its evidence keeps the peers as
+ * first seen and gains "peers_later". */
+static int resurvey_earlier_stalls(sqlite3 *db, const struct p2pg_nccl_watch_pass *pass,
+				   const char *comm_hash, int our_rank)
 {
 	struct {
 		int64_t id, seq;
 		struct comm_info c;
 		int peer;
 		char kind[8], func[24];
-	} rows[UNKNOWN_RESOLVED_MAX];
+		char state[16];
+	} rows[RESURVEYED_MAX];
 	int n = 0;
 	{
 		_cleanup_sqlite_stmt_ sqlite3_stmt *q = NULL;
-		if (sqlite3_prepare_v2(db,
-				       "SELECT id, rank, nranks, kind, func, op_seq, peer FROM "
-				       "nccl_stalls WHERE comm_hash = ?1 AND process_id != ?2 AND "
-				       "peer_state = 'unknown' AND rank IS NOT NULL LIMIT ?3",
-				       -1, &q, NULL) != SQLITE_OK)
+		if (sqlite3_prepare_v2(
+			db,
+			"SELECT id, rank, nranks, kind, func, op_seq, peer, peer_state "
+			"FROM nccl_stalls WHERE comm_hash = ?1 AND rank != ?2 AND "
+			"peer_state IN ('unknown', 'elsewhere') LIMIT ?3",
+			-1, &q, NULL) != SQLITE_OK)
 			return -EIO;
 		sqlite3_bind_text(q, 1, comm_hash, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(q, 2, pass->process_id);
-		sqlite3_bind_int(q, 3, UNKNOWN_RESOLVED_MAX);
-		while (n < UNKNOWN_RESOLVED_MAX && sqlite3_step(q) == SQLITE_ROW) {
+		sqlite3_bind_int(q, 2, our_rank);
+		sqlite3_bind_int(q, 3, RESURVEYED_MAX);
+		while (n < RESURVEYED_MAX && sqlite3_step(q) == SQLITE_ROW) {
 			rows[n].id = sqlite3_column_int64(q, 0);
 			snprintf(rows[n].c.hash, sizeof(rows[n].c.hash), "%s", comm_hash);
 			rows[n].c.rank = sqlite3_column_int(q, 1);
@@ -323,6 +292,9 @@ static int resolve_unknown_stalls(sqlite3 *db, const struct p2pg_nccl_watch_pass
 				 func ? (const char *)func : "");
 			rows[n].seq = sqlite3_column_int64(q, 5);
 			rows[n].peer = sqlite3_column_int(q, 6);
+			const unsigned char *state = sqlite3_column_text(q, 7);
+			snprintf(rows[n].state, sizeof(rows[n].state), "%s",
+				 state ? (const char *)state : "");
 			n++;
 		}
 	}
@@ -339,9 +311,9 @@ static int resolve_unknown_stalls(sqlite3 *db, const struct p2pg_nccl_watch_pass
 		append(later, sizeof(later), &pos, "found later by rank %d: ", our_rank);
 		enum peer_state worst =
 		    survey_peers(db, &rows[k].c, &e, pass->boot_id, later, sizeof(later), &pos);
-		if (worst == PEER_UNKNOWN)
-			continue;
 		const char *state = peer_state_names[worst];
+		if (worst == PEER_UNKNOWN || strcmp(state, rows[k].state) == 0)
+			continue;
 		const char *rule_id = NULL, *root_cause = NULL, *advice = NULL;
 		if (!pass->diagnosis || !pass->diagnosis(pass->rules_dir, rows[k].func, state,
 							 &rule_id, &root_cause, &advice))
@@ -444,18 +416,8 @@ static int write_stall(sqlite3 *db, const struct p2pg_nccl_watch_pass *pass,
 	if (sqlite3_step(st) != SQLITE_DONE)
 		return -EIO;
 	int written = sqlite3_changes(db) > 0;
-	/* Every other rank is in this collective too: so every rank is, and a row another rank
-	 * wrote before this one's peers had all arrived (a peer still elsewhere or not yet known)
-	 * tells a desync that is over. */
-	if (known && !p2p && worst == PEER_WAITING && c.nranks > 1 &&
-	    c.nranks - 1 <= PEERS_LOOKED) {
-		int rc = refresh_earlier_stalls(db, pass->process_id, &c, e, rule_id, root_cause,
-						advice);
-		if (rc < 0)
-			return rc;
-	}
 	if (known) {
-		int rc = resolve_unknown_stalls(db, pass, c.hash, c.rank);
+		int rc = resurvey_earlier_stalls(db, pass, c.hash, c.rank);
 		if (rc < 0)
 			return rc;
 	}

@@ -32,8 +32,8 @@ def sim(args, db=None, preload=True, check=True, timeout=120, **extra):
 def sim_start(args, db=None, preload=True, **extra):
     """Starts simnccl ARGS (a scenario that waits, such as stuck); returns the Popen."""
     env = sim_env(db, preload, **extra)
-    return subprocess.Popen([SIMNCCL] + [str(a) for a in args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([SIMNCCL] + [str(a) for a in args], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def loaded_line(stderr):

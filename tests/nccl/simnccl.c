@@ -17,8 +17,10 @@
  *   mixed ITERS                  overlapping groups: an all-reduce, a broadcast and a send/recv
  *                                pair in one group, then a nested group
  *   twocomms ITERS               two communicators (COMM and COMM+1), their operations interleaved
- *   stuck FUNC SEQ               one operation whose kernel starts and never ends; waits to be
- *                                killed ("ready" on stdout first)
+ *   stuck FUNC SEQ [hold]        one operation whose kernel starts and never ends; waits to be
+ *                                killed ("ready" on stdout first); with hold, the communicator
+ *                                is made ("made" on stdout) and the operation waits for a line on
+ *                                stdin (a rank known to its peers before it reaches the call)
  *   leave                        makes the communicator and frees it at once (a rank that left)
  *
  * Prints "simnccl: loaded NAME as vN" on stderr, and the plugin's answers it checks (a non-zero
@@ -666,6 +668,13 @@ int main(int argc, char **argv)
 		o.kernel_ns = 0;
 		if (!is_p2p)
 			c.seq[func_index(func)] = seq;
+		if (k + 2 < argc && strcmp(argv[k + 2], "hold") == 0) {
+			char line[16];
+			printf("made\n");
+			fflush(stdout);
+			if (!fgets(line, sizeof(line), stdin))
+				return 1;
+		}
 		group(&c, &o, 1);
 		for (;;)
 			pause();

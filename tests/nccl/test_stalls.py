@@ -2,7 +2,8 @@
 program hangs, with where the communicator's other ranks were (found in the same database by the
 communicator's hash) and the knowledge base's diagnosis: all waiting in the same operation (the
 path between the GPUs), a rank elsewhere (a desync), a rank gone, or not known; a row written
-before the last rank arrived is brought up to date when that rank finds them all in the operation.
+before a peer was in the database or in the operation is looked at again when that peer writes its
+own, and brought up to date.
 A recovery of the killed ranks' spools adds no second row and marks what still ran as unreported."""
 import signal
 import time
@@ -25,9 +26,13 @@ def wait_rows(db, sql, n, timeout=30):
     return rows
 
 
-def stuck(db, rank, func, seq, nranks=2, **extra):
+def stuck(db, rank, func, seq, nranks=2, hold=False, **extra):
     p = sim_start(["--rank", rank, "--nranks", nranks, "--comm", HASH, "--device", rank,
-                   "stuck", func, seq], db=db, P2PGUARD_STALL_S=1, **extra)
+                   "stuck", func, seq] + (["hold"] if hold else []), db=db, P2PGUARD_STALL_S=1,
+                  **extra)
+    if hold:
+        check(p.stdout.readline().strip() == "made", "rank %d: its communicator is made" % rank)
+        return p
     line = p.stdout.readline()
     check(line.strip() == "ready", "rank %d: its %s's kernel runs and does not end" % (rank, func))
     return p
@@ -142,7 +147,7 @@ equal([(r[0], r[3], r[4]) for r in rows],
 if len(rows) == 2:
     ev = json.loads(rows[0][6])
     equal((ev["peers"], ev["peer_state"], ev.get("peers_later")),
-          ({"1": "unknown"}, "waiting", "all waiting: rank 1 found every rank in this operation"),
+          ({"1": "unknown"}, "waiting", 'found later by rank 1: {"1": "waiting"}'),
           "rank 0's evidence: what it saw first, and what rank 1 found")
     equal(rows[0][7], rows[1][7], "both rows give the same diagnosis")
 
@@ -167,6 +172,31 @@ for ops, want, rule in ((("AllReduce", 7), ("Broadcast", 0)), "elsewhere", "nccl
               "  rank 0's evidence keeps its first view and says what was found later (%s)" % rows[0][6])
         if rule:
             equal((rows[0][4], rows[0][7]), (rows[1][4], rows[1][7]), "  both rows give the same diagnosis")
+
+# Rank 1 is known (its communicator made) but has not posted the receive when rank 0's send row is
+# written: the row says elsewhere. When rank 1's receive hangs too, rank 1's row finds rank 0
+# waiting and rank 0's row becomes waiting: a send and its receive, the path.
+db = tempdb()
+late = stuck(db, 1, "Recv", 0, hold=True)
+known = wait_rows(db, "SELECT rank FROM nccl_comms WHERE comm_hash = '%s'" % HASH, 1)
+equal(known, [(1,)], "rank 1's communicator is in the database before its receive")
+procs = [stuck(db, 0, "Send", 0), late]
+first = wait_rows(db, STALLS, 1)
+equal([(r[0], r[1], r[3]) for r in first], [(0, "Send", "elsewhere")],
+      "rank 0's send: rank 1 known, its receive not posted")
+late.stdin.write("go\n")
+late.stdin.flush()
+equal(late.stdout.readline().strip(), "ready", "rank 1 posts its receive")
+rows = wait_rows(db, STALLS, 2)
+kill(procs)
+equal([(r[0], r[1], r[3]) for r in rows], [(0, "Send", "waiting"), (1, "Recv", "waiting")],
+      "rank 0's row brought up to date when rank 1's receive hangs too")
+if len(rows) == 2:
+    ev = json.loads(rows[0][6])
+    equal((ev["peers"], ev["peer_state"], ev.get("peers_later")),
+          ({"1": "elsewhere"}, "waiting", 'found later by rank 1: {"1": "waiting"}'),
+          "rank 0's evidence: what it saw first, and what rank 1 found")
+    equal((rows[0][4], rows[0][7]), (rows[1][4], rows[1][7]), "both rows give the same diagnosis")
 
 # Operations that finish leave no stall, however slow the threshold.
 db = tempdb()
