@@ -221,7 +221,8 @@ static bool call_name_before(const char *text, const char *word)
  * Whether the last call the text names before p is one of a library outside CUDA whose numbers are
  * errno values: GDRCopy (gdr_pin_buffer's "code=22"), libgdsync (gds_), verbs (ibv_, mlx5, and
  * the wrap_ibv_ wrappers whose failures CTRAN logs with a completion's status),
- * libfabric (fi_), librdmacm, the kernel's peer-memory API (nvidia_p2p_get_pages). Verbs' memory
+ * libfabric (fi_), librdmacm, the kernel's peer-memory API (nvidia_p2p_get_pages), NVML (whose
+ * nvmlReturn_t codes run past CUDA's small statuses: 999 is NVML_ERROR_UNKNOWN). Verbs' memory
  * region, the word "MR" in capitals, counts as such a call: perftest's "Couldn't allocate MR with
  * error=14" is ibv_reg_mr's errno. So does GPUDirect Storage's cuFile, whose calls look like the
  * driver's (cuFileHandleRegister) but return its own CUfileOpError, 5000 and up (5030 "internal
@@ -232,7 +233,7 @@ static bool call_name_before(const char *text, const char *word)
 static bool foreign_call_name(const char *q, const char *end)
 {
 	static const char *const prefixes[] = {"gdr_", "gds_",	"ibv_",	       "wrap_ibv_", "mlx5",
-					       "fi_",  "rdma_", "nvidia_p2p_", NULL};
+					       "fi_",  "rdma_", "nvidia_p2p_", "nvml",	    NULL};
 	size_t len = (size_t)(end - q);
 	if (strncasecmp(q, "cufile", 6) == 0 || (len == 2 && q[0] == 'M' && q[1] == 'R'))
 		return true;
@@ -416,14 +417,22 @@ static bool number_is_status(const char *text, const char *start, const char *en
 	if (!introduced)
 		return false;
 	/* NVSHMEM's "non-zero status: N" carries its own codes (0 to 7: 3 "not supported", 7
-	 * "internal") as well as a failed CUDA call's status, which it prints with the call
-	 * ("non-zero status: 101 cuMemCreate failed"). */
+	 * "internal") as well as a failed call's status, which it prints with the call: a CUDA
+	 * status before a CUDA call ("non-zero status: 101 cuMemCreate failed"), NVML's own return
+	 * code before an NVML call ("non-zero status: 999 nvmlDeviceGetGpuFabricInfoV() failed",
+	 * NVML_ERROR_UNKNOWN). */
 	if (n == 6 && strncasecmp(word, "status", 6) == 0 && m == 4 &&
 	    strncasecmp(before, "zero", 4) == 0 && before >= text + 4 &&
-	    strncasecmp(before - 4, "non-", 4) == 0 && value <= 7) {
+	    strncasecmp(before - 4, "non-", 4) == 0) {
 		while (*end == ' ')
 			end++;
-		return starts_call_name(end);
+		const char *call_end = end;
+		while (is_word_char(*call_end))
+			call_end++;
+		if (foreign_call_name(end, call_end))
+			return false;
+		if (value <= 7)
+			return starts_call_name(end);
 	}
 	if (foreign_call_before(text, start))
 		return false;

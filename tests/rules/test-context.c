@@ -243,6 +243,12 @@ static void test_reading(void)
 		  "(none)");
 	check_str(first(rs, "mem_heap.cpp:1510: non-zero status: 801 cuMemCreate failed"),
 		  "t/notsupported");
+	/* Before or after an NVML call the number is NVML's own return code (999 is
+	 * NVML_ERROR_UNKNOWN, 13 NVML_ERROR_FUNCTION_NOT_FOUND), not a CUDA status. */
+	check_str(first(rs, "mem_transport.cpp:102: non-zero status: 801 "
+			    "nvmlDeviceGetGpuFabricInfoV() failed"),
+		  "(none)");
+	check_str(first(rs, "nvmlDeviceGetHandleByPciBusId failed with error 801"), "(none)");
 	/* After a call of a library outside CUDA the number is an errno (GDRCopy's code=22 is
 	 * EINVAL, libgdsync's error 14 EFAULT); a CUDA call named after it takes it back. */
 	check_str(first(rs, "error in gdr_pin_buffer with code=801"), "(none)");
