@@ -50,6 +50,19 @@ int p2pg_ruleset_load_builtin(struct p2pg_ruleset *rs, p2pg_rules_report_fn repo
 int p2pg_ruleset_check_examples(const struct p2pg_ruleset *rs, p2pg_rules_report_fn report,
 				void *userdata);
 
+/*
+ * The rule a reader is shown first for a pasted text. p2pg_ruleset_explain reads the text as one
+ * line; `p2pguard explain` reads a text of several lines as a log, line by line, after taking off
+ * what carried the paste, so `rules validate` judges text examples by the command's answer.
+ * Sets *ret (NULL when nothing explains the text); returns 0, or -ENOMEM.
+ */
+typedef int (*p2pg_rules_answer_fn)(const struct p2pg_ruleset *rs, const char *text,
+				    const struct p2pg_rule **ret);
+
+/* p2pg_ruleset_check_examples with text examples judged by answer (NULL: p2pg_ruleset_explain). */
+int p2pg_ruleset_check_examples_answered(const struct p2pg_ruleset *rs, p2pg_rules_answer_fn answer,
+					 p2pg_rules_report_fn report, void *userdata);
+
 size_t p2pg_ruleset_count(const struct p2pg_ruleset *rs);
 const struct p2pg_rule *p2pg_ruleset_at(const struct p2pg_ruleset *rs, size_t index);
 const struct p2pg_rule *p2pg_ruleset_find(const struct p2pg_ruleset *rs, const char *id);

@@ -3,6 +3,7 @@
  * p2pguard explain: what a pasted error line means and what to do about it, from the same rules
  * the guard uses at run time.
  */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,6 +177,33 @@ static bool joined_says_more(const struct p2pg_ruleset *rs, const char *text,
 		p2pg_explain_log_done(&log);
 	}
 	return more;
+}
+
+int p2pg_explain_first_answer(const struct p2pg_ruleset *rs, const char *pasted,
+			      const struct p2pg_rule **ret)
+{
+	*ret = NULL;
+	char *text = p2pg_explain_paste_clean(pasted);
+	if (!text)
+		return -ENOMEM;
+	char *joined = p2pg_explain_paste_join_pair(text);
+	if (joined && joined_says_more(rs, text, rs, joined))
+		free(text), text = joined, joined = NULL;
+	free(joined);
+	if (p2pg_explain_is_log(text)) {
+		struct p2pg_explain_log log;
+		if (p2pg_explain_log_read(rs, text, &log) < 0) {
+			free(text);
+			return -ENOMEM;
+		}
+		if (log.n_listed)
+			*ret = log.lines[log.answers[0]].rules[0];
+		p2pg_explain_log_done(&log);
+	} else {
+		p2pg_ruleset_explain(rs, text, ret, 1);
+	}
+	free(text);
+	return 0;
 }
 
 static void usage(FILE *out)

@@ -176,7 +176,8 @@ static int cmd_validate(int argc, char **argv)
 	}
 	/* Examples of broken files are gone with them; the others are judged against what loaded.
 	 */
-	int r = p2pg_ruleset_check_examples(rs, print_problem, stdout);
+	int r = p2pg_ruleset_check_examples_answered(rs, p2pg_explain_first_answer, print_problem,
+						     stdout);
 	if (r < 0) {
 		fprintf(stderr, "p2pguard: checking examples: %s\n", strerror(-r));
 		p2pg_ruleset_free(rs);

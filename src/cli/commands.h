@@ -25,3 +25,10 @@ struct p2pg_ruleset *p2pg_cli_load_rules(int *ret_problems);
  * reach (rules-gate.h); every rule when P2PGUARD_RULES is set, so that a user's rule is checked
  * against all the builtin ones as always. */
 struct p2pg_ruleset *p2pg_cli_load_rules_for_text(const char *text);
+
+struct p2pg_rule;
+
+/* The rule `p2pguard explain` shows first for a pasted text, from the set rs (a
+ * p2pg_rules_answer_fn, for `rules validate` to judge text examples as the command answers). */
+int p2pg_explain_first_answer(const struct p2pg_ruleset *rs, const char *pasted,
+			      const struct p2pg_rule **ret);

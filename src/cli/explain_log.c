@@ -155,15 +155,37 @@ struct traceback {
 
 static const char traceback_marker[] = "Traceback (most recent call last):";
 
-/* '  File "/path/to/file.py", line 130, in __init__': appends "file.py __init__". */
-static bool read_frame(struct traceback *tb, const char *line)
+/* The end of a frame's path in '  File "/path/to/file.py", line 130, in __init__', or NULL. */
+static const char *frame_path_end(const char *line)
 {
 	const char *p = strstr(line, "File \"");
 	if (!p)
+		return NULL;
+	const char *end = strchr(p + 6, '"');
+	return end && strncmp(end, "\", line ", 8) == 0 ? end : NULL;
+}
+
+/* A frame line alone, with nothing after its function: not a one-line paste of a whole
+ * traceback, whose exception follows on the same line and is read as that line. */
+static bool is_frame(const char *line)
+{
+	const char *end = frame_path_end(line);
+	if (!end)
 		return false;
-	const char *path = p + 6, *end = strchr(path, '"');
-	if (!end || strncmp(end, "\", line ", 8) != 0)
+	const char *function = strstr(end, ", in ");
+	if (!function)
 		return false;
+	const char *rest = function + 5 + strcspn(function + 5, " \t\r");
+	return rest[strspn(rest, " \t\r")] == '\0';
+}
+
+/* '  File "/path/to/file.py", line 130, in __init__': appends "file.py __init__". */
+static bool read_frame(struct traceback *tb, const char *line)
+{
+	const char *end = frame_path_end(line);
+	if (!end)
+		return false;
+	const char *path = strstr(line, "File \"") + 6;
 	const char *base = end;
 	while (base > path && base[-1] != '/' && base[-1] != '\\')
 		base--;
@@ -188,6 +210,19 @@ static const char *traceback_read(struct traceback *tb, const char *line)
 			tb->prefix_len = len;
 		}
 		return NULL;
+	}
+	if (!tb->in_frames && is_frame(line)) {
+		/* A paste that starts inside a traceback, below its "Traceback" line: its frames
+		 * name the exception's surroundings all the same. Python indents a frame by two
+		 * spaces after the prefix that every line of the traceback carries. */
+		size_t len = (size_t)(strstr(line, "File \"") - line);
+		if (len >= 2 && line[len - 1] == ' ' && line[len - 2] == ' ')
+			len -= 2;
+		*tb = (struct traceback){.in_frames = true};
+		if (len < sizeof(tb->prefix)) {
+			memcpy(tb->prefix, line, len);
+			tb->prefix_len = len;
+		}
 	}
 	if (tb->in_frames) {
 		if (read_frame(tb, line))

@@ -182,9 +182,11 @@ static struct p2pg_facts *example_facts(const struct example *ex)
 }
 
 /* The rule the example selects, or NULL. Returns false when memory ran out. */
-static bool example_selects(const struct p2pg_ruleset *rs, const struct example *ex,
-			    const struct p2pg_rule **ret)
+static bool example_selects(const struct p2pg_ruleset *rs, p2pg_rules_answer_fn answer,
+			    const struct example *ex, const struct p2pg_rule **ret)
 {
+	if (ex->text && answer)
+		return answer(rs, ex->text, ret) == 0;
 	if (ex->text) {
 		const struct p2pg_rule *best = NULL;
 		p2pg_ruleset_explain(rs, ex->text, &best, 1);
@@ -201,6 +203,12 @@ static bool example_selects(const struct p2pg_ruleset *rs, const struct example 
 int p2pg_ruleset_check_examples(const struct p2pg_ruleset *rs, p2pg_rules_report_fn report,
 				void *userdata)
 {
+	return p2pg_ruleset_check_examples_answered(rs, NULL, report, userdata);
+}
+
+int p2pg_ruleset_check_examples_answered(const struct p2pg_ruleset *rs, p2pg_rules_answer_fn answer,
+					 p2pg_rules_report_fn report, void *userdata)
+{
 	int problems = 0;
 
 	if (!rs)
@@ -214,7 +222,7 @@ int p2pg_ruleset_check_examples(const struct p2pg_ruleset *rs, p2pg_rules_report
 		for (size_t e = 0; e < r->n_matches; e++) {
 			const struct example *ex = &r->matches[e];
 			const struct p2pg_rule *got;
-			if (!example_selects(rs, ex, &got))
+			if (!example_selects(rs, answer, ex, &got))
 				return -ENOMEM;
 			if (got == r)
 				continue;
@@ -236,7 +244,7 @@ int p2pg_ruleset_check_examples(const struct p2pg_ruleset *rs, p2pg_rules_report
 		for (size_t e = 0; e < r->n_near_misses; e++) {
 			const struct example *ex = &r->near_misses[e];
 			const struct p2pg_rule *got;
-			if (!example_selects(rs, ex, &got))
+			if (!example_selects(rs, answer, ex, &got))
 				return -ENOMEM;
 			if (got != r)
 				continue;

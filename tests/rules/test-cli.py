@@ -96,6 +96,52 @@ with tempfile.TemporaryDirectory() as tmp:
     check("explain: a broken user rule is reported on stderr",
           "%s:3: field \"signature\" must be a string" % broken in err, err)
 
+# A text example of several lines is judged as `explain` answers it: a log, line by line, the
+# first failure first. Read as one text, the longer wording of the second rule would win.
+def site_rule(rule_id, regex, example, extra=""):
+    return USER_RULE.replace("site/fabric-restart", rule_id).replace(
+        '"aliases": ["firmware update finished"],', '"regex": "%s",%s' % (regex, extra)).replace(
+        '"matches": [{"text": "firmware update finished"}]', '"matches": [{"text": %s}]' % json.dumps(example))
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    os.makedirs(os.path.join(tmp, "site"))
+    log = "widget alpha lost its peer\nwidget beta lost its peer mapping for good\n"
+    with open(os.path.join(tmp, "site", "alpha.json"), "w") as f:
+        f.write(site_rule("site/alpha", "widget alpha lost its peer", log))
+    with open(os.path.join(tmp, "site", "beta.json"), "w") as f:
+        f.write(site_rule("site/beta", "widget beta lost its peer mapping for good",
+                          "widget beta lost its peer mapping for good"))
+    rc, out, err = run("rules", "validate", tmp)
+    check("validate: a log example is judged by explain's answer (its first line's rule)",
+          rc == 0 and out.endswith("2 rules loaded, 0 problems\n"), out + err)
+    rc, out, err = run("explain", "-", stdin=log, env_extra={"P2PGUARD_RULES": tmp})
+    check("explain: the same log is answered by its first line's rule",
+          rc == 0 and "\nFirst: line 1 (site/alpha)" in out, out + err)
+    with open(os.path.join(tmp, "site", "beta.json"), "w") as f:
+        f.write(site_rule("site/beta", "widget beta lost its peer mapping for good", log))
+    rc, out, err = run("rules", "validate", tmp)
+    check("validate: a log example another line's rule answers first is a problem",
+          rc == 1 and "beta.json" in out and "is explained first by site/alpha, not this rule" in out,
+          out + err)
+
+    # A traceback pasted without its "Traceback" line: its frames still name what the
+    # exception's line is about, for explain and for validate alike.
+    tail = ('  File "/opt/app/widgetlib.py", line 12, in connect\n    peer.open()\n'
+            'WidgetError: handle refused\n')
+    with open(os.path.join(tmp, "site", "beta.json"), "w") as f:
+        f.write(site_rule("site/beta", "WidgetError: handle refused", tail,
+                          ' "context": {"file": ["widgetlib.py"]},'))
+    rc, out, err = run("rules", "validate", tmp)
+    check("validate: a traceback's tail names its frames' files", rc == 0, out + err)
+    rc, out, err = run("explain", "-", stdin=tail, env_extra={"P2PGUARD_RULES": tmp})
+    check("explain: a traceback without its first line is read with its frames",
+          rc == 0 and "\n  line 3: site/beta\n" in out, out + err)
+    rc, out, err = run("explain", "-", stdin="WidgetError: handle refused\n",
+                       env_extra={"P2PGUARD_RULES": tmp})
+    check("explain: without the frame the line names no file of the rule's context",
+          rc == 1, out + err)
+
 rc, out, err = run("rules", "validate", "/nonexistent/rules")
 check("validate: an unreadable folder is status 2", rc == 2 and "/nonexistent/rules" in err, err)
 
