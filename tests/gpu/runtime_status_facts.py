@@ -101,6 +101,67 @@ class Access(ctypes.Structure):
     _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int), ("flags", ctypes.c_int)]
 
 
+class AllocationProp(ctypes.Structure):
+    """CUmemAllocationProp of CUDA 13 (cuda.h)."""
+    _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int),
+                ("locationType", ctypes.c_int), ("locationId", ctypes.c_int),
+                ("win32HandleMetaData", ctypes.c_void_p), ("compressionType", ctypes.c_ubyte),
+                ("gpuDirectRDMACapable", ctypes.c_ubyte), ("usage", ctypes.c_ushort),
+                ("reserved", ctypes.c_ubyte * 4)]
+
+
+def vmm_allocation(size):
+    """cuMemCreate + cuMemAddressReserve + cuMemMap + cuMemSetAccess on device 0, as PyTorch's
+    expandable segments and NVSHMEM's heap allocate; the mapped address, or None."""
+    try:
+        cu = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    if not hasattr(cu, "cuMemCreate"):
+        return None
+    prop = AllocationProp(type=1, requestedHandleTypes=1, locationType=1, locationId=0)
+    gran = ctypes.c_size_t()
+    if cu.cuMemGetAllocationGranularity(ctypes.byref(gran), ctypes.byref(prop), 0) != 0:
+        return None
+    size = (size + gran.value - 1) // gran.value * gran.value
+    handle, addr = ctypes.c_ulonglong(), ctypes.c_ulonglong()
+    if (cu.cuMemCreate(ctypes.byref(handle), ctypes.c_size_t(size), ctypes.byref(prop),
+                       ctypes.c_ulonglong(0)) != 0 or
+            cu.cuMemAddressReserve(ctypes.byref(addr), ctypes.c_size_t(size), ctypes.c_size_t(0),
+                                   ctypes.c_ulonglong(0), ctypes.c_ulonglong(0)) != 0 or
+            cu.cuMemMap(addr, ctypes.c_size_t(size), ctypes.c_size_t(0), handle,
+                        ctypes.c_ulonglong(0)) != 0):
+        return None
+    desc = Access(1, 0, 3)  # CU_MEM_LOCATION_TYPE_DEVICE 0, read-write
+    if cu.cuMemSetAccess(addr, ctypes.c_size_t(size), ctypes.byref(desc), ctypes.c_size_t(1)):
+        return None
+    return addr.value
+
+
+def ipc_of_other_memory_kinds(handle):
+    """Legacy CUDA IPC exports only cudaMalloc memory (the runtime's documentation): what it
+    returns for the device memory that other allocators hand out (MPICH, Open MPI and UCX send
+    such buffers through cudaIpcGetMemHandle; mpi/mpich-gpu-ipc-handle-create-non-legacy-ipc-
+    memory, ipc/get-handle-not-device-allocation)."""
+    pooled = ptr()
+    if call("cudaMallocAsync from the default pool", "cudaMallocAsync", ctypes.byref(pooled),
+            ctypes.c_size_t(1 << 20), None) == 0:
+        rt.cudaStreamSynchronize(None)
+        call("cudaIpcGetMemHandle of a cudaMallocAsync allocation", "cudaIpcGetMemHandle",
+             handle, pooled)
+    managed = ptr()
+    if call("cudaMallocManaged", "cudaMallocManaged", ctypes.byref(managed),
+            ctypes.c_size_t(1 << 20), 1) == 0:
+        call("cudaIpcGetMemHandle of a cudaMallocManaged allocation", "cudaIpcGetMemHandle",
+             handle, managed)
+    mapped = vmm_allocation(1 << 21)
+    if mapped is None:
+        rows.append(("cuMemCreate + cuMemMap of 2 MiB", -1, "not made (no driver API here)"))
+    else:
+        call("cudaIpcGetMemHandle of cuMemCreate + cuMemMap memory", "cudaIpcGetMemHandle",
+             handle, ptr(mapped))
+
+
 def main():
     rt.cudaSetDevice(0)
     buf = ptr()
@@ -119,6 +180,7 @@ def main():
     call("cudaIpcGetMemHandle of pinned host memory", "cudaIpcGetMemHandle", handle, host)
     call("cudaIpcGetMemHandle of a pointer 4 KiB into a cudaMalloc buffer",
          "cudaIpcGetMemHandle", handle, ptr(buf.value + 4096))
+    ipc_of_other_memory_kinds(handle)
     count = ctypes.c_int()
     rt.cudaGetDeviceCount(ctypes.byref(count))
     call(f"cudaSetDevice({count.value}), one past the last device", "cudaSetDevice", count.value)
