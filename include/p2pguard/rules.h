@@ -59,7 +59,7 @@ int p2pg_ruleset_check_examples(const struct p2pg_ruleset *rs, p2pg_rules_report
 typedef int (*p2pg_rules_answer_fn)(const struct p2pg_ruleset *rs, const char *text,
 				    const struct p2pg_rule **ret);
 
-/* p2pg_ruleset_check_examples with text examples judged by answer (NULL: p2pg_ruleset_explain). */
+/* p2pg_ruleset_check_examples with text examples judged by answer instead of read as one line. */
 int p2pg_ruleset_check_examples_answered(const struct p2pg_ruleset *rs, p2pg_rules_answer_fn answer,
 					 p2pg_rules_report_fn report, void *userdata);
 

@@ -155,21 +155,25 @@ struct traceback {
 
 static const char traceback_marker[] = "Traceback (most recent call last):";
 
-/* The end of a frame's path in '  File "/path/to/file.py", line 130, in __init__', or NULL. */
-static const char *frame_path_end(const char *line)
+/* In '  File "/path/to/file.py", line 130, in __init__': the end of the path, its start in
+ * *ret_path; NULL when the line is not a frame. */
+static const char *frame_path(const char *line, const char **ret_path)
 {
 	const char *p = strstr(line, "File \"");
 	if (!p)
 		return NULL;
 	const char *end = strchr(p + 6, '"');
-	return end && strncmp(end, "\", line ", 8) == 0 ? end : NULL;
+	if (!end || strncmp(end, "\", line ", 8) != 0)
+		return NULL;
+	*ret_path = p + 6;
+	return end;
 }
 
 /* A frame line alone, with nothing after its function: not a one-line paste of a whole
  * traceback, whose exception follows on the same line and is read as that line. */
 static bool is_frame(const char *line)
 {
-	const char *end = frame_path_end(line);
+	const char *path, *end = frame_path(line, &path);
 	if (!end)
 		return false;
 	const char *function = strstr(end, ", in ");
@@ -182,10 +186,9 @@ static bool is_frame(const char *line)
 /* '  File "/path/to/file.py", line 130, in __init__': appends "file.py __init__". */
 static bool read_frame(struct traceback *tb, const char *line)
 {
-	const char *end = frame_path_end(line);
+	const char *path, *end = frame_path(line, &path);
 	if (!end)
 		return false;
-	const char *path = strstr(line, "File \"") + 6;
 	const char *base = end;
 	while (base > path && base[-1] != '/' && base[-1] != '\\')
 		base--;
@@ -198,17 +201,22 @@ static bool read_frame(struct traceback *tb, const char *line)
 	return true;
 }
 
+/* A traceback starts at line, whose first len bytes are the prefix on every line of it. */
+static void traceback_start(struct traceback *tb, const char *line, size_t len)
+{
+	*tb = (struct traceback){.in_frames = true};
+	if (len < sizeof(tb->prefix)) {
+		memcpy(tb->prefix, line, len);
+		tb->prefix_len = len;
+	}
+}
+
 /* The surroundings line is read in, or NULL: what the traceback around it names. */
 static const char *traceback_read(struct traceback *tb, const char *line)
 {
 	const char *marker = strstr(line, traceback_marker);
 	if (marker) {
-		size_t len = (size_t)(marker - line);
-		*tb = (struct traceback){.in_frames = true};
-		if (len < sizeof(tb->prefix)) {
-			memcpy(tb->prefix, line, len);
-			tb->prefix_len = len;
-		}
+		traceback_start(tb, line, (size_t)(marker - line));
 		return NULL;
 	}
 	if (!tb->in_frames && is_frame(line)) {
@@ -218,11 +226,7 @@ static const char *traceback_read(struct traceback *tb, const char *line)
 		size_t len = (size_t)(strstr(line, "File \"") - line);
 		if (len >= 2 && line[len - 1] == ' ' && line[len - 2] == ' ')
 			len -= 2;
-		*tb = (struct traceback){.in_frames = true};
-		if (len < sizeof(tb->prefix)) {
-			memcpy(tb->prefix, line, len);
-			tb->prefix_len = len;
-		}
+		traceback_start(tb, line, len);
 	}
 	if (tb->in_frames) {
 		if (read_frame(tb, line))

@@ -181,18 +181,21 @@ static struct p2pg_facts *example_facts(const struct example *ex)
 	return facts;
 }
 
+/* The text read as one line: the default answer (a p2pg_rules_answer_fn). */
+static int one_line_answer(const struct p2pg_ruleset *rs, const char *text,
+			   const struct p2pg_rule **ret)
+{
+	*ret = NULL;
+	p2pg_ruleset_explain(rs, text, ret, 1);
+	return 0;
+}
+
 /* The rule the example selects, or NULL. Returns false when memory ran out. */
 static bool example_selects(const struct p2pg_ruleset *rs, p2pg_rules_answer_fn answer,
 			    const struct example *ex, const struct p2pg_rule **ret)
 {
-	if (ex->text && answer)
+	if (ex->text)
 		return answer(rs, ex->text, ret) == 0;
-	if (ex->text) {
-		const struct p2pg_rule *best = NULL;
-		p2pg_ruleset_explain(rs, ex->text, &best, 1);
-		*ret = best;
-		return true;
-	}
 	_cleanup_free_ struct p2pg_facts *facts = example_facts(ex);
 	if (!facts)
 		return false;
@@ -203,7 +206,7 @@ static bool example_selects(const struct p2pg_ruleset *rs, p2pg_rules_answer_fn 
 int p2pg_ruleset_check_examples(const struct p2pg_ruleset *rs, p2pg_rules_report_fn report,
 				void *userdata)
 {
-	return p2pg_ruleset_check_examples_answered(rs, NULL, report, userdata);
+	return p2pg_ruleset_check_examples_answered(rs, one_line_answer, report, userdata);
 }
 
 int p2pg_ruleset_check_examples_answered(const struct p2pg_ruleset *rs, p2pg_rules_answer_fn answer,
