@@ -329,6 +329,18 @@ static bool verbs_completion_status_after(const char *p)
 }
 
 /*
+ * Whether the number belongs to a failed verbs work completion as NCCL's InfiniBand transport
+ * prints it ("NET/IB : Got completion from peer ... with error 4, opcode 1", "with status=12",
+ * "status=IBV_WC_LOC_PROT_ERR(4)"): the status is rdma-core's ibv_wc_status, 4 a local protection
+ * fault at the NIC, not CUDA's 4.
+ */
+static bool verbs_completion_before(const char *text, const char *word)
+{
+	const char *completion = strstr(text, "Got completion");
+	return completion && completion < word;
+}
+
+/*
  * Whether the word introducing a number belongs to NCCL's own result: "NCCL error 1", and
  * CTranslate2's or a wrapper's "NCCL failed with error 2", where a few linking words separate
  * "NCCL" from "error". The number is an ncclResult_t then, not CUDA's status 2.
@@ -439,7 +451,9 @@ static bool number_is_status(const char *text, const char *start, const char *en
 	/* Codes of libraries outside CUDA that name no call: the NIC's "vendor error 136" after a
 	 * verbs completion status (Open MPI's openib), and libfabric's EFA provider's own
 	 * "EFA internal error: (4112)" (FI_EFA_ERR_*, 4096 and up). */
-	if (n == 5 && m == 6 && strncasecmp(before, "vendor", 6) == 0)
+	if ((n == 5 || n == 3) && m == 6 && strncasecmp(before, "vendor", 6) == 0)
+		return false;
+	if (verbs_completion_before(text, word))
 		return false;
 	/* A process's exit status, "error running hook: exit status 1" (Docker, runc, Slurm's
 	 * "exit code 1"): the number a program returned, not CUDA's. */
