@@ -307,6 +307,16 @@ static void test_reading(void)
 	check_str(first(rs, "CQE error: wr_id=17 status=801(local protection error) Bad address"),
 		  "t/efault");
 	check_str(first(rs, "cuMemMap status=801 (operation not supported)"), "t/notsupported");
+	/* NCCL's InfiniBand transport prints a failed completion's verbs status and the NIC's
+	 * syndrome ("vendor err"); neither is CUDA's. */
+	check_str(first(rs, "NCCL WARN NET/IB : Got completion from peer 10.0.0.2<4321> with error "
+			    "801, opcode 1, len 0, vendor err 81"),
+		  "(none)");
+	check_str(first(rs, "NET/IB: Got completion from peer 10.0.0.2<4321> with status=801 "
+			    "opcode=0 len=0 vendor err 801 (Send)"),
+		  "(none)");
+	check_str(first(rs, "NET/IB : Got a warning with error 801"), "t/notsupported");
+	check_str(first(rs, "vendor err 801"), "(none)");
 	/* At the start of the line too, and "cu" must start a call's name. */
 	check_str(first(rs, "non-zero status: 3 building transport map failed"), "(none)");
 	check_str(first(rs, "x: non-zero status: 3 current device"), "(none)");
