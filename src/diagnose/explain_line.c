@@ -526,6 +526,23 @@ static size_t cut_message_span(const char *text, const char *message)
 	return 0;
 }
 
+/* The same at the start of a text that continues a line a terminal cut ("all failed or operation
+ * not supported on this OS", the rest of 304's message): at least 24 characters of the message's
+ * end, up to a word's end. Returns how much, 0 for none. */
+static size_t continued_message_span(const char *text, const char *message)
+{
+	while (isspace((unsigned char)*text))
+		text++;
+	size_t len = strlen(text), full = strlen(message);
+	for (size_t k = full - 1 < len ? full - 1 : len; k >= 24; k--) {
+		/* A piece of a word may start the line: "all failed" of "call failed". */
+		const char *tail = message + full - k;
+		if (strncasecmp(text, tail, k) == 0 && !is_word_char(text[k]))
+			return k;
+	}
+	return 0;
+}
+
 /* A status named by its name or message: where, and by which spelling. */
 struct status_words {
 	int status;
@@ -547,9 +564,30 @@ static const struct status_words *status_words_around(const struct status_words 
 	return NULL;
 }
 
-/* Status names and runtime messages. A short message is matched with its case, because strerror
- * spells the same words capitalised ("Invalid argument", "Operation not supported") for errno
- * values that have nothing to do with CUDA. */
+/*
+ * Whether "invalid argument" at p is NCCL's own result, ncclInvalidArgument, as ncclGetErrorString
+ * spells it ("NCCL error : invalid argument", "NCCL error in: ProcessGroupNCCL.cpp:1, invalid
+ * argument"): after "NCCL error" with no CUDA failure named between them.
+ */
+static bool nccl_invalid_argument_at(const char *text, const char *p)
+{
+	const char *nccl = NULL;
+	for (const char *q = text; (q = strcasestr(q, "nccl error")) && q < p; q++)
+		nccl = q;
+	if (!nccl)
+		return false;
+	static const char *const cuda[] = {"cuda failure", "cuda error", "cudaError", NULL};
+	for (size_t k = 0; cuda[k]; k++) {
+		const char *q = strcasestr(nccl, cuda[k]);
+		if (q && q < p)
+			return false;
+	}
+	return true;
+}
+
+/* Status names, CUDA's and HIP's, and runtime messages. A short message is matched with its case,
+ * because strerror spells the same words capitalised ("Invalid argument", "Operation not
+ * supported") for errno values that have nothing to do with CUDA. */
 static void read_status_words(const char *text, struct line_clues *c)
 {
 	struct status_words found[LINE_STATUSES_MAX];
@@ -557,13 +595,14 @@ static void read_status_words(const char *text, struct line_clues *c)
 
 	for (size_t k = 0; n_found < LINE_STATUSES_MAX; k++) {
 		int status = p2pg_status_at(k);
-		const char *names[3];
+		const char *names[5];
 		if (status < 0)
 			break;
 		if (status == 0 || !p2pg_status_spellings(status, &names[0], &names[1], &names[2]))
 			continue;
+		size_t n_names = 3 + p2pg_status_hip_names(status, &names[3]);
 		struct status_words w = {status, NULL, false, NULL, 0};
-		for (size_t m = 0; m < 3; m++) {
+		for (size_t m = 0; m < n_names; m++) {
 			bool exact = m == 2 && strlen(names[m]) < 24;
 			const char *p =
 			    strlen(names[m]) > w.span ? find_word(text, names[m], exact) : NULL;
@@ -573,6 +612,11 @@ static void read_status_words(const char *text, struct line_clues *c)
 		}
 		if (!w.span && strlen(names[2]) > 24)
 			w.span = cut_message_span(text, names[2]); /* not placed: at stays NULL */
+		if (!w.span && strlen(names[2]) > 24 &&
+		    (w.span = continued_message_span(text, names[2]))) {
+			w.at = text + strspn(text, " \t\r\n");
+			w.name = names[2];
+		}
 		if (w.span)
 			found[n_found++] = w;
 	}
@@ -583,6 +627,9 @@ static void read_status_words(const char *text, struct line_clues *c)
 		while (found[k].at && (around = status_words_around(found, n_found, k)))
 			found[k].at =
 			    find_word(around->at + around->span, found[k].name, found[k].exact);
+		if (found[k].at && found[k].exact && found[k].status == 1 &&
+		    nccl_invalid_argument_at(text, found[k].at))
+			continue;
 		if (found[k].at || !found[k].name)
 			add_status(c, found[k].status, found[k].span);
 	}

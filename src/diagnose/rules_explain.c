@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "driver.h"
 #include "explain-line.h"
 #include "rules-private.h"
 
@@ -109,6 +110,34 @@ static size_t wording_score(const struct p2pg_rule *r, const char *text,
 	return score;
 }
 
+/*
+ * Whether a triage answer is the answer to a status the line names however it spells it: a rule
+ * of category "triage" with neither context nor match whose regex matches one of that status's
+ * own spellings (cuda/invalid-device-ordinal-triage matches "invalid device ordinal"), so that
+ * "CUDA error 101", "hipErrorInvalidDevice" and a bare "invalid argument" reach the triage that
+ * "cudaErrorInvalidDevice" and "CUDA error: invalid argument" reach. A triage whose wording is a
+ * library's own ("Cuda failure N '...'", NCCL's) matches none of them and stays with it.
+ */
+static size_t triage_status_span(const struct p2pg_rule *r, const struct line_clues *clues)
+{
+	if (!r->triage || r->has_context || r->has_match)
+		return 0;
+	const regex_t *re = NULL;
+	for (size_t k = 0; k < r->n_codes; k++) {
+		size_t span = line_status_span(clues, r->codes[k]);
+		const char *spellings[3];
+		if (span == 0 || !p2pg_status_spellings(r->codes[k], &spellings[0], &spellings[1],
+							&spellings[2]))
+			continue;
+		if (!re && !(re = rules_rule_regex(r)))
+			return 0;
+		for (size_t m = 0; m < 3; m++)
+			if (regexec(re, spellings[m], 0, NULL, 0) == 0)
+				return span;
+	}
+	return 0;
+}
+
 struct candidate {
 	const struct p2pg_rule *rule;
 	size_t score;
@@ -201,6 +230,8 @@ size_t p2pg_ruleset_explain_within(const struct p2pg_ruleset *rs, const char *te
 			score = status_span(r, &clues);
 			kinds--;
 		}
+		if (score == 0)
+			score = triage_status_span(r, &clues);
 		if (score > 0)
 			c[n++] = (struct candidate){r, score, kinds};
 	}

@@ -66,6 +66,44 @@ struct error_names {
 	const char *message;
 };
 
+/* HIP's names for the statuses whose value HIP shares with CUDA (hip_runtime_api.h's hipError_t),
+ * the deprecated alias second: ROCm stacks print them where CUDA stacks print cudaErrorX. CUDA's
+ * 46, 220, 226, 711, 800 and 802 have no HIP counterpart. */
+struct hip_names {
+	int code;
+	const char *names[2];
+};
+
+static const struct hip_names hip_table[] = {
+    {1, {"hipErrorInvalidValue", NULL}},
+    {2, {"hipErrorOutOfMemory", "hipErrorMemoryAllocation"}},
+    {3, {"hipErrorNotInitialized", "hipErrorInitializationError"}},
+    {4, {"hipErrorDeinitialized", NULL}},
+    {35, {"hipErrorInsufficientDriver", NULL}},
+    {100, {"hipErrorNoDevice", NULL}},
+    {101, {"hipErrorInvalidDevice", NULL}},
+    {201, {"hipErrorInvalidContext", NULL}},
+    {205, {"hipErrorMapFailed", "hipErrorMapBufferObjectFailed"}},
+    {208, {"hipErrorAlreadyMapped", NULL}},
+    {209, {"hipErrorNoBinaryForGpu", NULL}},
+    {217, {"hipErrorPeerAccessUnsupported", NULL}},
+    {304, {"hipErrorOperatingSystem", NULL}},
+    {400, {"hipErrorInvalidHandle", "hipErrorInvalidResourceHandle"}},
+    {401, {"hipErrorIllegalState", NULL}},
+    {500, {"hipErrorNotFound", NULL}},
+    {600, {"hipErrorNotReady", NULL}},
+    {700, {"hipErrorIllegalAddress", NULL}},
+    {704, {"hipErrorPeerAccessAlreadyEnabled", NULL}},
+    {705, {"hipErrorPeerAccessNotEnabled", NULL}},
+    {708, {"hipErrorSetOnActiveProcess", NULL}},
+    {709, {"hipErrorContextIsDestroyed", NULL}},
+    {710, {"hipErrorAssert", NULL}},
+    {719, {"hipErrorLaunchFailure", NULL}},
+    {801, {"hipErrorNotSupported", NULL}},
+    {900, {"hipErrorStreamCaptureUnsupported", NULL}},
+    {999, {"hipErrorUnknown", NULL}},
+};
+
 /* The statuses a peer call can end with (driver and runtime share these values), plus the common
  * ones a copy can return and those users paste most from other failures (so that explain can tell
  * a line about them from a peer failure). */
@@ -138,6 +176,17 @@ bool p2pg_status_spellings(int status, const char **ret_driver, const char **ret
 	*ret_runtime = e->cuda_name;
 	*ret_message = e->message;
 	return true;
+}
+
+size_t p2pg_status_hip_names(int status, const char *ret_names[2])
+{
+	for (size_t k = 0; k < sizeof(hip_table) / sizeof(hip_table[0]); k++)
+		if (hip_table[k].code == status) {
+			ret_names[0] = hip_table[k].names[0];
+			ret_names[1] = hip_table[k].names[1];
+			return ret_names[1] ? 2 : 1;
+		}
+	return 0;
 }
 
 int p2pg_status_at(size_t index)

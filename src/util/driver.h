@@ -128,6 +128,9 @@ const char *p2pg_cuda_error_name(int status);
  * false for a status it does not know. Used to understand pasted log lines. */
 bool p2pg_status_spellings(int status, const char **ret_driver, const char **ret_runtime,
 			   const char **ret_message);
+/* HIP's names for a status whose value HIP shares ("hipErrorInvalidDevice" for 101, and a
+ * deprecated alias for a few): how many (0 to 2). */
+size_t p2pg_status_hip_names(int status, const char *ret_names[2]);
 /* The statuses p2pg_status_spellings knows, one per index from 0; -1 past the last. */
 int p2pg_status_at(size_t index);
 /* The runtime's message for a status ("peer access is not supported between these two devices"). */

@@ -633,6 +633,63 @@ static void test_triage_last(void)
 	p2pg_ruleset_free(rs);
 }
 
+/* A triage answer that names a status in CUDA's words answers that status however the line
+ * spells it: by number, by HIP's name, or by the bare message. */
+static void test_triage_by_status(void)
+{
+	struct p2pg_ruleset *rs = p2pg_ruleset_new();
+	add_ok(rs, entry("t/ordinal-triage", "[101]",
+			 "  \"category\": \"triage\",\n"
+			 "  \"regex\": \"invalid device ordinal|cudaErrorInvalidDevice\",\n"));
+	add_ok(rs, entry("t/argument-triage", "[1]",
+			 "  \"category\": \"triage\",\n"
+			 "  \"regex\": \"CUDA error: invalid argument\",\n"));
+	add_ok(rs, entry("t/library-triage", "[801]",
+			 "  \"category\": \"triage\",\n"
+			 "  \"regex\": \"Cuda failure 801\",\n"));
+	add_ok(rs, entry("t/framework-triage", "[101]",
+			 "  \"category\": \"triage\",\n"
+			 "  \"context\": {\"framework\": [\"nccl\"]},\n"
+			 "  \"regex\": \"invalid device ordinal\",\n"));
+	check_str(first(rs, "CUDA error 101"), "t/ordinal-triage");
+	check_str(first(rs, "hipErrorInvalidDevice"), "t/ordinal-triage");
+	check_str(first(rs, "Test HIP failure common.cu:1129 'hipErrorInvalidDevice'"),
+		  "t/ordinal-triage");
+	/* Its regex does not match the status's own spellings: its wording is a library's. */
+	check_str(first(rs, "RuntimeError: invalid argument"), "(none)");
+	check_str(first(rs, "error 801"), "(none)");
+	/* HIP's name inside a longer one is not the status. */
+	check_str(first(rs, "hipErrorInvalidDevicePointer"), "(none)");
+	p2pg_ruleset_free(rs);
+
+	rs = p2pg_ruleset_new();
+	add_ok(rs, entry("t/argument-triage", "[1]",
+			 "  \"category\": \"triage\",\n"
+			 "  \"regex\": \"cudaErrorInvalidValue\",\n"));
+	check_str(first(rs, "invalid argument"), "t/argument-triage");
+	check_str(first(rs, "hipErrorInvalidValue"), "t/argument-triage");
+	/* The C library's errno text and NCCL's own result are not CUDA's status 1. */
+	check_str(first(rs, "mmap failed: Invalid argument"), "(none)");
+	check_str(first(rs, "NCCL error : invalid argument"), "(none)");
+	check_str(first(rs, "NCCL error in: ProcessGroupNCCL.cpp:12, invalid argument"), "(none)");
+	check_str(first(rs, "NCCL error: Cuda failure 'invalid argument'"), "t/argument-triage");
+	p2pg_ruleset_free(rs);
+}
+
+/* A line a terminal cut goes on with the rest of a message: its tail names the status, and the
+ * shorter message inside it names nothing. */
+static void test_continued_message(void)
+{
+	struct p2pg_ruleset *rs = p2pg_ruleset_new();
+	add_ok(rs, entry("t/notsupported", "[801]", "  \"match\": {\"status\": [801]},\n"));
+	add_ok(rs, entry("t/os", "[304]", "  \"match\": {\"status\": [304]},\n"));
+	check_str(first(rs, "all failed or operation not supported on this OS"), "t/os");
+	check_str(first(rs, "  failed or operation not supported on this OS"), "t/os");
+	check_str(first(rs, "operation not supported"), "t/notsupported");
+	check_str(first(rs, "x: operation not supported on this OS"), "t/notsupported");
+	p2pg_ruleset_free(rs);
+}
+
 static void test_notes(void)
 {
 	struct p2pg_ruleset *rs = p2pg_ruleset_new();
@@ -680,6 +737,8 @@ int main(void)
 	RUN(test_calls_in_words);
 	RUN(test_framework_folders);
 	RUN(test_triage_last);
+	RUN(test_triage_by_status);
+	RUN(test_continued_message);
 	RUN(test_notes);
 	return test_failures ? 1 : 0;
 }
