@@ -426,6 +426,12 @@ static bool number_is_status(const char *text, const char *start, const char *en
 		introduced = call_name_before(text, word) &&
 			     (memchr(word + n, ':', (size_t)(start - word - n)) ||
 			      memchr(word + n, '=', (size_t)(start - word - n)));
+	/* glog's CHECK_EQ as Caffe and MXNet use it, "Check failed: error == cudaSuccess (77 vs.
+	 * 0)": the value checked against success is the status. */
+	if (!introduced && strncmp(end, " vs", 3) == 0)
+		introduced = (n == 11 && strncmp(word, "cudaSuccess", 11) == 0) ||
+			     (n == 7 && strncmp(word, "SUCCESS", 7) == 0 && word >= text + 5 &&
+			      strncmp(word - 5, "CUDA_", 5) == 0);
 	if (!introduced)
 		return false;
 	/* NVSHMEM's "non-zero status: N" carries its own codes (0 to 7: 3 "not supported", 7

@@ -115,25 +115,24 @@ static size_t wording_score(const struct p2pg_rule *r, const char *text,
  * of category "triage" with neither context nor match whose regex matches one of that status's
  * own spellings (cuda/invalid-device-ordinal-triage matches "invalid device ordinal"), so that
  * "CUDA error 101", "hipErrorInvalidDevice" and a bare "invalid argument" reach the triage that
- * "cudaErrorInvalidDevice" and "CUDA error: invalid argument" reach. A triage whose wording is a
- * library's own ("Cuda failure N '...'", NCCL's) matches none of them and stays with it.
+ * "cudaErrorInvalidDevice" and "CUDA error: invalid argument" reach. Its other codes are the
+ * same status's numbers before CUDA 10.1 (77 for 700), so Caffe's "(77 vs. 0)" reaches it too. A
+ * triage whose wording is a library's own ("Cuda failure N '...'", NCCL's) matches none of them and
+ * stays with it.
  */
 static size_t triage_status_span(const struct p2pg_rule *r, const struct line_clues *clues)
 {
-	if (!r->triage || r->has_context || r->has_match)
+	if (!r->triage || r->has_context || r->has_match || status_span(r, clues) == 0)
 		return 0;
-	const regex_t *re = NULL;
-	for (size_t k = 0; k < r->n_codes; k++) {
-		size_t span = line_status_span(clues, r->codes[k]);
+	const regex_t *re = rules_rule_regex(r);
+	for (size_t k = 0; re && k < r->n_codes; k++) {
 		const char *spellings[3];
-		if (span == 0 || !p2pg_status_spellings(r->codes[k], &spellings[0], &spellings[1],
-							&spellings[2]))
+		if (!p2pg_status_spellings(r->codes[k], &spellings[0], &spellings[1],
+					   &spellings[2]))
 			continue;
-		if (!re && !(re = rules_rule_regex(r)))
-			return 0;
 		for (size_t m = 0; m < 3; m++)
 			if (regexec(re, spellings[m], 0, NULL, 0) == 0)
-				return span;
+				return status_span(r, clues);
 	}
 	return 0;
 }

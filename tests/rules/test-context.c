@@ -676,6 +676,22 @@ static void test_triage_by_status(void)
 	p2pg_ruleset_free(rs);
 }
 
+/* A triage's other codes are its status's numbers before CUDA 10.1, and glog's CHECK_EQ prints
+ * the status it checked against success. */
+static void test_triage_legacy_numbers(void)
+{
+	struct p2pg_ruleset *rs = p2pg_ruleset_new();
+	add_ok(rs, entry("t/fault-triage", "[700, 77]",
+			 "  \"category\": \"triage\",\n"
+			 "  \"regex\": \"an illegal memory access was encountered\",\n"));
+	check_str(first(rs, "Check failed: error == cudaSuccess (77 vs. 0)"), "t/fault-triage");
+	check_str(first(rs, "Check failed: e == CUDA_SUCCESS (700 vs. 0)"), "t/fault-triage");
+	check_str(first(rs, "cuda runtime error (77)"), "t/fault-triage");
+	check_str(first(rs, "Check failed: status == CUDNN_STATUS_SUCCESS (77 vs. 0)"), "(none)");
+	check_str(first(rs, "Check failed: count == 2 (77 vs. 0)"), "(none)");
+	p2pg_ruleset_free(rs);
+}
+
 /* A line a terminal cut goes on with the rest of a message: its tail names the status, and the
  * shorter message inside it names nothing. */
 static void test_continued_message(void)
@@ -738,6 +754,7 @@ int main(void)
 	RUN(test_framework_folders);
 	RUN(test_triage_last);
 	RUN(test_triage_by_status);
+	RUN(test_triage_legacy_numbers);
 	RUN(test_continued_message);
 	RUN(test_notes);
 	return test_failures ? 1 : 0;
