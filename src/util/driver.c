@@ -149,6 +149,7 @@ static const struct error_names error_table[] = {
     {709, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "cudaErrorContextIsDestroyed", "context is destroyed"},
     {710, "CUDA_ERROR_ASSERT", "cudaErrorAssert", "device-side assert triggered"},
     {711, "CUDA_ERROR_TOO_MANY_PEERS", "cudaErrorTooManyPeers", "peer mapping resources exhausted"},
+    {716, "CUDA_ERROR_MISALIGNED_ADDRESS", "cudaErrorMisalignedAddress", "misaligned address"},
     {719, "CUDA_ERROR_LAUNCH_FAILED", "cudaErrorLaunchFailure", "unspecified launch failure"},
     {800, "CUDA_ERROR_NOT_PERMITTED", "cudaErrorNotPermitted", "operation not permitted"},
     {801, "CUDA_ERROR_NOT_SUPPORTED", "cudaErrorNotSupported", "operation not supported"},
