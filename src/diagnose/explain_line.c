@@ -616,12 +616,12 @@ static void read_status_words(const char *text, struct line_clues *c)
 				w = (struct status_words){status, names[m], exact, p,
 							  strlen(names[m])};
 		}
-		if (!w.span && strlen(names[2]) > 24)
+		if (!w.span && strlen(names[2]) > 24) {
 			w.span = cut_message_span(text, names[2]); /* not placed: at stays NULL */
-		if (!w.span && strlen(names[2]) > 24 &&
-		    (w.span = continued_message_span(text, names[2]))) {
-			w.at = text + strspn(text, " \t\r\n");
-			w.name = names[2];
+			if (!w.span && (w.span = continued_message_span(text, names[2]))) {
+				w.at = text + strspn(text, " \t\r\n");
+				w.name = names[2];
+			}
 		}
 		if (w.span)
 			found[n_found++] = w;

@@ -122,7 +122,8 @@ static size_t wording_score(const struct p2pg_rule *r, const char *text,
  */
 static size_t triage_status_span(const struct p2pg_rule *r, const struct line_clues *clues)
 {
-	if (!r->triage || r->has_context || r->has_match || status_span(r, clues) == 0)
+	size_t span = status_span(r, clues);
+	if (!r->triage || r->has_context || r->has_match || span == 0)
 		return 0;
 	const regex_t *re = rules_rule_regex(r);
 	for (size_t k = 0; re && k < r->n_codes; k++) {
@@ -132,7 +133,7 @@ static size_t triage_status_span(const struct p2pg_rule *r, const struct line_cl
 			continue;
 		for (size_t m = 0; m < 3; m++)
 			if (regexec(re, spellings[m], 0, NULL, 0) == 0)
-				return status_span(r, clues);
+				return span;
 	}
 	return 0;
 }
