@@ -366,6 +366,29 @@ static bool nccl_result_before(const char *text, const char *word)
 }
 
 /*
+ * Whether "error N" in an NCCL warning is NCCL's own result: NCCL prints a failed job's or a
+ * teardown step's ncclResult_t so ("ncclAsyncJobComplete: job 0x55 failed, job error 3",
+ * "commReclaim: cleanup comm 0x55 rank 0 failed in destroy/abort, error 3", init.cc and group.cc),
+ * and a CUDA status only with CUDA's name or a CUDA call before it ("Cuda failure 217", nvls.cc's
+ * "CUDA error 801", "cuMemMap ... error 1").
+ */
+static bool nccl_warning_result(const char *text, const char *word, size_t n)
+{
+	if (n != 5 || strncasecmp(word, "error", 5) != 0)
+		return false;
+	const char *warn = strstr(text, "NCCL WARN");
+	if (!warn || warn > word)
+		return false;
+	for (const char *q = warn + 9; q < word; q++) {
+		if (strncasecmp(q, "cuda", 4) == 0)
+			return false;
+		if ((q == text || !is_word_char(q[-1])) && starts_call_name(q))
+			return false;
+	}
+	return true;
+}
+
+/*
  * Whether the C library's text of an errno follows the number in parentheses, as strerror()
  * spells it with its capital ("Unexpected error 12 (Cannot allocate memory) from fi_mr_regattr()",
  * GASNet's "fi_write failed: 12(Cannot allocate memory)"): the number is that errno, not CUDA's
@@ -471,7 +494,7 @@ static bool number_is_status(const char *text, const char *start, const char *en
 	if (n == 5 && m == 8 && strncasecmp(before, "internal", 8) == 0 && before >= text + 4 &&
 	    strncasecmp(before - 4, "EFA ", 4) == 0)
 		return false;
-	return !nccl_result_before(text, word);
+	return !nccl_result_before(text, word) && !nccl_warning_result(text, word, n);
 }
 
 /* Decimal numbers (at most six digits) and 0x-prefixed hexadecimal ones read as statuses. */

@@ -317,6 +317,18 @@ static void test_reading(void)
 		  "(none)");
 	check_str(first(rs, "NET/IB : Got a warning with error 801"), "t/notsupported");
 	check_str(first(rs, "vendor err 801"), "(none)");
+	/* An NCCL warning's "error N" is NCCL's own result unless CUDA or a CUDA call is named
+	 * before it. */
+	check_str(first(rs, "NCCL WARN commReclaim: cleanup comm 0x55 rank 3 failed in "
+			    "destroy/abort, error 801"),
+		  "(none)");
+	check_str(first(rs, "NCCL WARN ncclAsyncJobComplete: job 0x55 failed, job error 801"),
+		  "(none)");
+	check_str(first(rs, "NCCL WARN Failed to bind NVLS memory : CUDA error 801 'x'"),
+		  "t/notsupported");
+	check_str(first(rs, "NCCL WARN Call to cuMemMap failed with error 801"), "t/notsupported");
+	check_str(first(rs, "commReclaim: cleanup comm 0x55 failed in destroy/abort, error 801"),
+		  "t/notsupported");
 	/* At the start of the line too, and "cu" must start a call's name. */
 	check_str(first(rs, "non-zero status: 3 building transport map failed"), "(none)");
 	check_str(first(rs, "x: non-zero status: 3 current device"), "(none)");
