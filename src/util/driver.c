@@ -101,6 +101,7 @@ static const struct hip_names hip_table[] = {
     {719, {"hipErrorLaunchFailure", NULL}},
     {801, {"hipErrorNotSupported", NULL}},
     {900, {"hipErrorStreamCaptureUnsupported", NULL}},
+    {907, {"hipErrorCapturedEvent", NULL}},
     {999, {"hipErrorUnknown", NULL}},
 };
 
@@ -156,6 +157,8 @@ static const struct error_names error_table[] = {
     {802, "CUDA_ERROR_SYSTEM_NOT_READY", "cudaErrorSystemNotReady", "system not yet initialized"},
     {900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "cudaErrorStreamCaptureUnsupported",
      "operation not permitted when stream is capturing"},
+    {907, "CUDA_ERROR_CAPTURED_EVENT", "cudaErrorCapturedEvent",
+     "operation not permitted on an event last recorded in a capturing stream"},
     {999, "CUDA_ERROR_UNKNOWN", "cudaErrorUnknown", "unknown error"},
 };
 
