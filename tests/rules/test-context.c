@@ -528,8 +528,9 @@ static void test_calls_in_words(void)
 		  "t/access1");
 	/* 907's message holds 800's: a capturing stream's event is not cuMemCreate's refusal. */
 	check_str(first(rs, "cuMemCreate failed: operation not permitted"), "t/create800");
-	check_str(first(rs, "cuMemCreate failed: operation not permitted on an event last recorded in "
-			    "a capturing stream"),
+	check_str(first(rs,
+			"cuMemCreate failed: operation not permitted on an event last recorded in "
+			"a capturing stream"),
 		  "(none)");
 	check_str(first(rs, "Failed setting the access mode to the virtual memory mapping to the "
 			    "range of size 4194304 bytes at 0x7f00: invalid argument"),
