@@ -285,6 +285,10 @@ static void test_reading(void)
 	check_str(first(rs, "EFA internal error: (801) Failure to post internal receive buffers"),
 		  "(none)");
 	check_str(first(rs, "internal error: (801)"), "t/notsupported");
+	/* NCCL's GIN prints DOCA GPUNetIO's own doca_error_t after "DOCA failure". */
+	check_str(first(rs, "transport/net_ib/gdaki/gin_host_gdaki.cc:366 NCCL WARN DOCA failure 801"),
+		  "(none)");
+	check_str(first(rs, "NCCL WARN Cuda failure 801"), "t/notsupported");
 	/* Open MPI names a fatal signal by its name and number: SIGBUS's 7, not a status. */
 	check_str(first(rs, "[node07:41233] Signal: Bus error (801)"), "(none)");
 	check_str(first(rs, "[node07:41233] Signal: Host error (801)"), "t/notsupported");
