@@ -494,7 +494,12 @@ static bool number_is_status(const char *text, const char *start, const char *en
 	if (n == 5 && m == 8 && strncasecmp(before, "internal", 8) == 0 && before >= text + 4 &&
 	    strncasecmp(before - 4, "EFA ", 4) == 0)
 		return false;
-	/* NCCL's GIN over DOCA GPUNetIO, "NCCL WARN DOCA failure 12": a doca_error_t, not CUDA's. */
+	/* gRPC's own status before its text, as nvidia-imex-ctl prints it: "Query Status returned
+	 * error code: 14 - failed to connect to all addresses" is gRPC's UNAVAILABLE. */
+	if (strncmp(end, " - failed to connect to all addresses", 37) == 0)
+		return false;
+	/* NCCL's GIN over DOCA GPUNetIO, "NCCL WARN DOCA failure 12": a doca_error_t, not CUDA's.
+	 */
 	if (n == 7 && m == 4 && strncasecmp(word, "failure", 7) == 0 &&
 	    strncasecmp(before, "DOCA", 4) == 0)
 		return false;

@@ -285,9 +285,14 @@ static void test_reading(void)
 	check_str(first(rs, "EFA internal error: (801) Failure to post internal receive buffers"),
 		  "(none)");
 	check_str(first(rs, "internal error: (801)"), "t/notsupported");
-	/* NCCL's GIN prints DOCA GPUNetIO's own doca_error_t after "DOCA failure". */
-	check_str(first(rs, "transport/net_ib/gdaki/gin_host_gdaki.cc:366 NCCL WARN DOCA failure 801"),
+	/* nvidia-imex-ctl prints gRPC's status before gRPC's text. */
+	check_str(first(rs, "Query Status returned error code: 801 - failed to connect to all "
+			    "addresses; last error: UNKNOWN"),
 		  "(none)");
+	/* NCCL's GIN prints DOCA GPUNetIO's own doca_error_t after "DOCA failure". */
+	check_str(
+	    first(rs, "transport/net_ib/gdaki/gin_host_gdaki.cc:366 NCCL WARN DOCA failure 801"),
+	    "(none)");
 	check_str(first(rs, "NCCL WARN Cuda failure 801"), "t/notsupported");
 	/* Open MPI names a fatal signal by its name and number: SIGBUS's 7, not a status. */
 	check_str(first(rs, "[node07:41233] Signal: Bus error (801)"), "(none)");
