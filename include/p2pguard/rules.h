@@ -144,6 +144,10 @@ int p2pg_rule_workaround(const struct p2pg_rule *rule, size_t index, const char 
 size_t p2pg_rule_dead_end_count(const struct p2pg_rule *rule);
 int p2pg_rule_dead_end(const struct p2pg_rule *rule, size_t index, const char **ret_action,
 		       const char **ret_why, double *ret_fail_rate);
+/* The entry's "condition" (the one cause or setup it applies to); NULL when it has none or past
+ * the end. */
+const char *p2pg_rule_workaround_condition(const struct p2pg_rule *rule, size_t index);
+const char *p2pg_rule_dead_end_condition(const struct p2pg_rule *rule, size_t index);
 
 /* The fact keys rules may name, in the order rules/README.md lists them; NULL past the end. */
 const char *p2pg_rules_fact_key(size_t index);

@@ -74,6 +74,9 @@ static void print_rule(FILE *out, const struct p2pg_rule *rule)
 		char line[1024];
 		snprintf(line, sizeof(line), "%s (%.0f%% success)", action, rate * 100.0);
 		print_wrapped(out, "    ", head, line);
+		const char *when = p2pg_rule_workaround_condition(rule, k);
+		if (when)
+			print_wrapped(out, "       ", "When: ", when);
 		if (how)
 			print_wrapped(out, "       ", "", how);
 	}
@@ -94,6 +97,9 @@ static void print_rule(FILE *out, const struct p2pg_rule *rule)
 			snprintf(line, sizeof(line), "%s%s%s", action ? action : "",
 				 action ? ": " : "", why);
 		print_wrapped(out, "    ", "- ", line);
+		const char *when = p2pg_rule_dead_end_condition(rule, k);
+		if (when)
+			print_wrapped(out, "      ", "When: ", when);
 	}
 	if (doc)
 		fprintf(out, "\n  Documentation: %s\n", doc);

@@ -70,6 +70,7 @@ struct note {
 struct workaround {
 	char *action;
 	char *how;
+	char *condition; /* the one cause or setup the entry is for; NULL when it holds for all */
 	double rate;
 	size_t order; /* position in the file, to keep it among equal rates */
 };

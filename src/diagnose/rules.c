@@ -45,6 +45,7 @@ static void workarounds_free(struct workaround *w, size_t n)
 	for (size_t k = 0; k < n; k++) {
 		free(w[k].action);
 		free(w[k].how);
+		free(w[k].condition);
 	}
 	free(w);
 }
@@ -166,7 +167,8 @@ static char *remedy_lines(const struct workaround *w, size_t n, bool workarounds
 	size_t size = 1;
 	for (size_t k = 0; k < n; k++)
 		size += (w[k].action ? strlen(w[k].action) : 0) +
-			(w[k].how ? strlen(w[k].how) : 0) + 40;
+			(w[k].how ? strlen(w[k].how) : 0) +
+			(w[k].condition ? strlen(w[k].condition) : 0) + 48;
 	char *out = malloc(size);
 	if (!out)
 		return NULL;
@@ -174,14 +176,22 @@ static char *remedy_lines(const struct workaround *w, size_t n, bool workarounds
 	*p = '\0';
 	for (size_t k = 0; k < n; k++) {
 		size_t left = size - (size_t)(p - out);
+		/* An entry for one cause only says which, so that a reader of the stored advice
+		 * does not follow a step meant for another setup. */
+		const char *when = w[k].condition ? "; when " : "";
+		const char *cond = w[k].condition ? w[k].condition : "";
 		if (workarounds)
-			p += snprintf(p, left, "%s (%.0f%% success)%s%s\n", w[k].action,
-				      w[k].rate * 100.0, w[k].how ? ": " : "",
+			p += snprintf(p, left, "%s (%.0f%% success%s%s)%s%s\n", w[k].action,
+				      w[k].rate * 100.0, when, cond, w[k].how ? ": " : "",
 				      w[k].how ? w[k].how : "");
 		else if (w[k].rate >= 0)
-			p += snprintf(
-			    p, left, "%s%s%s (fails %.0f%%)\n", w[k].action ? w[k].action : "",
-			    w[k].action && *w[k].action ? ": " : "", w[k].how, w[k].rate * 100.0);
+			p += snprintf(p, left, "%s%s%s (fails %.0f%%%s%s)\n",
+				      w[k].action ? w[k].action : "",
+				      w[k].action && *w[k].action ? ": " : "", w[k].how,
+				      w[k].rate * 100.0, when, cond);
+		else if (w[k].condition)
+			p += snprintf(p, left, "%s%s%s (when %s)\n", w[k].action ? w[k].action : "",
+				      w[k].action && *w[k].action ? ": " : "", w[k].how, cond);
 		else
 			p += snprintf(p, left, "%s%s%s\n", w[k].action ? w[k].action : "",
 				      w[k].action && *w[k].action ? ": " : "", w[k].how);
@@ -302,6 +312,16 @@ int p2pg_rule_workaround(const struct p2pg_rule *rule, size_t index, const char 
 	if (ret_success_rate)
 		*ret_success_rate = w->rate;
 	return 0;
+}
+
+const char *p2pg_rule_workaround_condition(const struct p2pg_rule *rule, size_t index)
+{
+	return rule && index < rule->n_workarounds ? rule->workarounds[index].condition : NULL;
+}
+
+const char *p2pg_rule_dead_end_condition(const struct p2pg_rule *rule, size_t index)
+{
+	return rule && index < rule->n_dead_ends ? rule->dead_ends[index].condition : NULL;
 }
 
 size_t p2pg_rule_dead_end_count(const struct p2pg_rule *rule)

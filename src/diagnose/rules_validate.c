@@ -580,6 +580,12 @@ static bool parse_remedies(struct loader *ld, const struct p2pg_json *v, const c
 		} else if (extra) {
 			ok = false;
 		}
+		const struct p2pg_json *condition = member(item, "condition");
+		ld_field_key(sub, sizeof(sub), path, "condition");
+		if (condition && ld_expect_type(ld, condition, sub, P2PG_JSON_STRING))
+			w->condition = condition->length ? ld_copy(ld, condition->string) : NULL;
+		else if (condition)
+			ok = false;
 		const struct p2pg_json *rate = member(item, rate_key);
 		ld_field_key(sub, sizeof(sub), path, rate_key);
 		if (rate) {

@@ -162,6 +162,12 @@ check("explain: a PyTorch line", rc == 0 and out.startswith("pytorch/"), out + e
 check("explain: sections", all(s in out for s in ("Root cause:", "What to do:", "Dead ends:",
                                                   "Documentation: https://")), out)
 
+# A step meant for one cause says which (the rule's "condition").
+rc, out, err = run("explain", "transport/p2p.cc:863 NCCL WARN Cuda failure 1 'invalid argument'")
+check("explain: a workaround's condition is printed",
+      rc == 0 and "\n       When: the failing line is 'Cuda failure 'invalid argument'' without a "
+      "number" in out, out + err)
+
 rc, out, err = run("explain", "217")
 check("explain: a bare status", rc == 0
       and out.startswith("cuda/peer-access-unsupported-by-hardware\n"), out + err)

@@ -125,6 +125,23 @@ static struct p2pg_ruleset *load_ok(const char *const *texts, size_t n)
 	return rs;
 }
 
+/* A workaround or dead end for one cause says which, in the stored advice and to explain. */
+static void test_conditions(void)
+{
+	const char *texts[] = {with(
+	    with(base, "\"how\": \"Like that.\"",
+		 "\"how\": \"Like that.\", \"condition\": \"the pair is on one switch\""),
+	    "\"why_fails\": \"Because.\"", "\"why_fails\": \"Because.\", \"condition\": \"a VM\"")};
+	struct p2pg_ruleset *rs = load_ok(texts, 1);
+	const struct p2pg_rule *r = p2pg_ruleset_find(rs, "test/sample");
+	check_str(p2pg_rule_workaround_condition(r, 0), "the pair is on one switch");
+	check_str(p2pg_rule_dead_end_condition(r, 0), "a VM");
+	check_str(p2pg_rule_advice(r),
+		  "Do this (50% success; when the pair is on one switch): Like that.");
+	check_str(p2pg_rule_dead_ends(r), "Not that: Because. (fails 90%; when a VM)");
+	p2pg_ruleset_free(rs);
+}
+
 static void test_valid(void)
 {
 	const char *texts[] = {base};
@@ -137,6 +154,9 @@ static void test_valid(void)
 	check_str(p2pg_rule_root_cause(r), "Something broke.");
 	check_str(p2pg_rule_advice(r), "Do this (50% success): Like that.");
 	check_str(p2pg_rule_dead_ends(r), "Not that: Because. (fails 90%)");
+	check(p2pg_rule_workaround_condition(r, 0) == NULL);
+	check(p2pg_rule_dead_end_condition(r, 0) == NULL);
+	check(p2pg_rule_workaround_condition(r, 1) == NULL);
 	check(p2pg_rule_doc_url(r) == NULL);
 	check_str(p2pg_rule_source_file(r), "t0.json");
 	check_str(p2pg_rule_json(r), base);
@@ -403,6 +423,9 @@ static void test_malformed(void)
 			    "0.5}]",
 			    "[]"),
 		       9, "field \"workarounds\" needs at least one entry");
+	expect_problem(
+	    with(base, "\"how\": \"Like that.\"", "\"how\": \"Like that.\", \"condition\": 2"), 9,
+	    "field \"workarounds[0].condition\" must be a string, not a number");
 	expect_problem(with(base, "\"why_fails\": \"Because.\", ", ""), 10,
 		       "missing required field \"dead_ends[0].why_fails\"");
 
@@ -774,6 +797,7 @@ static void test_examples_behave(void)
 int main(void)
 {
 	RUN(test_valid);
+	RUN(test_conditions);
 	RUN(test_regex_size);
 	RUN(test_malformed);
 	RUN(test_builtin_path);
