@@ -494,6 +494,10 @@ static bool number_is_status(const char *text, const char *start, const char *en
 	if (n == 5 && m == 8 && strncasecmp(before, "internal", 8) == 0 && before >= text + 4 &&
 	    strncasecmp(before - 4, "EFA ", 4) == 0)
 		return false;
+	/* Unified Runtime's status, as SYCL prints it: "level_zero backend failed with error: 20
+	 * (UR_RESULT_ERROR_DEVICE_LOST)" is UR's 20, whichever backend (CUDA's too) raised it. */
+	if (strncmp(end, " (UR_RESULT_", 12) == 0)
+		return false;
 	/* gRPC's own status before its text, as nvidia-imex-ctl prints it: "Query Status returned
 	 * error code: 14 - failed to connect to all addresses" is gRPC's UNAVAILABLE. */
 	if (strncmp(end, " - failed to connect to all addresses", 37) == 0)

@@ -285,6 +285,10 @@ static void test_reading(void)
 	check_str(first(rs, "EFA internal error: (801) Failure to post internal receive buffers"),
 		  "(none)");
 	check_str(first(rs, "internal error: (801)"), "t/notsupported");
+	/* SYCL prints Unified Runtime's status with its name, whatever the backend. */
+	check_str(
+	    first(rs, "cuda backend failed with error: 801 (UR_RESULT_ERROR_UNSUPPORTED_FEATURE)"),
+	    "(none)");
 	/* nvidia-imex-ctl prints gRPC's status before gRPC's text. */
 	check_str(first(rs, "Query Status returned error code: 801 - failed to connect to all "
 			    "addresses; last error: UNKNOWN"),
