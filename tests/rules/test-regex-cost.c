@@ -148,9 +148,12 @@ static void test_at_the_bounds(void)
 
 int main(void)
 {
+	/* First, so that the resident size it reads is the bounds' compiles and not the shipped
+	 * rules' text test_builtin parses (under AddressSanitizer freed memory stays quarantined,
+	 * and that grows with every rule the knowledge base gains). */
+	RUN(test_at_the_bounds);
 	RUN(test_builtin);
 	RUN(test_counted);
 	RUN(test_refused);
-	RUN(test_at_the_bounds);
 	return test_failures ? 1 : 0;
 }
